@@ -1,0 +1,183 @@
+"""Event-log append throughput and subscriber wake-up latency.
+
+100,000 chunk-sized events (~200 bytes) through the SQLite store (and PostgreSQL when
+NAVI_BENCH_POSTGRES_URL or NAVI_TEST_POSTGRES_URL is set), with raw sqlite3 batched
+inserts measured in the same run as the ceiling.
+
+    .venv/bin/python bench/append.py [--events N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+from _common import percentile, postgres_url, report
+
+from events.base import BaseEventStore
+from events.memory import InMemoryEventStore
+from events.postgres import PostgresEventStore
+from events.sqlite import SqliteEventStore
+from events.types import LLMText
+from events.writer import StreamWriter
+
+CHUNK = LLMText(text="x" * 170)  # ~200 bytes of JSON payload
+BATCH = 256  # what a streaming writer stages between flushes
+
+
+async def one_stream(store: BaseEventStore, total: int) -> float:
+    """One writer staging chunks one by one, as a streaming LLM call does; the writer
+    group-commits them (batch size, delay, boundary)."""
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        writer = StreamWriter(store, "bench-one", last_seq=0, task_group=tg)
+        for _ in range(total):
+            await writer.stage(CHUNK)
+        await writer.commit()
+        tg.cancel_scope.cancel()
+    return total / (time.perf_counter() - start)
+
+
+async def many_streams(store: BaseEventStore, total: int, streams: int = 50) -> float:
+    """Many writers, each awaiting small appends: the store's group commit batches them."""
+    per = total // streams
+
+    async def writer(i: int) -> None:
+        seq = 0
+        while seq < per:
+            n = min(8, per - seq)
+            await store.append(f"bench-many-{i}", [CHUNK] * n, expected_seq=seq)
+            seq += n
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(streams):
+            tg.start_soon(writer, i)
+    return per * streams / (time.perf_counter() - start)
+
+
+async def wake_latency(store: BaseEventStore, samples: int = 1000) -> tuple[float, float]:
+    """Milliseconds from calling append to a live subscriber holding the event."""
+    latencies: list[float] = []
+    received = anyio.Event()
+    sent_at = 0.0
+
+    async def follow() -> None:
+        nonlocal received
+        async for _ in store.subscribe("bench-wake"):
+            latencies.append((time.perf_counter() - sent_at) * 1000)
+            received.set()
+            if len(latencies) == samples:
+                return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(follow)
+        await anyio.sleep(0.05)
+        for seq in range(samples):
+            received = anyio.Event()
+            sent_at = time.perf_counter()
+            await store.append("bench-wake", [CHUNK], expected_seq=seq)
+            await received.wait()
+    return percentile(latencies, 50), percentile(latencies, 99)
+
+
+def raw_sqlite(path: Path, total: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(
+        "CREATE TABLE e (position INTEGER PRIMARY KEY, stream_id TEXT, seq INTEGER, "
+        "event_id TEXT, type TEXT, version INTEGER, timestamp REAL, run_id TEXT, "
+        "causation_id TEXT, payload BLOB, UNIQUE (stream_id, seq))"
+    )
+    payload = b'{"type":"llm.text","text":"' + b"x" * 170 + b'"}'
+    rows = [
+        (
+            i,
+            "raw",
+            i,
+            f"00000000-0000-4000-8000-{i:012x}",
+            "llm.text",
+            1,
+            time.time(),
+            None,
+            None,
+            payload,
+        )
+        for i in range(1, total + 1)
+    ]
+    start = time.perf_counter()
+    for k in range(0, total, BATCH):
+        conn.execute("BEGIN IMMEDIATE")
+        conn.executemany("INSERT INTO e VALUES (?,?,?,?,?,?,?,?,?,?)", rows[k : k + BATCH])
+        conn.execute("COMMIT")
+    rate = total / (time.perf_counter() - start)
+    conn.close()
+    return rate
+
+
+async def run_store(label: str, make: object, total: int, figures: dict[str, float]) -> None:
+    async with make() as store:  # type: ignore[operator]
+        rate = await one_stream(store, total)
+        print(
+            f"{label:10} one stream, chunk by chunk: {rate:>10,.0f} events/s "
+            f"({store.commit_count} transactions)"
+        )
+        figures[f"{label}_events_per_s"] = rate
+    async with make() as store:  # type: ignore[operator]
+        rate = await many_streams(store, total)
+        print(
+            f"{label:10} 50 streams, appends of 8:   {rate:>10,.0f} events/s "
+            f"({store.commit_count} transactions)"
+        )
+        figures[f"{label}_concurrent_events_per_s"] = rate
+    async with make() as store:  # type: ignore[operator]
+        p50, p99 = await wake_latency(store)
+        print(f"{label:10} append -> subscriber wake-up: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+        figures[f"{label}_wake_p50_ms"] = p50
+        figures[f"{label}_wake_p99_ms"] = p99
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--events", type=int, default=100_000)
+    total = parser.parse_args().events
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        figures["raw_sqlite_events_per_s"] = raw_sqlite(Path(tmp) / "raw.db", total)
+        print(
+            f"{'raw sqlite3':10} batches of {BATCH}:             "
+            f"{figures['raw_sqlite_events_per_s']:>10,.0f} events/s (the ceiling)"
+        )
+        counter = iter(range(1000))
+        await run_store("memory", InMemoryEventStore, total, figures)
+        await run_store(
+            "sqlite",
+            lambda: SqliteEventStore(Path(tmp) / f"navi{next(counter)}.db"),
+            total,
+            figures,
+        )
+        url = postgres_url()
+        if url:
+            await _reset_postgres(url)
+            await run_store("postgres", lambda: PostgresEventStore(url), total, figures)
+        else:
+            print("postgres   skipped: set NAVI_BENCH_POSTGRES_URL to measure it")
+    figures["wake_p50_ms"] = figures["sqlite_wake_p50_ms"]
+    figures["wake_p99_ms"] = figures["sqlite_wake_p99_ms"]
+    report(figures)
+
+
+async def _reset_postgres(url: str) -> None:
+    from sqlalchemy import text
+
+    async with PostgresEventStore(url) as store, store.engine.begin() as conn:
+        await conn.execute(text("DELETE FROM navi_events WHERE stream_id LIKE 'bench-%'"))
+
+
+if __name__ == "__main__":
+    anyio.run(main)

@@ -1,0 +1,37 @@
+"""Errors of the event log. Each names the stream (and seq) it is about."""
+
+from __future__ import annotations
+
+
+class EventStoreError(Exception):
+    """Base of every error raised by an event store."""
+
+
+class ConcurrencyError(EventStoreError):
+    """An append's ``expected_seq`` was stale: another writer got there first.
+
+    Nothing of that append was written."""
+
+    def __init__(self, stream_id: str, expected_seq: int, actual_seq: int | None = None) -> None:
+        self.stream_id = stream_id
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+        actual = "" if actual_seq is None else f", but it is at seq {actual_seq}"
+        super().__init__(
+            f"stream {stream_id!r}: append expected seq {expected_seq}{actual}; "
+            "another writer appended first and nothing was written"
+        )
+
+
+class EventDecodeError(EventStoreError):
+    """A stored payload could not be decoded: unknown type, corrupt bytes, or a missing upcaster."""
+
+    def __init__(self, stream_id: str, seq: int, reason: str) -> None:
+        self.stream_id = stream_id
+        self.seq = seq
+        self.reason = reason
+        super().__init__(f"cannot decode event {stream_id!r}#{seq}: {reason}")
+
+
+class StoreClosedError(EventStoreError):
+    """The store was used outside its ``async with`` block."""

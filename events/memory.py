@@ -1,0 +1,64 @@
+"""An in-memory event store: the reference implementation, and fast for tests and benches."""
+
+from __future__ import annotations
+
+import bisect
+import time
+
+from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
+from events.codec import encode
+from events.envelope import Recorded
+
+
+class InMemoryEventStore(BaseEventStore):
+    """Keeps every event in lists. Payloads still go through the codec, so what tests
+    see here is what a SQL store would give back."""
+
+    def __init__(self, *, clock: Clock = time.time, new_id: IdFactory = new_uuid) -> None:
+        super().__init__(clock=clock, new_id=new_id)
+        self._streams: dict[str, list[Recorded]] = {}
+        self._all: list[Recorded] = []
+        self._keys: dict[tuple[str, str], tuple[int, int]] = {}
+
+    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+        heads = {r.stream_id: len(self._streams.get(r.stream_id, ())) for r in batch}
+        keys = dict(self._keys)
+        planned, new_keys = self.plan(batch, heads, len(self._all), keys)
+        # Encode as a SQL store would, so a payload that cannot be stored fails here too,
+        # before anything is kept.
+        for item in planned:
+            for record in item.records:
+                encode(record.event)
+        for item in planned:
+            self._streams.setdefault(item.request.stream_id, []).extend(item.records)
+            self._all.extend(item.records)
+        for stream_id, key, first, last in new_keys:
+            self._keys[(stream_id, key)] = (first, last)
+        return planned
+
+    async def read(
+        self,
+        stream_id: str,
+        *,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Recorded]:
+        stream = self._streams.get(stream_id, [])
+        end = len(stream) if to_seq is None else min(to_seq, len(stream))
+        if limit is not None:
+            end = min(end, after_seq + limit)
+        return stream[after_seq:end]
+
+    async def read_all(
+        self, *, after_position: int = 0, limit: int | None = None
+    ) -> list[Recorded]:
+        start = bisect.bisect_right(self._all, after_position, key=lambda r: r.position)
+        end = len(self._all) if limit is None else start + limit
+        return self._all[start:end]
+
+    async def last_seq(self, stream_id: str) -> int:
+        return len(self._streams.get(stream_id, ()))
+
+    async def stream_heads(self) -> dict[str, Recorded]:
+        return {sid: events[-1] for sid, events in self._streams.items() if events}

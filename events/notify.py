@@ -1,0 +1,81 @@
+"""In-process wake-ups for subscribers, plus a short cache of each stream's newest events.
+
+Both are filled only after a commit, so whatever a subscriber takes from here is durable.
+The cache lets a live subscriber skip re-reading the log for what was just written.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+
+import anyio
+
+from events.envelope import Recorded
+
+
+class _Recent:
+    __slots__ = ("events", "head")
+
+    def __init__(self, maxlen: int) -> None:
+        self.events: deque[Recorded] = deque(maxlen=maxlen)
+        self.head = 0
+
+
+class StreamNotifier:
+    def __init__(self, *, recent_per_stream: int = 4096, max_streams: int = 1024) -> None:
+        self._waiters: dict[str, anyio.Event] = {}
+        self._recent: OrderedDict[str, _Recent] = OrderedDict()
+        self._recent_per_stream = recent_per_stream
+        self._max_streams = max_streams
+        self._any = anyio.Event()
+
+    def waiter(self, stream_id: str) -> anyio.Event:
+        """The event that the next commit to ``stream_id`` sets. Take it *before* reading."""
+        event = self._waiters.get(stream_id)
+        if event is None:
+            event = self._waiters[stream_id] = anyio.Event()
+        return event
+
+    def any_waiter(self) -> anyio.Event:
+        return self._any
+
+    def committed(self, stream_id: str, records: Sequence[Recorded]) -> None:
+        recent = self._recent.get(stream_id)
+        if recent is None:
+            recent = self._recent[stream_id] = _Recent(self._recent_per_stream)
+            if len(self._recent) > self._max_streams:
+                self._recent.popitem(last=False)
+        else:
+            self._recent.move_to_end(stream_id)
+        if records and recent.head and records[0].seq != recent.head + 1:
+            recent.events.clear()  # a gap: someone else wrote; the log is the truth
+        recent.events.extend(records)
+        if records:
+            recent.head = records[-1].seq
+        self.wake(stream_id)
+
+    def wake(self, stream_id: str) -> None:
+        event = self._waiters.pop(stream_id, None)
+        if event is not None:
+            event.set()
+        self._any.set()
+        self._any = anyio.Event()
+
+    def invalidate(self, stream_id: str) -> None:
+        """Another process wrote to this stream: forget the cache and wake the readers."""
+        self._recent.pop(stream_id, None)
+        self.wake(stream_id)
+
+    def recent_after(self, stream_id: str, after_seq: int) -> list[Recorded] | None:
+        """Cached events after ``after_seq``; ``None`` when the cache cannot answer."""
+        recent = self._recent.get(stream_id)
+        if recent is None or not recent.events:
+            return None
+        if recent.head == after_seq:
+            return []
+        first = recent.events[0].seq
+        if first > after_seq + 1 or recent.head < after_seq:
+            return None
+        start = after_seq + 1 - first
+        return [recent.events[i] for i in range(start, len(recent.events))]

@@ -1,0 +1,213 @@
+"""The SQL event store shared by SQLite and PostgreSQL (SQLAlchemy Core, async).
+
+Dialect differences live in the subclasses: how a write transaction takes the
+store's write lock, and how other processes are woken.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from sqlalchemy import Row, and_, func, select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
+from events.codec import decode, encode
+from events.envelope import Recorded
+from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
+from events.types import tag_of
+
+log = structlog.get_logger(__name__)
+
+_E = events_table
+_COLUMNS = (
+    _E.c.stream_id,
+    _E.c.seq,
+    _E.c.position,
+    _E.c.event_id,
+    _E.c.timestamp,
+    _E.c.run_id,
+    _E.c.causation_id,
+    _E.c.type,
+    _E.c.version,
+    _E.c.payload,
+)
+
+
+def row_to_recorded(row: Row[Any] | Sequence[Any]) -> Recorded:
+    stream_id, seq, position, event_id, timestamp, run_id, causation_id, type_, version, payload = (
+        tuple(row)
+    )
+    return Recorded(
+        stream_id=stream_id,
+        seq=seq,
+        position=position,
+        event_id=event_id,
+        timestamp=timestamp,
+        event=decode(type_, version, bytes(payload), stream_id=stream_id, seq=seq),
+        run_id=run_id,
+        causation_id=causation_id,
+    )
+
+
+def record_to_row(record: Recorded) -> tuple[Any, ...]:
+    """A row in the column order of ``INSERT_COLUMNS``."""
+    event = record.event
+    return (
+        record.position,
+        record.stream_id,
+        record.seq,
+        record.event_id,
+        tag_of(event),
+        type(event).schema_version,
+        record.timestamp,
+        record.run_id,
+        record.causation_id,
+        encode(event),
+    )
+
+
+INSERT_COLUMNS = (
+    "position",
+    "stream_id",
+    "seq",
+    "event_id",
+    "type",
+    "version",
+    "timestamp",
+    "run_id",
+    "causation_id",
+    "payload",
+)
+
+
+class SqlEventStore(BaseEventStore):
+    def __init__(
+        self,
+        url: str,
+        *,
+        clock: Clock = time.time,
+        new_id: IdFactory = new_uuid,
+    ) -> None:
+        super().__init__(clock=clock, new_id=new_id)
+        self.url = url
+        self._write_engine: AsyncEngine | None = None
+        self._read_engine: AsyncEngine | None = None
+
+    # ---------------------------------------------------------------- to implement
+
+    def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
+        raise NotImplementedError
+
+    async def _lock_for_write(self, conn: AsyncConnection) -> None:
+        """Serialise writers (schema creation goes through it too)."""
+
+    async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
+        """One write transaction on the raw driver connection: the hot path, so it skips
+        SQLAlchemy's per-statement overhead (several thread hops per statement on SQLite)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def engine(self) -> AsyncEngine:
+        assert self._read_engine is not None, "store not open"
+        return self._read_engine
+
+    async def _open(self) -> None:
+        self._write_engine, self._read_engine = self._make_engines()
+        async with self._write_engine.begin() as conn:
+            await self._lock_for_write(conn)
+            await conn.run_sync(metadata.create_all)
+            current = await conn.scalar(
+                select(schema_version_table.c.version).where(
+                    schema_version_table.c.component == "events"
+                )
+            )
+            if current is None:
+                await conn.execute(
+                    schema_version_table.insert().values(component="events", version=SCHEMA_VERSION)
+                )
+            elif current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"the database {self.url!r} has event schema v{current}, "
+                    f"newer than this Navi (v{SCHEMA_VERSION}); upgrade Navi"
+                )
+
+    async def _close(self) -> None:
+        for engine in (self._write_engine, self._read_engine):
+            if engine is not None:
+                await engine.dispose()
+        self._write_engine = self._read_engine = None
+
+    # ---------------------------------------------------------------- write
+
+    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+        assert self._write_engine is not None
+        async with self._write_engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            return await self._write_batch(raw.driver_connection, batch)
+
+    def plan_rows(
+        self,
+        batch: list[AppendRequest],
+        heads: dict[str, int],
+        position: int,
+        used_keys: dict[tuple[str, str], tuple[int, int]],
+    ) -> tuple[list[Planned], list[tuple[Any, ...]], list[tuple[str, str, int, int]]]:
+        planned, new_keys = self.plan(batch, heads, position, used_keys)
+        rows = [record_to_row(rec) for item in planned for rec in item.records]
+        return planned, rows, new_keys
+
+    # ---------------------------------------------------------------- read
+
+    async def read(
+        self,
+        stream_id: str,
+        *,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Recorded]:
+        cond = and_(_E.c.stream_id == stream_id, _E.c.seq > after_seq)
+        if to_seq is not None:
+            cond = and_(cond, _E.c.seq <= to_seq)
+        query = select(*_COLUMNS).where(cond).order_by(_E.c.seq)
+        if limit is not None:
+            query = query.limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [row_to_recorded(row) for row in rows]
+
+    async def read_all(
+        self, *, after_position: int = 0, limit: int | None = None
+    ) -> list[Recorded]:
+        query = select(*_COLUMNS).where(_E.c.position > after_position).order_by(_E.c.position)
+        if limit is not None:
+            query = query.limit(limit)
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [row_to_recorded(row) for row in rows]
+
+    async def last_seq(self, stream_id: str) -> int:
+        async with self.engine.connect() as conn:
+            value = await conn.scalar(
+                select(func.coalesce(func.max(_E.c.seq), 0)).where(_E.c.stream_id == stream_id)
+            )
+        return int(value or 0)
+
+    async def stream_heads(self) -> dict[str, Recorded]:
+        heads = (
+            select(_E.c.stream_id.label("sid"), func.max(_E.c.seq).label("head"))
+            .group_by(_E.c.stream_id)
+            .subquery()
+        )
+        query = select(*_COLUMNS).join(
+            heads, and_(_E.c.stream_id == heads.c.sid, _E.c.seq == heads.c.head)
+        )
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return {row[0]: row_to_recorded(row) for row in rows}

@@ -1,0 +1,108 @@
+"""The SQLite event store (aiosqlite, WAL): Navi's default, one file ``navi.db``."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
+from events.sql import INSERT_COLUMNS, SqlEventStore
+
+_INSERT = (
+    f"INSERT INTO navi_events ({', '.join(INSERT_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in INSERT_COLUMNS)})"
+)
+
+
+def _pragmas(dbapi_connection: Any, synchronous: str) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA synchronous={synchronous}")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+class SqliteEventStore(SqlEventStore):
+    """Writes take ``BEGIN IMMEDIATE`` so two processes on one file never deadlock on
+    a lock upgrade; reads use their own connections and never block the writer (WAL)."""
+
+    def __init__(
+        self,
+        path: str | Path = "navi.db",
+        *,
+        synchronous: str = "NORMAL",
+        clock: Clock = time.time,
+        new_id: IdFactory = new_uuid,
+    ) -> None:
+        self.path = Path(path)
+        super().__init__(f"sqlite+aiosqlite:///{self.path}", clock=clock, new_id=new_id)
+        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise ValueError(f"unknown SQLite synchronous mode {synchronous!r}")
+        self._synchronous = synchronous.upper()
+
+    def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        sync = self._synchronous
+        writer = create_async_engine(self.url, pool_size=1, max_overflow=0)
+        reader = create_async_engine(self.url)
+
+        @event.listens_for(writer.sync_engine, "connect")
+        def _writer_connect(dbapi_connection: Any, _record: Any) -> None:
+            _pragmas(dbapi_connection, sync)
+            # Transactions are begun explicitly, and IMMEDIATE (see _write_batch / _lock_for_write).
+            dbapi_connection.isolation_level = None
+
+        @event.listens_for(writer.sync_engine, "begin")
+        def _writer_begin(conn: Any) -> None:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+        @event.listens_for(reader.sync_engine, "connect")
+        def _reader_connect(dbapi_connection: Any, _record: Any) -> None:
+            _pragmas(dbapi_connection, sync)
+
+        return writer, reader
+
+    async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
+        streams = sorted({r.stream_id for r in batch})
+        values = ", ".join("(?)" for _ in streams)
+        await driver.execute("BEGIN IMMEDIATE")
+        try:
+            # One max() per stream, so SQLite answers each from the (stream_id, seq) index
+            # instead of aggregating the whole stream.
+            cursor = await driver.execute(
+                f"WITH s(id) AS (VALUES {values}) SELECT id, "
+                "(SELECT max(seq) FROM navi_events WHERE stream_id = s.id) FROM s",
+                streams,
+            )
+            heads = {sid: int(seq) for sid, seq in await cursor.fetchall() if seq is not None}
+            cursor = await driver.execute("SELECT coalesce(max(position), 0) FROM navi_events")
+            (position,) = await cursor.fetchone()
+            used: dict[tuple[str, str], tuple[int, int]] = {}
+            for r in batch:
+                if r.idempotency_key is not None:
+                    cursor = await driver.execute(
+                        "SELECT first_seq, last_seq FROM navi_idempotency "
+                        "WHERE stream_id = ? AND key = ?",
+                        (r.stream_id, r.idempotency_key),
+                    )
+                    found = await cursor.fetchone()
+                    if found is not None:
+                        used[(r.stream_id, r.idempotency_key)] = (found[0], found[1])
+            planned, rows, new_keys = self.plan_rows(batch, heads, int(position), used)
+            if rows:
+                await driver.executemany(_INSERT, rows)
+            if new_keys:
+                await driver.executemany(
+                    "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) "
+                    "VALUES (?, ?, ?, ?)",
+                    new_keys,
+                )
+            await driver.execute("COMMIT")
+        except BaseException:
+            await driver.execute("ROLLBACK")
+            raise
+        return planned

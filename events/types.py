@@ -1,0 +1,314 @@
+"""Every event Navi records, as one tagged union of frozen msgspec Structs.
+
+Tags are stable dotted names: they are stored in the log and must never change.
+Schema evolution is additive (new optional fields with defaults); a breaking change
+bumps ``schema_version`` and registers an upcaster in ``events.upcasting``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+import msgspec
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """Base of every event payload. Envelope data (stream, seq, ids, time) is not here."""
+
+    schema_version: ClassVar[int] = 1
+    # A boundary event ends a group-commit batch and must be durable before its effect runs.
+    boundary: ClassVar[bool] = True
+
+
+class Chunk(Event, frozen=True, kw_only=True):
+    """A streamed piece; many of them go into one transaction."""
+
+    boundary: ClassVar[bool] = False
+
+
+# ---------------------------------------------------------------- shared value types
+
+
+class FileRef(msgspec.Struct, frozen=True, kw_only=True):
+    name: str
+    path: str
+
+
+class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}
+
+
+class TodoItem(msgspec.Struct, frozen=True, kw_only=True):
+    id: int
+    text: str
+    status: Literal["pending", "in_progress", "done", "failed", "skipped"] = "pending"
+    executor: str = "SELF"
+    validation: str = ""
+    note: str = ""
+
+
+# ---------------------------------------------------------------- sessions
+
+
+class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
+    profile_id: str
+    user_id: str = "local"
+    title: str = ""
+    # A subagent's stream names its parent; a fork names its origin and the seq it forked at.
+    parent_stream_id: str | None = None
+    parent_call_id: str | None = None
+    forked_from: str | None = None
+    forked_at_seq: int | None = None
+
+
+class SessionPinned(Event, frozen=True, kw_only=True, tag="session.pinned"):
+    pinned: bool
+
+
+class SessionRenamed(Event, frozen=True, kw_only=True, tag="session.renamed"):
+    title: str
+
+
+class SessionDeleted(Event, frozen=True, kw_only=True, tag="session.deleted"):
+    pass
+
+
+class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
+    # v1 (the original Navi's shape) had ``content`` and no files; see events.upcasting.
+    schema_version: ClassVar[int] = 2
+    text: str
+    images: tuple[str, ...] = ()
+    files: tuple[FileRef, ...] = ()
+
+
+# ---------------------------------------------------------------- runs
+
+
+RunMode = Literal["stream", "run", "ephemeral"]
+
+
+class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
+    profile_id: str
+    profile_hash: str = ""
+    model: str = ""
+    backend: str = ""
+    mode: RunMode = "stream"
+    max_iterations: int = 50
+
+
+class PlanStatus(Event, frozen=True, kw_only=True, tag="plan.status"):
+    phase: int
+    label: str
+
+
+class PlanReady(Event, frozen=True, kw_only=True, tag="plan.ready"):
+    plan: str
+    steps: tuple[str, ...] = ()
+
+
+class ContextInjected(Event, frozen=True, kw_only=True, tag="context.injected"):
+    """A message Navi put in front of the LLM (budget, goal anchor, anti-stall, image...)."""
+
+    kind: str
+    role: Literal["system", "user", "assistant"] = "system"
+    content: str = ""
+    images: tuple[str, ...] = ()
+
+
+class LLMRequested(Event, frozen=True, kw_only=True, tag="llm.requested"):
+    iteration: int = 0
+    attempt: int = 1
+    purpose: Literal["loop", "plan", "compress", "memory"] = "loop"
+    model: str = ""
+    tools: tuple[str, ...] = ()
+    options: dict[str, Any] = {}
+
+
+class LLMThinking(Chunk, frozen=True, kw_only=True, tag="llm.thinking"):
+    text: str
+
+
+class LLMText(Chunk, frozen=True, kw_only=True, tag="llm.text"):
+    text: str
+
+
+class LLMToolCalls(Chunk, frozen=True, kw_only=True, tag="llm.tool_calls"):
+    calls: tuple[ToolCall, ...]
+
+
+class LLMCompleted(Event, frozen=True, kw_only=True, tag="llm.completed"):
+    content: str = ""
+    thinking: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class LLMFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
+    error: str
+    kind: str = "error"
+    retryable: bool = False
+
+
+class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    step: int = 0
+
+
+class ToolStarted(Event, frozen=True, kw_only=True, tag="tool.started"):
+    call_id: str
+    name: str = ""
+
+
+class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
+    call_id: str
+    name: str
+    output: str
+    success: bool = True
+    error: str | None = None
+    metadata: dict[str, Any] = {}
+
+
+ToolFailureReason = Literal["error", "stopped", "interrupted", "timeout"]
+
+
+class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):
+    call_id: str
+    name: str
+    reason: ToolFailureReason = "error"
+    error: str = ""
+
+
+class ContextCompressing(Event, frozen=True, kw_only=True, tag="context.compressing"):
+    """Compression of older context began; ``context.compressed`` or
+    ``context.compression_failed`` ends it (the run state machine needs the start marker)."""
+
+    context_tokens: int = 0
+
+
+class ContextCompressionFailed(Event, frozen=True, kw_only=True, tag="context.compression_failed"):
+    """Compression gave up; the context stays as it was."""
+
+    error: str
+
+
+class ContextCompressed(Event, frozen=True, kw_only=True, tag="context.compressed"):
+    """Older context from ``from_seq`` to ``to_seq`` (inclusive) is replaced by ``summary``."""
+
+    from_seq: int
+    to_seq: int
+    summary: str
+    model: str = ""
+    messages_before: int = 0
+    messages_after: int = 0
+    supersedes_seq: int | None = None
+
+
+class ProfileSwitched(Event, frozen=True, kw_only=True, tag="profile.switched"):
+    profile_id: str
+    profile_name: str = ""
+
+
+class SubagentSpawned(Event, frozen=True, kw_only=True, tag="subagent.spawned"):
+    child_stream_id: str
+    call_id: str
+    task: str
+    profile_id: str = ""
+
+
+class SubagentFinished(Event, frozen=True, kw_only=True, tag="subagent.finished"):
+    child_stream_id: str
+    call_id: str
+    result: str = ""
+    completed_normally: bool = True
+
+
+class StopRequested(Event, frozen=True, kw_only=True, tag="stop.requested"):
+    reason: str = "user"
+
+
+class RunStopped(Event, frozen=True, kw_only=True, tag="run.stopped"):
+    reason: str = "user"
+
+
+class RunCompleted(Event, frozen=True, kw_only=True, tag="run.completed"):
+    content: str = ""
+    completed_normally: bool = True
+    iterations: int = 0
+
+
+class RunFailed(Event, frozen=True, kw_only=True, tag="run.failed"):
+    error: str
+
+
+# ---------------------------------------------------------------- session tool state
+
+
+class TodoUpdated(Event, frozen=True, kw_only=True, tag="todo.updated"):
+    items: tuple[TodoItem, ...]
+
+
+class ScratchpadUpdated(Event, frozen=True, kw_only=True, tag="scratchpad.updated"):
+    """The whole new content of one section (``None`` content clears it)."""
+
+    section: str
+    content: str | None = None
+
+
+class NoteSaved(Event, frozen=True, kw_only=True, tag="note.saved"):
+    note_id: str
+    text: str
+
+
+class NoteDeleted(Event, frozen=True, kw_only=True, tag="note.deleted"):
+    note_id: str
+
+
+AnyEvent = (
+    SessionCreated
+    | SessionPinned
+    | SessionRenamed
+    | SessionDeleted
+    | UserMessage
+    | RunStarted
+    | PlanStatus
+    | PlanReady
+    | ContextInjected
+    | LLMRequested
+    | LLMThinking
+    | LLMText
+    | LLMToolCalls
+    | LLMCompleted
+    | LLMFailed
+    | ToolRequested
+    | ToolStarted
+    | ToolCompleted
+    | ToolFailed
+    | ContextCompressing
+    | ContextCompressionFailed
+    | ContextCompressed
+    | ProfileSwitched
+    | SubagentSpawned
+    | SubagentFinished
+    | StopRequested
+    | RunStopped
+    | RunCompleted
+    | RunFailed
+    | TodoUpdated
+    | ScratchpadUpdated
+    | NoteSaved
+    | NoteDeleted
+)
+
+EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in AnyEvent.__args__}
+
+TERMINAL_RUN_EVENTS: frozenset[str] = frozenset({"run.completed", "run.stopped", "run.failed"})
+
+
+def tag_of(event: Event) -> str:
+    return type(event).__struct_config__.tag  # type: ignore[return-value]

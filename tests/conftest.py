@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+POSTGRES_ENV = "NAVI_TEST_POSTGRES_URL"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def postgres_server_url() -> str:
+    url = os.environ.get(POSTGRES_ENV)
+    if not url:
+        pytest.skip(
+            f"PostgreSQL tests need {POSTGRES_ENV} (e.g. postgresql://postgres@127.0.0.1:5432/test)"
+        )
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server_url: str) -> Iterator[str]:
+    """A fresh database for this test session, dropped at the end, so that concurrent
+    test runs on one server never see each other's events."""
+    import asyncio
+
+    import asyncpg
+    from sqlalchemy.engine import make_url
+
+    base = make_url(postgres_server_url).set(drivername="postgresql")
+    name = f"navi_test_{uuid.uuid4().hex[:10]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(base.render_as_string(hide_password=False))
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield base.set(database=name).render_as_string(hide_password=False)
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every ``async def`` test runs on anyio (asyncio backend) without a marker."""
+    import inspect
+
+    for item in items:
+        func = getattr(item, "function", None)
+        if func is not None and inspect.iscoroutinefunction(func):
+            item.add_marker(pytest.mark.anyio)

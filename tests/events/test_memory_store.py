@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from events.base import BaseEventStore
+from events.memory import InMemoryEventStore
+from tests.events.store_contract import StoreContract
+
+
+class TestInMemoryEventStore(StoreContract):
+    @asynccontextmanager
+    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[BaseEventStore]:
+        async with InMemoryEventStore(**kw) as store:
+            yield store

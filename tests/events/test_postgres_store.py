@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from events.base import BaseEventStore
+from events.postgres import PostgresEventStore
+from tests.events.store_contract import DurableStoreContract
+
+pytestmark = pytest.mark.postgres
+
+
+class TestPostgresEventStore(DurableStoreContract):
+    @pytest.fixture(autouse=True)
+    def _url(self, postgres_url: str) -> None:
+        self.url = postgres_url
+
+    @asynccontextmanager
+    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[BaseEventStore]:
+        async with PostgresEventStore(self.url, **kw) as store:
+            if not reopen:
+                async with store.engine.begin() as conn:
+                    await conn.execute(text("TRUNCATE navi_events, navi_idempotency"))
+            yield store
