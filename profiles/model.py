@@ -1,0 +1,90 @@
+"""``Profile``: what a profile folder declares (``config.json`` + ``system_prompt.txt``).
+
+Field defaults follow the original Navi's ``AgentProfile``. Unknown fields are refused
+so a typo in ``config.json`` is an error, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated
+
+import msgspec
+
+ProfileId = Annotated[str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")]
+ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+AtLeastOne = Annotated[int, msgspec.Meta(ge=1)]
+Temperature = Annotated[float, msgspec.Meta(ge=0.0, le=2.0)]
+ContextSize = Annotated[int, msgspec.Meta(ge=256)]
+
+
+class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """The fields of ``config.json``."""
+
+    id: ProfileId
+    name: NonEmpty
+    description: str = ""
+    # The LLM model; None means the server's default model.
+    model: str | None = None
+    temperature: Temperature = 0.7
+    enabled_tools: tuple[ToolName, ...] = ()
+    # Tools of a subagent spawned under this profile; empty means ``enabled_tools``.
+    subagent_tools: tuple[ToolName, ...] = ()
+    max_iterations: AtLeastOne = 50
+    planning_enabled: bool = False
+    planning_phase2_enabled: bool = False
+    subagent_planning_enabled: bool = False
+    think_enabled: bool = True
+    iteration_budget_enabled: bool = True
+    goal_anchoring_enabled: bool = True
+    goal_anchoring_interval: AtLeastOne = 5
+    anti_stall_enabled: bool = True
+    anti_stall_threshold: AtLeastOne = 8
+    step_validation_enabled: bool = False
+    adaptive_replan_enabled: bool = False
+    # The LLM backend (ollama | openai | embedded); None means the server's choice.
+    llm_backend: NonEmpty | None = None
+    # The system prompt of a subagent (after the persona); empty means ``system_prompt``.
+    subagent_system_prompt: str = ""
+    scratchpad_sections: tuple[NonEmpty, ...] = ()
+    # Context window in tokens; None means the backend's setting.
+    num_ctx: ContextSize | None = None
+
+
+class Profile(ProfileConfig, frozen=True, kw_only=True):
+    """A loaded profile: its config plus the text of ``system_prompt.txt``."""
+
+    system_prompt: NonEmpty
+
+    @property
+    def subagent_tool_names(self) -> tuple[str, ...]:
+        return self.subagent_tools or self.enabled_tools
+
+    @property
+    def subagent_prompt(self) -> str:
+        return self.subagent_system_prompt or self.system_prompt
+
+
+_DEFAULTS = {
+    field.name: field.default
+    for field in msgspec.structs.fields(Profile)
+    if field.default is not msgspec.NODEFAULT
+}
+_hash_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def profile_hash(profile: Profile) -> str:
+    """A short, stable digest of a profile's config and system prompt.
+
+    Recorded in ``run.started`` so a replay knows which version of the profile ran.
+    Only fields that differ from their defaults count, so adding a new field (with a
+    default) to ``Profile`` does not change the hash of existing profiles, and neither
+    does JSON formatting or key order.
+    """
+    significant = {
+        name: value
+        for name, value in msgspec.structs.asdict(profile).items()
+        if name not in _DEFAULTS or value != _DEFAULTS[name]
+    }
+    return hashlib.sha256(_hash_encoder.encode(significant)).hexdigest()[:16]

@@ -1,0 +1,267 @@
+"""The ``sessions`` projection: the session list, folded from the global log (all streams).
+
+One ``SessionSummary`` per session stream (a stream that starts with ``session.created``):
+
+- ``title``: ``session.created``'s title, else the first user message cut to 60
+  characters; ``session.renamed`` sets it for good.
+- ``profile_id`` follows ``profile.switched``; ``pinned`` follows ``session.pinned``;
+  ``deleted`` is set by ``session.deleted`` (the list leaves it out; the log keeps it).
+- ``message_count`` counts what the ``messages`` projection shows (a test checks they
+  agree); ``preview`` is the last 60 characters (white space collapsed) of the last user
+  or assistant message with text. A stopped answer's partial text counts as a message
+  but does not change the preview (that would rewrite the list on every chunk).
+- ``last_active`` is the time of the stream's last event, not counting chunks (a
+  boundary event always follows them) and the bookkeeping events ``session.pinned``,
+  ``session.renamed``, ``session.deleted``, ``note.*``.
+- ``context_token_count``: prompt + completion tokens of the last tool-loop
+  ``llm.completed``; 0 after a compression, as in the original Navi (the ``context``
+  projection of the session has a better estimate).
+
+Subagent streams (``session.created`` with ``parent_stream_id``) are not listed, and
+events of streams that never had ``session.created`` are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgspec
+from msgspec.structs import replace
+
+from events.envelope import Recorded
+from events.types import (
+    Chunk,
+    ContextCompressed,
+    LLMCompleted,
+    LLMRequested,
+    LLMText,
+    LLMThinking,
+    PlanReady,
+    ProfileSwitched,
+    RunCompleted,
+    RunFailed,
+    RunStopped,
+    SessionCreated,
+    SessionDeleted,
+    SessionPinned,
+    SessionRenamed,
+    ToolCompleted,
+    ToolFailed,
+    UserMessage,
+)
+from projections.fold import Projection
+from projections.types import iso_time
+
+TITLE_LENGTH = 60
+PREVIEW_LENGTH = 60
+
+# Events that are bookkeeping, not activity: they do not move ``last_active``.
+_NOT_ACTIVITY: frozenset[str] = frozenset(
+    {"session.pinned", "session.renamed", "session.deleted", "note.saved", "note.deleted"}
+)
+
+
+class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    profile_id: str
+    user_id: str
+    title: str
+    pinned: bool
+    created_at: str
+    last_active: str
+    message_count: int
+    preview: str
+    context_token_count: int
+    forked_from: str | None = None
+    forked_at_seq: int | None = None
+    deleted: bool = False
+
+
+class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
+    """A summary and what the fold needs to keep it up to date."""
+
+    summary: SessionSummary
+    last_active_ts: float
+    title_fixed: bool  # set by session.created or session.renamed: messages do not change it
+    llm_purpose: str = "loop"
+    has_partial: bool = False  # a tool-loop answer is being streamed
+
+
+class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
+    # Never mutated: an update makes a new dict (personal use: tens to thousands of sessions).
+    entries: dict[str, SessionEntry] = msgspec.field(default_factory=dict)
+    subagent_streams: frozenset[str] = frozenset()
+
+    def get(self, session_id: str) -> SessionSummary | None:
+        entry = self.entries.get(session_id)
+        return None if entry is None else entry.summary
+
+    def listing(self) -> list[SessionSummary]:
+        """Sessions not deleted: pinned first, then the most recently active first."""
+        live = [entry for entry in self.entries.values() if not entry.summary.deleted]
+        live.sort(key=lambda e: (not e.summary.pinned, -e.last_active_ts, e.summary.session_id))
+        return [entry.summary for entry in live]
+
+
+def cut_title(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= TITLE_LENGTH else text[: TITLE_LENGTH - 1].rstrip() + "…"
+
+
+def preview_of(text: str) -> str:
+    return " ".join(text.split())[-PREVIEW_LENGTH:]
+
+
+def _counted(entry: SessionEntry, text: str) -> SessionEntry:
+    """One more message; ``text`` (if any) becomes the preview."""
+    summary = entry.summary
+    preview = preview_of(text) if text.strip() else summary.preview
+    return replace(
+        entry,
+        summary=replace(summary, message_count=summary.message_count + 1, preview=preview),
+    )
+
+
+def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: UserMessage = record.event  # type: ignore[assignment]
+    entry = _counted(entry, event.text)
+    if entry.title_fixed or entry.summary.title:
+        return entry
+    return replace(entry, summary=replace(entry.summary, title=cut_title(event.text)))
+
+
+def _on_llm_requested(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: LLMRequested = record.event  # type: ignore[assignment]
+    if event.purpose == "loop":
+        return replace(entry, llm_purpose="loop", has_partial=False)
+    return replace(entry, llm_purpose=event.purpose)
+
+
+def _on_llm_completed(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    if entry.llm_purpose != "loop":
+        return entry
+    event: LLMCompleted = record.event  # type: ignore[assignment]
+    entry = replace(_counted(entry, event.content), has_partial=False)
+    tokens = event.prompt_tokens + event.completion_tokens
+    if not tokens:
+        return entry
+    return replace(entry, summary=replace(entry.summary, context_token_count=tokens))
+
+
+def _on_tool_result(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    return _counted(entry, "")
+
+
+def _on_plan_ready(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: PlanReady = record.event  # type: ignore[assignment]
+    return _counted(entry, event.plan)
+
+
+def _on_run_ended(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    if entry.has_partial:
+        entry = _counted(entry, "")
+    return replace(entry, llm_purpose="loop", has_partial=False)
+
+
+def _on_compressed(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    return replace(entry, summary=replace(entry.summary, context_token_count=0))
+
+
+def _on_profile_switched(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: ProfileSwitched = record.event  # type: ignore[assignment]
+    return replace(entry, summary=replace(entry.summary, profile_id=event.profile_id))
+
+
+def _on_pinned(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: SessionPinned = record.event  # type: ignore[assignment]
+    return replace(entry, summary=replace(entry.summary, pinned=event.pinned))
+
+
+def _on_renamed(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: SessionRenamed = record.event  # type: ignore[assignment]
+    return replace(entry, title_fixed=True, summary=replace(entry.summary, title=event.title))
+
+
+def _on_deleted(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    return replace(entry, summary=replace(entry.summary, deleted=True))
+
+
+def _unchanged(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    return entry
+
+
+_Handler = Callable[[SessionEntry, Recorded], SessionEntry]
+
+_HANDLERS: dict[type, _Handler] = {
+    UserMessage: _on_user_message,
+    LLMRequested: _on_llm_requested,
+    LLMCompleted: _on_llm_completed,
+    ToolCompleted: _on_tool_result,
+    ToolFailed: _on_tool_result,
+    PlanReady: _on_plan_ready,
+    RunCompleted: _on_run_ended,
+    RunStopped: _on_run_ended,
+    RunFailed: _on_run_ended,
+    ContextCompressed: _on_compressed,
+    ProfileSwitched: _on_profile_switched,
+    SessionPinned: _on_pinned,
+    SessionRenamed: _on_renamed,
+    SessionDeleted: _on_deleted,
+}
+
+
+def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
+    event: SessionCreated = record.event  # type: ignore[assignment]
+    stream_id = record.stream_id
+    if event.parent_stream_id is not None:
+        return replace(state, subagent_streams=state.subagent_streams | {stream_id})
+    if stream_id in state.entries:
+        return state  # a second session.created does not reset a session
+    created_at = iso_time(record.timestamp)
+    summary = SessionSummary(
+        session_id=stream_id,
+        profile_id=event.profile_id,
+        user_id=event.user_id,
+        title=cut_title(event.title),
+        pinned=False,
+        created_at=created_at,
+        last_active=created_at,
+        message_count=0,
+        preview="",
+        context_token_count=0,
+        forked_from=event.forked_from,
+        forked_at_seq=event.forked_at_seq,
+    )
+    entry = SessionEntry(
+        summary=summary, last_active_ts=record.timestamp, title_fixed=bool(event.title)
+    )
+    return replace(state, entries={**state.entries, stream_id: entry})
+
+
+def evolve(state: SessionsState, record: Recorded) -> SessionsState:
+    event = record.event
+    if isinstance(event, SessionCreated):
+        return _on_created(state, record)
+    entry = state.entries.get(record.stream_id)
+    if entry is None:
+        return state  # a subagent's stream, or not a session's
+    if isinstance(event, Chunk):
+        # Only the first text/thinking chunk of a tool-loop answer matters (a partial answer).
+        if entry.has_partial or entry.llm_purpose != "loop":
+            return state
+        if not isinstance(event, LLMText | LLMThinking) or not event.text:
+            return state
+        updated = replace(entry, has_partial=True)
+    else:
+        updated = _HANDLERS.get(type(event), _unchanged)(entry, record)
+        if record.type not in _NOT_ACTIVITY:
+            updated = replace(
+                updated,
+                last_active_ts=record.timestamp,
+                summary=replace(updated.summary, last_active=iso_time(record.timestamp)),
+            )
+    return replace(state, entries={**state.entries, record.stream_id: updated})
+
+
+INITIAL = SessionsState()
+SESSIONS: Projection[SessionsState] = Projection("sessions", INITIAL, evolve)

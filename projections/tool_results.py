@@ -1,0 +1,42 @@
+"""How a tool's outcome reads as a tool message (the same words for the UI and the LLM)."""
+
+from __future__ import annotations
+
+from events.types import ToolCompleted, ToolFailed
+
+_FAILURE_TEXT = {
+    "interrupted": (
+        "Interrupted: Navi stopped while this call was running, so it may or may not "
+        "have happened. Check its effects before trying it again."
+    ),
+    "stopped": "Stopped: the user stopped the run before this call finished.",
+    "timeout": "Timed out: the call did not finish in time.",
+}
+
+# Content of the tool message the context adds for a call whose result never came
+# (only for a log that breaks the "every call gets a result" rule: see context.py).
+NO_RESULT_TEXT = "No result: the run ended before this call finished, and none was recorded."
+
+
+def tool_result_content(event: ToolCompleted | ToolFailed) -> str:
+    if isinstance(event, ToolCompleted):
+        if event.success or not event.error:
+            return event.output
+        return f"{event.output}\nError: {event.error}" if event.output else f"Error: {event.error}"
+    if event.reason == "error":
+        return f"Error: {event.error}" if event.error else "Error: the call failed."
+    text = _FAILURE_TEXT[event.reason]
+    return f"{text} ({event.error})" if event.error else text
+
+
+def tool_succeeded(event: ToolCompleted | ToolFailed) -> bool:
+    return isinstance(event, ToolCompleted) and event.success
+
+
+def image_of(event: ToolCompleted) -> str | None:
+    """The base64 image a tool returned (``metadata`` with ``is_image`` and ``base64``)."""
+    metadata = event.metadata
+    if not metadata.get("is_image"):
+        return None
+    image = metadata.get("base64")
+    return image if isinstance(image, str) and image else None

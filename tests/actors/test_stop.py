@@ -1,0 +1,130 @@
+"""Stop is a message; priority messages overtake; a busy actor notices interrupts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import pytest
+
+from actors import Actor, ActorStopped, ActorSystem, ChildStopped, Stop
+from tests.actors.support import Gate, Inbox
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_normal_stop_is_handled_after_what_is_queued(box: Inbox) -> None:
+    async with ActorSystem() as system:
+        gate = Gate(box)
+        ref = await system.spawn(gate, name="g")
+        await ref.tell("block")
+        assert await box.next() == "blocked"
+        for message in (1, 2, Stop("done"), 3):
+            await ref.tell(message)
+        gate.gate.set()
+        await ref.wait_stopped()
+        with pytest.raises(ActorStopped):
+            await ref.tell(4)
+    # 3 came after the stop: a dead letter.
+    assert box.drain() == ["block", 1, 2]
+
+
+async def test_a_priority_stop_overtakes_the_backlog(box: Inbox) -> None:
+    async with ActorSystem() as system:
+        gate = Gate(box)
+        ref = await system.spawn(gate, name="g")
+        await ref.tell("block")
+        assert await box.next() == "blocked"
+        for message in (1, 2, 3):
+            await ref.tell(message)
+        await ref.tell(Stop("now"), priority=True)
+        gate.gate.set()  # the message in hand finishes
+        await ref.wait_stopped()
+    assert box.drain() == ["block"]
+
+
+async def test_a_priority_message_overtakes_queued_normal_ones(box: Inbox) -> None:
+    async with ActorSystem() as system:
+        gate = Gate(box)
+        ref = await system.spawn(gate, name="g")
+        await ref.tell("block")
+        assert await box.next() == "blocked"
+        await ref.tell("first")
+        await ref.tell("second")
+        await ref.tell("urgent", priority=True)
+        gate.gate.set()
+        assert await box.take(4) == ["block", "urgent", "first", "second"]
+
+
+class Streamer(Actor[Any]):
+    """Simulates a long LLM stream that stops early when a priority message arrives."""
+
+    def __init__(self, box: Inbox) -> None:
+        self.box = box
+
+    async def receive(self, message: Any) -> Any:
+        if message == "stream":
+            sent = 0
+            with self.interrupts.cancel_on_interrupt() as scope:
+                while True:
+                    self.box.put(("chunk", sent))
+                    sent += 1
+                    await anyio.sleep(0.001)
+            self.box.put(("stream ended", scope.interrupted))
+        else:
+            self.box.put(("handled", message, self.interrupts.pending))
+        return None
+
+
+async def test_a_busy_actor_notices_a_priority_message_then_handles_it(box: Inbox) -> None:
+    async with ActorSystem() as system:
+        ref = await system.spawn(Streamer(box), name="s")
+        await ref.tell("stream")
+        await ref.tell("queued")
+        assert await box.next() == ("chunk", 0)
+        await ref.tell("stop the run", priority=True)
+        items: list[Any] = []
+        while not items or items[-1][0] == "chunk":
+            items.append(await box.next())
+        assert items[-1] == ("stream ended", True)
+        assert await box.take(2) == [
+            ("handled", "stop the run", False),
+            ("handled", "queued", False),
+        ]
+
+
+async def test_a_priority_stop_also_interrupts_long_work(box: Inbox) -> None:
+    async with ActorSystem() as system:
+        ref = await system.spawn(Streamer(box), name="s")
+        await ref.tell("stream")
+        assert await box.next() == ("chunk", 0)
+        with anyio.fail_after(5):
+            await ref.stop()
+    assert box.drain()[-1] == ("stream ended", True)
+
+
+async def test_an_actor_can_stop_itself_and_its_parent_is_told(box: Inbox) -> None:
+    class Quitter(Actor[Any]):
+        async def receive(self, message: Any) -> Any:
+            box.put(message)
+            if message == "quit":
+                self.stop("asked to")
+            return None
+
+    class Parent(Actor[Any]):
+        async def on_start(self) -> None:
+            await self.spawn_child(Quitter(), "q")
+
+        async def receive(self, message: Any) -> Any:
+            box.put(message)
+            return None
+
+    async with ActorSystem() as system:
+        await system.spawn(Parent(), name="p")
+        child = system.get("p/q")
+        await child.tell("quit")
+        with pytest.raises(ActorStopped):
+            while True:  # messages after the quit are refused once it has stopped
+                await child.tell("more")
+                await anyio.sleep(0.001)
+        assert await box.take(2) == ["quit", ChildStopped("q", "asked to")]

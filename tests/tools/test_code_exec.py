@@ -1,0 +1,209 @@
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import msgspec
+import pytest
+
+from tools import ToolContext, ToolRegistry, ToolResult, ToolSettings
+
+pytestmark = pytest.mark.anyio
+
+
+def is_alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (dead, not yet reaped) counts as dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+async def wait_dead(pid: int, within_s: float = 5.0) -> bool:
+    for _ in range(int(within_s / 0.05)):
+        if not is_alive(pid):
+            return True
+        await anyio.sleep(0.05)
+    return not is_alive(pid)
+
+
+def read_if_ready(path: Path) -> str:
+    return path.read_text().strip() if path.exists() else ""
+
+
+async def wait_for_file(path: Path, within_s: float = 10.0) -> str:
+    for _ in range(int(within_s / 0.02)):
+        if content := read_if_ready(path):
+            return content
+        await anyio.sleep(0.02)
+    raise TimeoutError(f"{path} did not appear")
+
+
+async def run_code(
+    registry: ToolRegistry, ctx: ToolContext, code: str, timeout_s: float | None = None
+) -> ToolResult:
+    args: dict[str, object] = {"code": textwrap.dedent(code)}
+    if timeout_s is not None:
+        args["timeout_s"] = timeout_s
+    return await registry.execute("code_exec", args, ctx)
+
+
+# Writes the pids of itself and of a grandchild to NAVI_FILES_DIR, then sleeps.
+SPAWNS_GRANDCHILD = """
+    import os, subprocess, sys, time
+    files = os.environ["NAVI_FILES_DIR"]
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.path.join(files, "pids.tmp"), "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    os.rename(os.path.join(files, "pids.tmp"), os.path.join(files, "pids"))
+    time.sleep(60)
+"""
+
+IGNORES_SIGTERM = """
+    import os, signal, time
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    files = os.environ["NAVI_FILES_DIR"]
+    with open(os.path.join(files, "pids.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.rename(os.path.join(files, "pids.tmp"), os.path.join(files, "pids"))
+    while True:
+        time.sleep(0.1)
+"""
+
+
+async def test_runs_python_and_reports_output(registry: ToolRegistry, ctx: ToolContext) -> None:
+    result = await run_code(
+        registry, ctx, "import sys\nprint('out')\nprint('err', file=sys.stderr)"
+    )
+    assert result.success
+    assert result.output == "exit code: 0\nout\nerr\n"
+
+
+async def test_an_exception_is_a_failed_call_with_the_traceback(
+    registry: ToolRegistry, ctx: ToolContext
+) -> None:
+    result = await run_code(registry, ctx, "raise ValueError('bad value')")
+    assert not result.success
+    assert result.error == "exit code 1"
+    assert "ValueError: bad value" in result.output
+
+
+async def test_its_own_working_directory_and_the_files_dir(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    (files_dir / "data.csv").write_text("a,b\n1,2\n")
+    code = """
+        import os
+        print(os.getcwd() != os.environ["NAVI_FILES_DIR"])
+        print(sorted(os.listdir(".")))
+        print(open(os.path.join(os.environ["NAVI_FILES_DIR"], "data.csv")).read().strip())
+        open("scratch.txt", "w").write("x")
+    """
+    result = await run_code(registry, ctx, code)
+    assert result.output == "exit code: 0\nTrue\n['main.py']\na,b\n1,2\n"
+    assert not (files_dir / "scratch.txt").exists()
+
+
+async def test_memory_limit(registry: ToolRegistry, ctx: ToolContext) -> None:
+    small = ToolContext.standalone(
+        "s1", ctx.files_dir, settings=msgspec.structs.replace(ctx.settings, code_exec_memory_mb=200)
+    )
+    result = await run_code(registry, small, "x = bytearray(400 * 1024 * 1024)\nprint('allocated')")
+    assert not result.success
+    assert "MemoryError" in result.output
+    assert "allocated" not in result.output
+
+
+async def test_output_is_capped(registry: ToolRegistry, ctx: ToolContext) -> None:
+    result = await run_code(registry, ctx, "print('x' * 100_000)")
+    assert result.success
+    assert "[... output truncated: 80001 more bytes]" in result.output
+    assert len(result.output) < 20_200
+
+
+async def test_the_server_process_is_untouched(registry: ToolRegistry, ctx: ToolContext) -> None:
+    result = await run_code(
+        registry, ctx, "import sys\nsys.modules.clear()\nimport os\nos._exit(3)"
+    )
+    assert result.error == "exit code 3"
+    assert "tools" in sys.modules
+
+
+async def test_timeout_kills_the_child_and_its_grandchild(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    result = await run_code(registry, ctx, SPAWNS_GRANDCHILD, timeout_s=1)
+    assert result.failure_reason == "timeout"
+    assert "timed out after 1s; the process tree was killed" in result.output
+    child, grandchild = map(int, (files_dir / "pids").read_text().split())
+    assert await wait_dead(child)
+    assert await wait_dead(grandchild)
+
+
+async def test_a_child_that_ignores_sigterm_is_killed(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    result = await run_code(registry, ctx, IGNORES_SIGTERM, timeout_s=1)
+    assert result.failure_reason == "timeout"
+    assert await wait_dead(int((files_dir / "pids").read_text()))
+
+
+async def test_stop_kills_the_tree(
+    registry: ToolRegistry, files_dir: Path, settings: ToolSettings
+) -> None:
+    stop = anyio.Event()
+    ctx = ToolContext.standalone("s1", files_dir, settings=settings, stop=stop)
+    results: list[ToolResult] = []
+
+    async def call() -> None:
+        results.append(await run_code(registry, ctx, SPAWNS_GRANDCHILD, timeout_s=60))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        pids = await wait_for_file(files_dir / "pids")
+        stop.set()
+    assert results[0].failure_reason == "stopped"
+    child, grandchild = map(int, pids.split())
+    assert await wait_dead(child)
+    assert await wait_dead(grandchild)
+
+
+async def test_cancellation_kills_the_tree(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run_code, registry, ctx, SPAWNS_GRANDCHILD, 60)
+        pids = await wait_for_file(files_dir / "pids")
+        tg.cancel_scope.cancel()
+    child, grandchild = map(int, pids.split())
+    assert await wait_dead(child)
+    assert await wait_dead(grandchild)
+
+
+async def test_background_leftovers_die_when_the_child_exits(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    code = """
+        import os, subprocess, sys
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        open(os.path.join(os.environ["NAVI_FILES_DIR"], "pid"), "w").write(str(child.pid))
+        print("parent done")
+    """
+    result = await run_code(registry, ctx, code)
+    assert result.success and "parent done" in result.output
+    assert await wait_dead(int((files_dir / "pid").read_text()))
+
+
+async def test_terminal_tree_is_killed_too(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    settings = msgspec.structs.replace(ctx.settings, terminal_allowed_commands=("sh",))
+    shell_ok = ToolContext.standalone("s1", files_dir, settings=settings)
+    # sh is the allowed program here; the quoted script is its argument, not our shell.
+    command = "sh -c 'sleep 60 & echo $! > pid; wait'"
+    result = await registry.execute("terminal", {"command": command, "timeout_s": 1}, shell_ok)
+    assert result.failure_reason == "timeout"
+    assert await wait_dead(int((files_dir / "pid").read_text()))

@@ -1,0 +1,112 @@
+"""The tool contract: what every tool is, and what a call gives back."""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from events.types import ToolFailureReason
+
+if TYPE_CHECKING:
+    from tools.context import ToolContext
+
+# The LLM sees at most this many characters of one tool result unless a tool caps lower.
+DEFAULT_OUTPUT_CAP = 20_000
+
+
+class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
+    """What a tool call gives back. ``output`` is always a string: it is what the LLM reads."""
+
+    success: bool
+    output: str = ""
+    error: str | None = None
+    # Internal hints for Navi, never shown to the LLM as text (e.g. ``is_image`` + ``base64``).
+    metadata: dict[str, Any] = {}
+    # Why a call failed, in the terms of ``tool.failed`` events; None for a tool's own error.
+    failure_reason: ToolFailureReason | None = None
+
+
+def ok(output: str, **metadata: Any) -> ToolResult:
+    return ToolResult(success=True, output=output, metadata=metadata)
+
+
+def fail(
+    error: str,
+    output: str = "",
+    *,
+    reason: ToolFailureReason | None = None,
+    **metadata: Any,
+) -> ToolResult:
+    return ToolResult(
+        success=False,
+        output=output or f"Error: {error}",
+        error=error,
+        metadata=metadata,
+        failure_reason=reason,
+    )
+
+
+def truncation_marker(omitted: int, unit: str = "characters") -> str:
+    return f"\n[... output truncated: {omitted} more {unit}]"
+
+
+def cap_output(text: str, limit: int = DEFAULT_OUTPUT_CAP) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + truncation_marker(len(text) - limit)
+
+
+# A tool that capped its own output to ``limit`` added a marker; the backstop leaves it be.
+MARKER_ROOM = 200
+
+
+def cap_result(result: ToolResult, limit: int) -> ToolResult:
+    """The registry's backstop cap, for tools (user tools too) that do not cap themselves."""
+    if len(result.output) <= limit + MARKER_ROOM:
+        return result
+    return msgspec.structs.replace(result, output=cap_output(result.output, limit))
+
+
+class ToolError(Exception):
+    """A failure a tool reports on purpose: its message goes to the LLM as is."""
+
+
+class Tool(abc.ABC):
+    """A tool the LLM can call.
+
+    Subclasses set the class attributes and implement :meth:`call`. ``call`` gets
+    arguments already validated against ``parameters``. Raising :class:`ToolError`
+    (or any exception) makes the call a failed one; it never stops the run.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+    # Safe to run again after a crash left the call without a result (resume).
+    idempotent: bool = False
+    timeout_s: float = 60.0
+
+    @abc.abstractmethod
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
+
+    def is_idempotent(self, args: dict[str, Any]) -> bool:
+        """Whether this particular call may be re-run; tools whose actions differ override it."""
+        return self.idempotent
+
+    def timeout_for(self, args: dict[str, Any]) -> float:
+        """The registry's hard limit for this call (a ``timeout_s`` argument may widen it)."""
+        return self.timeout_s
+
+    def schema(self) -> dict[str, Any]:
+        """The tool in the OpenAI / Ollama function-calling format."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }

@@ -1,0 +1,93 @@
+"""``code_exec``: Python in a separate process with time, memory and output limits.
+
+The code runs in a fresh temporary working directory (removed afterwards) under
+``python -I`` (no user site, no PYTHON* variables) with a small bootstrap that sets
+resource limits before running it; the server process is never touched.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tools.base import Tool, ToolResult
+from tools.builtin.terminal import describe_outcome
+from tools.context import ToolContext
+from tools.processes import minimal_env, run_process_tree
+
+# Runs in the child: limits first, then the user's script as __main__.
+_BOOTSTRAP = """\
+import resource, runpy, sys
+memory = int(sys.argv[1])
+cpu = int(sys.argv[2])
+resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+script = sys.argv[3]
+sys.argv = [script]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+class CodeExecTool(Tool):
+    name = "code_exec"
+    description = (
+        "Run Python 3 code in a separate sandboxed process and return its exit code and "
+        "output (stdout and stderr; use print). Each call starts fresh in its own empty "
+        "working directory; the session's files are at the path in the NAVI_FILES_DIR "
+        "environment variable. Time, memory and output are limited."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "minLength": 1, "description": "Python source to run."},
+            "timeout_s": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Time limit in seconds (default 30).",
+            },
+        },
+        "required": ["code"],
+        "additionalProperties": False,
+    }
+    idempotent = False
+
+    def timeout_for(self, args: dict[str, Any]) -> float:
+        return float(args.get("timeout_s") or 300.0) + 15.0
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        settings = ctx.settings
+        timeout = min(
+            float(args.get("timeout_s") or settings.code_exec_timeout_s),
+            settings.code_exec_max_timeout_s,
+        )
+        memory = settings.code_exec_memory_mb * 1024 * 1024
+        with tempfile.TemporaryDirectory(prefix="navi-code-") as workdir:
+            script = Path(workdir) / "main.py"
+            script.write_text(args["code"], encoding="utf-8")
+            env = minimal_env(
+                {"NAVI_FILES_DIR": str(ctx.files_dir), "HOME": workdir, "TMPDIR": workdir}
+            )
+            outcome = await run_process_tree(
+                [
+                    settings.code_exec_python,
+                    "-I",
+                    "-u",
+                    "-X",
+                    "utf8",
+                    "-c",
+                    _BOOTSTRAP,
+                    str(memory),
+                    str(int(timeout) + 1),
+                    str(script),
+                ],
+                cwd=Path(workdir),
+                env=env,
+                timeout_s=timeout,
+                stop=ctx.stop,
+                output_limit_bytes=settings.output_max_chars,
+                kill_grace_s=settings.kill_grace_s,
+            )
+        return describe_outcome(outcome, timeout)

@@ -1,0 +1,88 @@
+"""``image_view``: load an image (file or URL) for a multimodal model to see.
+
+The base64 goes in ``metadata`` only (``is_image``, ``base64``, ``mime_type``); the
+text output merely says what was loaded. Navi puts the image in the LLM's context,
+never in what the user's message history shows.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import urlsplit
+
+from tools.base import Tool, ToolError, ToolResult, ok
+from tools.context import ToolContext
+from tools.fetch import fetch
+from tools.paths import PathGuard
+
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+    (b"BM", "image/bmp"),
+)
+
+
+def sniff_image_type(data: bytes) -> str | None:
+    for signature, mime in _SIGNATURES:
+        if data.startswith(signature):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+class ImageViewTool(Tool):
+    name = "image_view"
+    description = (
+        "Look at an image: give a file path (in the session's files) or an http(s) URL. The "
+        "image (PNG, JPEG, GIF, WEBP, BMP) is shown to you in the next step."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "source": {
+                "type": "string",
+                "minLength": 1,
+                "description": "A file path or an http(s) URL of the image.",
+            },
+        },
+        "required": ["source"],
+        "additionalProperties": False,
+    }
+    idempotent = True
+    timeout_s = 60.0
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        source: str = args["source"].strip()
+        limit = ctx.settings.image_max_bytes
+        if urlsplit(source).scheme in ("http", "https"):
+            response = await fetch(source, timeout_s=ctx.settings.http_timeout_s, max_bytes=limit)
+            if response.status >= 400:
+                raise ToolError(f"HTTP {response.status} {response.reason} for {source}")
+            if response.truncated:
+                raise ToolError(f"image at {source} is larger than {limit} bytes")
+            data, label = response.body, PurePosixPath(urlsplit(response.url).path).name or source
+        else:
+            guard = PathGuard.for_context(ctx)
+            path = guard.resolve(source)
+            if not path.is_file():
+                raise ToolError(f"no such file: {guard.display(path)}")
+            size = path.stat().st_size
+            if size > limit:
+                raise ToolError(
+                    f"{guard.display(path)} is {size} bytes, over the {limit}-byte limit"
+                )
+            data, label = path.read_bytes(), guard.display(path)
+        mime = sniff_image_type(data)
+        if mime is None:
+            raise ToolError(f"{label} is not a supported image (PNG, JPEG, GIF, WEBP or BMP)")
+        return ok(
+            f"Image loaded: {label} ({mime}, {len(data)} bytes). It is attached for you to see.",
+            is_image=True,
+            base64=base64.b64encode(data).decode("ascii"),
+            mime_type=mime,
+        )

@@ -1,0 +1,76 @@
+"""``terminal``: run one allowlisted command, no shell, in the session's files directory."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.base import Tool, ToolResult, fail, ok
+from tools.builtin.command_line import NO_SHELL, resolve_executable, split_command
+from tools.context import ToolContext
+from tools.processes import ProcessOutcome, minimal_env, run_process_tree
+
+
+def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
+    body = outcome.output or "(no output)"
+    if outcome.ended_by == "timeout":
+        message = f"timed out after {timeout_s:g}s; the process tree was killed"
+        return fail(message, f"Error: {message}\nPartial output:\n{body}", reason="timeout")
+    if outcome.ended_by == "stop":
+        message = "stopped; the process tree was killed"
+        return fail(message, f"Error: {message}\nPartial output:\n{body}", reason="stopped")
+    text = f"exit code: {outcome.exit_code}\n{body}"
+    if outcome.exit_code != 0:
+        return fail(f"exit code {outcome.exit_code}", text)
+    return ok(text)
+
+
+class TerminalTool(Tool):
+    name = "terminal"
+    description = (
+        "Run one command (an allowlisted program with arguments) in the session's files "
+        "directory and return its exit code and output. " + NO_SHELL + " Pipes, ';', '&&', "
+        "redirections, $VARS and wildcards are refused."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "description": 'The command line, e.g. "ls -la" or "grep -n \'a|b\' notes.txt".',
+            },
+            "timeout_s": {
+                "type": "number",
+                "minimum": 1,
+                "description": "Time limit in seconds (default 30).",
+            },
+        },
+        "required": ["command"],
+        "additionalProperties": False,
+    }
+    idempotent = False
+
+    def timeout_for(self, args: dict[str, Any]) -> float:
+        # The process runner enforces the real limit and kills the tree; this is a backstop.
+        return float(args.get("timeout_s") or 300.0) + 15.0
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        settings = ctx.settings
+        timeout = min(
+            float(args.get("timeout_s") or settings.terminal_timeout_s),
+            settings.terminal_max_timeout_s,
+        )
+        env = minimal_env()
+        argv = split_command(args["command"])
+        argv[0] = resolve_executable(argv[0], settings.terminal_allowed_commands, env["PATH"])
+        ctx.files_dir.mkdir(parents=True, exist_ok=True)
+        outcome = await run_process_tree(
+            argv,
+            cwd=ctx.files_dir,
+            env=env,
+            timeout_s=timeout,
+            stop=ctx.stop,
+            output_limit_bytes=settings.output_max_chars,
+            kill_grace_s=settings.kill_grace_s,
+        )
+        return describe_outcome(outcome, timeout)

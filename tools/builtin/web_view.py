@@ -1,0 +1,73 @@
+"""``web_view``: fetch a page and give back its readable text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tools.base import Tool, ToolError, ToolResult, cap_output, ok
+from tools.builtin.html_text import html_to_text
+from tools.context import ToolContext
+from tools.fetch import fetch
+
+_TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/xml", "text/xml")
+
+
+class WebViewTool(Tool):
+    name = "web_view"
+    description = (
+        "Open a web page (http/https URL) and return its readable text: headings, "
+        "paragraphs, lists and links, without scripts, styles or navigation. Use it to "
+        "read a page found with web_search."
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "minLength": 1, "description": "The page's URL."},
+            "max_chars": {
+                "type": "integer",
+                "minimum": 200,
+                "description": "Return at most this many characters (default 20000).",
+            },
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+    idempotent = True
+    timeout_s = 60.0
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        settings = ctx.settings
+        page = await fetch(
+            args["url"], timeout_s=settings.http_timeout_s, max_bytes=settings.http_max_bytes
+        )
+        if page.status >= 400:
+            raise ToolError(f"HTTP {page.status} {page.reason} for {page.url}")
+        kind = page.content_type
+        if kind in ("text/html", "application/xhtml+xml") or (
+            not kind and b"<html" in page.body[:2048].lower()
+        ):
+            text = html_to_text(page.text(), page.url)
+        elif kind == "application/json" or kind.endswith("+json"):
+            text = _pretty_json(page.text())
+        elif kind.startswith("text/") or kind in _TEXT_TYPES:
+            text = page.text()
+        else:
+            raise ToolError(
+                f"{page.url} is not a text page (content type {kind or 'unknown'}); "
+                "use image_view for images or http_request for raw data"
+            )
+        limit = min(
+            int(args.get("max_chars") or settings.web_view_max_chars), settings.output_max_chars
+        )
+        header = f"URL: {page.url}\n"
+        if page.truncated:
+            header += f"(page over {settings.http_max_bytes} bytes; only the start was read)\n"
+        return ok(header + "\n" + cap_output(text or "(the page has no readable text)", limit))
+
+
+def _pretty_json(text: str) -> str:
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text

@@ -1,0 +1,94 @@
+"""What a tool call knows about the world it runs in, all passed in by the caller."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+from events.types import Event, TodoItem
+from tools.settings import ToolSettings
+
+
+class StopSignal(Protocol):
+    """The run's cooperative stop (navi's StopSignal and ``anyio.Event`` both fit)."""
+
+    def is_set(self) -> bool: ...
+
+    async def wait(self) -> Any: ...
+
+
+class NeverStop:
+    """A stop signal that never fires, for calls outside a run."""
+
+    def is_set(self) -> bool:
+        return False
+
+    async def wait(self) -> None:
+        await anyio.sleep_forever()
+
+
+class SessionToolState(Protocol):
+    """Read access to the session-state projections tools need (the log is the truth)."""
+
+    def todo(self) -> Sequence[TodoItem]: ...
+
+    def scratchpad(self) -> Mapping[str, str]: ...
+
+    def notes(self) -> Mapping[str, str]: ...
+
+
+EmitFn = Callable[[Event], Awaitable[None]]
+# Future hooks (spawn_agent, switch_profile) are opaque callables the navi layer provides.
+Hook = Callable[..., Awaitable[Any]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProfileInfo:
+    """The few profile values tools need, as plain data (tools never import profiles)."""
+
+    id: str = ""
+    name: str = ""
+    # Empty: the scratchpad's built-in defaults for ``id`` are used.
+    scratchpad_sections: tuple[str, ...] = ()
+    step_validation_enabled: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolContext:
+    session_id: str
+    files_dir: Path
+    # Records a session-state event (todo, scratchpad, notes) in the session's log; for a
+    # subagent it may be a different sink, which is how a child's scratchpad stays its own.
+    emit: EmitFn
+    state: SessionToolState
+    user_id: str = "local"
+    user_role: str = "user"
+    stop: StopSignal = field(default_factory=NeverStop)
+    settings: ToolSettings = field(default_factory=ToolSettings)
+    profile: ProfileInfo = field(default_factory=ProfileInfo)
+    call_id: str = ""
+    spawn: Hook | None = None
+    switch_profile: Hook | None = None
+
+    @classmethod
+    def standalone(
+        cls,
+        session_id: str,
+        files_dir: Path,
+        **kwargs: Any,
+    ) -> ToolContext:
+        """A context whose state lives in memory: for tests, ephemeral runs and scripts."""
+        from tools.state import InMemoryToolState
+
+        state = kwargs.pop("state", None) or InMemoryToolState()
+        return cls(
+            session_id=session_id,
+            files_dir=files_dir,
+            emit=state.apply_async,
+            state=state,
+            **kwargs,
+        )
