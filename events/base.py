@@ -259,8 +259,8 @@ class BaseEventStore:
                         stream_id=request.stream_id,
                         seq=head,
                         position=position,
-                        event_id=self._new_id(),
-                        timestamp=now,
+                        event_id=new.event_id or self._new_id(),
+                        timestamp=now if new.timestamp is None else new.timestamp,
                         event=new.event,
                         run_id=new.run_id,
                         causation_id=new.causation_id,
@@ -287,6 +287,17 @@ class BaseEventStore:
         to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Recorded]:
+        raise NotImplementedError
+
+    async def read_all(
+        self, *, after_position: int = 0, limit: int | None = None
+    ) -> list[Recorded]:
+        raise NotImplementedError
+
+    async def last_seq(self, stream_id: str) -> int:
+        raise NotImplementedError
+
+    async def stream_heads(self) -> dict[str, Recorded]:
         raise NotImplementedError
 
     async def subscribe(self, stream_id: str, *, after_seq: int = 0) -> AsyncIterator[Recorded]:

@@ -13,6 +13,10 @@ class NewEvent(msgspec.Struct, frozen=True, kw_only=True):
     event: Event
     run_id: str | None = None
     causation_id: str | None = None
+    # Set only when a log is imported (navi.replay): the event keeps the id and the time
+    # it was first recorded with, so its projections are the same byte for byte.
+    event_id: str | None = None
+    timestamp: float | None = None
 
 
 class Recorded(msgspec.Struct, frozen=True, kw_only=True):

@@ -2,18 +2,21 @@
 
 Streamed chunks are staged and committed together: a batch goes to the store when a
 boundary event arrives (every non-chunk event is one), when it holds ``max_batch``
-events, or ``max_delay`` seconds after its first event. Batches are submitted without
-waiting for the previous commit, so a fast stream is never throttled by the disk;
-``commit()`` (and ``append()`` of a boundary event) waits until all is durable.
+events, or once its oldest event is ``max_delay`` seconds old (checked at the next
+``stage``, and by a ticker inside ``async with writer.ticking():`` so that a pause in
+the stream does not hold back what was staged). Batches are submitted without waiting
+for the previous commit, so a fast stream is never throttled by the disk;
+``commit()`` (and ``append()``) waits until everything is durable.
 """
 
 from __future__ import annotations
 
-import contextlib
+import time
 from collections import deque
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
-from anyio.abc import TaskGroup
 
 from events.base import AppendRequest, BaseEventStore
 from events.envelope import NewEvent, Recorded, as_new
@@ -32,7 +35,6 @@ class StreamWriter:
         stream_id: str,
         *,
         last_seq: int,
-        task_group: TaskGroup,
         max_batch: int = 512,
         max_delay: float = 0.005,
         max_in_flight: int = 8,
@@ -41,12 +43,11 @@ class StreamWriter:
         self.stream_id = stream_id
         self._seq = last_seq  # the seq of the last event staged
         self._staged: list[NewEvent] = []
+        self._staged_at = 0.0
         self._in_flight: deque[AppendRequest] = deque()
-        self._tg = task_group
         self._max_batch = max_batch
         self._max_delay = max_delay
         self._max_in_flight = max_in_flight
-        self._timer: anyio.CancelScope | None = None
         self._failed: BaseException | None = None
 
     @property
@@ -55,26 +56,30 @@ class StreamWriter:
         return self._seq
 
     async def stage(self, *events: Event | NewEvent) -> int:
-        """Stage events; a boundary event or a full batch sends the batch on its way.
-        Returns the seq of the last one. Does not wait for durability."""
+        """Stage events; a boundary event, a full batch or an old one sends the batch on
+        its way. Returns the seq of the last one. Does not wait for durability."""
         self._check()
+        if not self._staged:
+            self._staged_at = time.monotonic()
         boundary = False
         for item in events:
             new = as_new(item)
             self._staged.append(new)
             boundary = boundary or type(new.event).boundary
         self._seq += len(events)
-        if boundary or len(self._staged) >= self._max_batch:
+        if (
+            boundary
+            or len(self._staged) >= self._max_batch
+            or time.monotonic() - self._staged_at >= self._max_delay
+        ):
             await self._send()
-        elif self._timer is None and self._staged:
-            self._timer = anyio.CancelScope()
-            self._tg.start_soon(self._flush_later, self._timer)
         return self._seq
 
     async def append(self, *events: Event | NewEvent) -> list[Recorded]:
         """Stage events and wait until they (and everything before) are durable."""
         await self.stage(*events)
-        return (await self.commit())[-len(events) :] if events else []
+        records = await self.commit()
+        return records[-len(events) :] if events else []
 
     async def commit(self) -> list[Recorded]:
         """Wait until everything staged is durable; returns the last batch's records."""
@@ -82,47 +87,56 @@ class StreamWriter:
         await self._send()
         last: list[Recorded] = []
         while self._in_flight:
-            request = self._in_flight[0]
-            try:
-                last = await self.store.result(request)
-            except BaseException as exc:
-                self._failed = exc
-                raise
-            finally:
-                if self._in_flight and self._in_flight[0] is request:
-                    self._in_flight.popleft()
+            last = await self._await_oldest()
         return last
 
+    @asynccontextmanager
+    async def ticking(self) -> AsyncIterator[None]:
+        """Flush staged events every ``max_delay`` while the block runs (a stream)."""
+
+        async def tick() -> None:
+            while True:
+                await anyio.sleep(self._max_delay)
+                if self._staged and time.monotonic() - self._staged_at >= self._max_delay:
+                    try:
+                        await self._send()
+                    except Exception:  # kept in self._failed; the writer's next call raises
+                        return
+
+        error: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            try:
+                yield
+            except Exception as exc:  # re-raised as itself below, not in an exception group
+                error = exc
+            finally:
+                tg.cancel_scope.cancel()
+        if error is not None:
+            raise error
+
     async def _send(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         if not self._staged:
             return
         batch, self._staged = self._staged, []
         expected = self._seq - len(batch)
         while len(self._in_flight) >= self._max_in_flight:
             await self._await_oldest()
-        self._in_flight.append(
-            await self.store.submit(self.stream_id, batch, expected_seq=expected)
-        )
+        request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
+        self._in_flight.append(request)
 
-    async def _await_oldest(self) -> None:
-        request = self._in_flight.popleft()
+    async def _await_oldest(self) -> list[Recorded]:
+        request = self._in_flight[0]
         try:
-            await self.store.result(request)
+            records = await self.store.result(request)
         except BaseException as exc:
-            self._failed = exc
+            if not isinstance(exc, anyio.get_cancelled_exc_class()):
+                self._failed = exc
             raise
-
-    async def _flush_later(self, scope: anyio.CancelScope) -> None:
-        with scope:
-            await anyio.sleep(self._max_delay)
-            if self._timer is scope:
-                self._timer = None
-                # A failure is kept in self._failed; the writer's next call raises it.
-                with contextlib.suppress(Exception):
-                    await self._send()
+        finally:
+            if self._in_flight and self._in_flight[0] is request and request.done.is_set():
+                self._in_flight.popleft()
+        return records
 
     def _check(self) -> None:
         if self._failed is not None:

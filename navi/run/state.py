@@ -63,6 +63,14 @@ IGNORED: frozenset[str] = frozenset(
         "session.deleted",
         "note.saved",
         "note.deleted",
+        # Memory events live in the memory streams (``memory:<user>``), never in a run.
+        "memory.fact_learned",
+        "memory.fact_edited",
+        "memory.fact_forgotten",
+        "memory.summary_updated",
+        "memory.session_processed",
+        "memory.extraction_failed",
+        "memory.reset",
     }
 )
 

@@ -10,8 +10,8 @@ from events.writer import StreamWriter, WriterFailedError
 
 
 async def test_chunks_wait_for_a_boundary_and_commit_together() -> None:
-    async with InMemoryEventStore() as store, anyio.create_task_group() as tg:
-        writer = StreamWriter(store, "s", last_seq=0, task_group=tg, max_delay=60)
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=60)
         for i in range(10):
             await writer.stage(LLMText(text=str(i)))
         assert await store.last_seq("s") == 0  # nothing durable yet: still staged
@@ -19,39 +19,46 @@ async def test_chunks_wait_for_a_boundary_and_commit_together() -> None:
         assert [r.seq for r in recorded] == [11]
         assert await store.last_seq("s") == 11
         assert store.commit_count == 1
-        tg.cancel_scope.cancel()
 
 
 async def test_a_full_batch_is_sent_without_a_boundary() -> None:
-    async with InMemoryEventStore() as store, anyio.create_task_group() as tg:
-        writer = StreamWriter(store, "s", last_seq=0, task_group=tg, max_batch=4, max_delay=60)
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_batch=4, max_delay=60)
         for i in range(9):
             await writer.stage(LLMText(text=str(i)))
         await anyio.sleep(0.05)
         assert await store.last_seq("s") == 8  # two full batches went; one event waits
         await writer.commit()
         assert [r.seq for r in await store.read("s")] == list(range(1, 10))
-        tg.cancel_scope.cancel()
 
 
-async def test_staged_chunks_are_flushed_after_the_delay() -> None:
-    async with InMemoryEventStore() as store, anyio.create_task_group() as tg:
-        writer = StreamWriter(store, "s", last_seq=0, task_group=tg, max_delay=0.01)
+async def test_staged_chunks_are_flushed_after_the_delay_while_ticking() -> None:
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
+        async with writer.ticking():
+            await writer.stage(LLMText(text="a"))
+            with anyio.fail_after(5):
+                async for rec in store.subscribe("s"):
+                    assert rec.seq == 1
+                    break
+
+
+async def test_an_old_batch_goes_at_the_next_stage() -> None:
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
         await writer.stage(LLMText(text="a"))
-        with anyio.fail_after(5):
-            async for rec in store.subscribe("s"):
-                assert rec.seq == 1
-                break
-        tg.cancel_scope.cancel()
+        await anyio.sleep(0.02)
+        await writer.stage(LLMText(text="b"))
+        await anyio.sleep(0.01)
+        assert await store.last_seq("s") == 2
 
 
 async def test_a_writer_that_lost_its_stream_refuses_to_go_on() -> None:
-    async with InMemoryEventStore() as store, anyio.create_task_group() as tg:
+    async with InMemoryEventStore() as store:
         await store.append("s", [LLMText(text="someone else")], expected_seq=0)
-        writer = StreamWriter(store, "s", last_seq=0, task_group=tg)
+        writer = StreamWriter(store, "s", last_seq=0)
         with pytest.raises(ConcurrencyError):
             await writer.append(ToolCompleted(call_id="c", name="t", output="x"))
         with pytest.raises(WriterFailedError, match="recover the stream"):
             await writer.stage(LLMText(text="more"))
         assert len(await store.read("s")) == 1
-        tg.cancel_scope.cancel()

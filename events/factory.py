@@ -1,0 +1,33 @@
+"""Open the event store a URL names."""
+
+from __future__ import annotations
+
+import time
+
+from events.base import BaseEventStore, Clock, IdFactory, new_uuid
+
+
+def store_for_url(
+    url: str, *, clock: Clock = time.time, new_id: IdFactory = new_uuid
+) -> BaseEventStore:
+    """``sqlite:///navi.db`` (or ``sqlite+aiosqlite://``), ``postgresql://…`` (or
+    ``postgresql+asyncpg://``), or ``memory://``. Use the result as ``async with``."""
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "memory":
+        from events.memory import InMemoryEventStore
+
+        return InMemoryEventStore(clock=clock, new_id=new_id)
+    if scheme in {"sqlite", "sqlite+aiosqlite"}:
+        from events.sqlite import SqliteEventStore
+
+        path = url.split(":///", 1)[1] if ":///" in url else ""
+        if not path:
+            raise ValueError(f"a SQLite URL needs a path, like sqlite:///navi.db (got {url!r})")
+        return SqliteEventStore(path, clock=clock, new_id=new_id)
+    if scheme in {"postgresql", "postgres", "postgresql+asyncpg"}:
+        from events.postgres import PostgresEventStore
+
+        return PostgresEventStore(url, clock=clock, new_id=new_id)
+    raise ValueError(
+        f"unknown database URL {url!r}: use sqlite:///PATH, postgresql://USER@HOST/DB or memory://"
+    )

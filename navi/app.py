@@ -1,0 +1,206 @@
+"""``Navi``: the running application — store, actors, profiles, tools and LLM together,
+and the entry points everything else (server, CLI, subagents) uses."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import structlog
+
+from actors import ActorSystem
+from events.base import BaseEventStore
+from events.envelope import Recorded
+from events.factory import store_for_url
+from events.types import TERMINAL_RUN_EVENTS, FileRef, RunCompleted, RunFailed, RunMode
+from navi.config import Settings
+from navi.llm.base import LLMBackend
+from navi.llm.selection import select_backend
+from navi.run.context_builder import ContextBuilder, MemorySummary
+from navi.run.driver import RunDeps
+from navi.run.workers import Worker
+from navi.session import messages as m
+from navi.session.actor import SessionDeps
+from navi.session.errors import SessionError
+from navi.session.manager import SessionManager
+from navi.session_tools import navi_tools
+from profiles import Profile, ProfileRegistry
+from tools import ToolRegistry, create_registry
+
+log = structlog.get_logger(__name__)
+
+
+class RunFailedError(SessionError):
+    status = 502
+
+
+@dataclass
+class Navi:
+    settings: Settings
+    store: BaseEventStore
+    profiles: ProfileRegistry
+    tools: ToolRegistry
+    backend: LLMBackend
+    sessions: SessionManager
+    clock: object = time.time
+    _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ start-up
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        settings: Settings,
+        *,
+        env: Mapping[str, str] | None = None,
+        backend: LLMBackend | None = None,
+        store: BaseEventStore | None = None,
+        memory: MemorySummary | None = None,
+        workers: tuple[Worker, ...] = (),
+        clock: object = time.time,
+    ) -> AsyncIterator[Navi]:
+        env = dict(env or {})
+        profiles = ProfileRegistry.from_environ(env)
+        for problem in profiles.errors:
+            log.warning("profile.invalid", path=str(problem.path), problem=str(problem))
+        tools = create_registry(settings.tools)
+        store = store or store_for_url(settings.database_url)
+        llm = backend or await select_backend(settings.llm)
+        async with store, ActorSystem() as system:
+            navi: Navi
+            run_deps = RunDeps(
+                settings=settings,
+                profiles=profiles,
+                tools=tools,
+                builder=ContextBuilder(profiles, tools, memory),
+                backend_for=lambda p: navi.backend_for(p),
+                files_root=settings.files_root,
+            )
+            deps = SessionDeps(
+                store=store,
+                run=run_deps,
+                new_id=lambda: str(uuid.uuid4()),
+                clock=clock,  # type: ignore[arg-type]
+                workers=workers,
+            )
+            navi = cls(
+                settings=settings,
+                store=store,
+                profiles=profiles,
+                tools=tools,
+                backend=llm,
+                sessions=SessionManager(system, deps),
+                clock=clock,
+            )
+            for tool in navi_tools(navi):
+                tools.register_builtin(tool)
+            if settings.resume_on_start:
+                await navi.sessions.resume_all()
+            try:
+                yield navi
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await tools.aclose()
+                    for other in navi._backends.values():
+                        await other.aclose()
+                    if backend is None:
+                        await llm.aclose()
+
+    async def backend_for(self, profile: Profile) -> LLMBackend:
+        """The default backend, unless the profile names another one."""
+        kind = profile.llm_backend
+        if kind is None or kind == self.backend.name:
+            return self.backend
+        key = (kind, profile.model)
+        if key not in self._backends:
+            self._backends[key] = await select_backend(
+                self.settings.llm,
+                backend=kind,  # type: ignore[arg-type]
+                model=profile.model,
+            )
+        return self._backends[key]
+
+    # ------------------------------------------------------------------ entry points
+
+    async def create_session(
+        self, profile_id: str | None = None, *, user_id: str = "local", title: str = ""
+    ) -> str:
+        profile = self.profiles.get(profile_id or self.profiles.default_id)
+        return await self.sessions.create(
+            m.Create(profile_id=profile.id, user_id=user_id, title=title)
+        )
+
+    async def send(
+        self,
+        session_id: str,
+        text: str,
+        images: tuple[str, ...] = (),
+        files: tuple[FileRef, ...] = (),
+        *,
+        queue: bool = False,
+        mode: RunMode = "stream",
+    ) -> m.RunStartedReply:
+        reply: m.RunStartedReply = await self.sessions.ask(
+            session_id, m.Send(text=text, images=images, files=files, queue=queue, mode=mode)
+        )
+        return reply
+
+    async def stop(self, session_id: str, reason: str = "user") -> bool:
+        stopped: bool = await self.sessions.ask(session_id, m.StopRun(reason=reason))
+        return stopped
+
+    async def run_stream(
+        self,
+        session_id: str,
+        text: str,
+        images: tuple[str, ...] = (),
+        files: tuple[FileRef, ...] = (),
+    ) -> AsyncIterator[Recorded]:
+        """Start a turn and yield its events as they become durable, up to its end."""
+        reply = await self.send(session_id, text, images, files)
+        async for record in self.store.subscribe(session_id, after_seq=reply.after_seq):
+            yield record
+            if record.run_id == reply.run_id and record.type in TERMINAL_RUN_EVENTS:
+                return
+
+    async def run(self, session_id: str, text: str) -> str:
+        """Run a turn without streaming (no planning) and return its final text."""
+        reply = await self.send(session_id, text, mode="run")
+        end = await self.wait_for_end(session_id, reply)
+        if isinstance(end.event, RunFailed):
+            raise RunFailedError(end.event.error)
+        return end.event.content if isinstance(end.event, RunCompleted) else ""
+
+    async def wait_for_end(self, session_id: str, reply: m.RunStartedReply) -> Recorded:
+        async for record in self.store.subscribe(session_id, after_seq=reply.after_seq):
+            if record.run_id == reply.run_id and record.type in TERMINAL_RUN_EVENTS:
+                return record
+        raise AssertionError("unreachable: a subscription never ends")
+
+    async def run_ephemeral(
+        self, text: str, profile_id: str | None = None, parent_session_id: str | None = None
+    ) -> tuple[str, bool]:
+        """Run a task in a fresh child session; ``(final text, completed_normally)``."""
+        profile = self.profiles.get(profile_id or self.profiles.default_id)
+        child = await self.sessions.create(
+            m.Create(
+                profile_id=profile.id,
+                parent_stream_id=parent_session_id or "ephemeral",
+            )
+        )
+        reply = await self.send(child, text, mode="ephemeral")
+        end = await self.wait_for_end(child, reply)
+        if isinstance(end.event, RunCompleted):
+            return end.event.content, end.event.completed_normally
+        if isinstance(end.event, RunFailed):
+            return f"The subagent failed: {end.event.error}", False
+        return "The subagent was stopped before it finished.", False
+
+    def files_dir(self, session_id: str) -> Path:
+        return self.settings.files_root / session_id

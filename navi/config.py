@@ -1,0 +1,151 @@
+"""Navi's settings: the environment (and ``.env``) read once into frozen structs.
+
+The LLM and tool settings are their packages' own structs; this one composes them and
+adds what the application itself needs. Every variable is documented in
+docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from navi.llm.settings import LLMSettings
+from tools.settings import ToolSettings
+
+T = TypeVar("T")
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+class SettingsError(ValueError):
+    """A setting has a value Navi cannot use; the message names the variable."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    database_url: str = "sqlite:///navi.db"
+    log_level: str = "INFO"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    session_files_dir: str = "session_files"
+    session_files_max_size_mb: int = 200
+    session_files_ttl_hours: float = 24.0
+    resume_on_start: bool = True
+    api_token: str = ""
+    users_file: str = ""
+    profiles_dir: str = ""
+    default_profile: str = "secretary"
+    compression_enabled: bool = True
+    compression_threshold: float = 0.80
+    compression_keep_recent: int = 10
+    compression_summary_temperature: float = 0.3
+    llm_retries: int = 3
+    llm_retry_backoff_s: float = 1.0
+    memory_idle_minutes: float = 30.0
+    llm: LLMSettings = msgspec.field(default_factory=LLMSettings)
+    tools: ToolSettings = msgspec.field(default_factory=ToolSettings)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        d = cls()
+
+        def get(name: str, parse: Callable[[str, str], T], default: T) -> T:
+            raw = env.get(name, "").strip()
+            return parse(name, raw) if raw else default
+
+        database = env.get("NAVI_DATABASE_URL", "").strip()
+        if not database and env.get("DB_PATH", "").strip():
+            database = f"sqlite:///{env['DB_PATH'].strip()}"
+        try:
+            tools = ToolSettings.from_env(env)
+        except ValueError as exc:
+            raise SettingsError(str(exc)) from exc
+        return cls(
+            database_url=database or d.database_url,
+            log_level=get("LOG_LEVEL", _level, d.log_level),
+            host=env.get("NAVI_HOST", "").strip() or d.host,
+            port=get("NAVI_PORT", _int, d.port),
+            session_files_dir=env.get("SESSION_FILES_DIR", "").strip() or d.session_files_dir,
+            session_files_max_size_mb=get(
+                "SESSION_FILES_MAX_SIZE_MB", _int, d.session_files_max_size_mb
+            ),
+            session_files_ttl_hours=get(
+                "SESSION_FILES_TTL_HOURS", _float, d.session_files_ttl_hours
+            ),
+            resume_on_start=get("NAVI_RESUME_ON_START", _bool, d.resume_on_start),
+            api_token=env.get("NAVI_API_TOKEN", "").strip(),
+            users_file=env.get("NAVI_USERS_FILE", "").strip(),
+            profiles_dir=env.get("PROFILES_DIR", "").strip(),
+            default_profile=env.get("NAVI_DEFAULT_PROFILE", "").strip() or d.default_profile,
+            compression_enabled=get("CONTEXT_COMPRESSION_ENABLED", _bool, d.compression_enabled),
+            compression_threshold=get(
+                "CONTEXT_COMPRESSION_THRESHOLD", _fraction, d.compression_threshold
+            ),
+            compression_keep_recent=get("CONTEXT_KEEP_RECENT", _int, d.compression_keep_recent),
+            compression_summary_temperature=get(
+                "CONTEXT_SUMMARY_TEMPERATURE", _float, d.compression_summary_temperature
+            ),
+            llm_retries=get("LLM_RETRIES", _int, d.llm_retries),
+            llm_retry_backoff_s=get("LLM_RETRY_BACKOFF_S", _float, d.llm_retry_backoff_s),
+            memory_idle_minutes=get("MEMORY_IDLE_MINUTES", _float, d.memory_idle_minutes),
+            llm=_llm(env),
+            tools=tools,
+        )
+
+    @property
+    def files_root(self) -> Path:
+        return Path(self.session_files_dir)
+
+
+def _llm(env: Mapping[str, str]) -> LLMSettings:
+    try:
+        return LLMSettings.from_env(env)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from exc
+
+
+def _int(name: str, raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def _float(name: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name} must not be negative, got {raw!r}")
+    return value
+
+
+def _fraction(name: str, raw: str) -> float:
+    value = _float(name, raw)
+    if not 0 < value <= 1:
+        raise SettingsError(f"{name} must be between 0 and 1, got {raw!r}")
+    return value
+
+
+def _bool(name: str, raw: str) -> bool:
+    low = raw.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _level(name: str, raw: str) -> str:
+    level = raw.upper()
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise SettingsError(f"{name} must be DEBUG, INFO, WARNING or ERROR, got {raw!r}")
+    return level

@@ -1,0 +1,377 @@
+"""The run driver: Navi's tool-calling loop, one decision at a time.
+
+It looks at the run's progress (a fold of the log), does the next step, records what
+happened, and looks again. A fresh run and one resumed after a crash are therefore the
+same code: an LLM call left open is re-issued, a tool call left open is re-run if its
+tool is idempotent and otherwise marked ``interrupted``, and nothing that completed is
+ever done twice. Every decision is durable before its effect starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+import structlog
+
+from events.types import (
+    Event,
+    LLMCompleted,
+    LLMFailed,
+    LLMRequested,
+    LLMText,
+    LLMThinking,
+    LLMToolCalls,
+    RunCompleted,
+    RunFailed,
+    RunStopped,
+    ToolCall,
+    ToolCompleted,
+    ToolFailed,
+    ToolRequested,
+    ToolStarted,
+)
+from navi.config import Settings
+from navi.llm.base import LLMBackend
+from navi.llm.errors import LLMError, ThinkingNotSupported
+from navi.llm.stop import StopSignal
+from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
+from navi.run import injections
+from navi.run.context_builder import ContextBuilder
+from navi.run.state import RunState
+from navi.session.state import SessionState
+from profiles import Profile, ProfileRegistry
+from tools import ProfileInfo, ToolContext, ToolRegistry, ToolResult
+
+log = structlog.get_logger(__name__)
+
+BackendFor = Callable[[Profile], Awaitable[LLMBackend]]
+Hook = Callable[..., Awaitable[object]]
+
+INTERRUPTED = (
+    "Navi was restarted while this call was running, so it may or may not have happened. "
+    "Check its effect before trying it again."
+)
+STOPPED = "The user stopped the run before this call finished."
+
+
+class RunHost(Protocol):
+    """What the driver needs from the session actor that owns the stream."""
+
+    session_id: str
+    state: SessionState
+    stop_signal: StopSignal
+
+    async def record(self, *events: Event) -> None:
+        """Check, append and apply events; returns when they are durable."""
+
+    async def stage(self, event: Event) -> None:
+        """Check, stage and apply a chunk event (durable soon, not awaited)."""
+
+    def ticking(self) -> object:
+        """An async context manager flushing staged chunks while a stream runs."""
+
+    async def request_stop(self, reason: str = "user") -> bool:
+        """Record ``stop.requested`` (if not yet) and set the stop signal."""
+
+
+@dataclass
+class RunDeps:
+    settings: Settings
+    profiles: ProfileRegistry
+    tools: ToolRegistry
+    builder: ContextBuilder
+    backend_for: BackendFor
+    files_root: Path
+    # Hooks offered to tools (spawn_agent, switch_profile), built per call by the host.
+    tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
+        default=lambda host, call_id: {}
+    )
+
+
+class RunDriver:
+    def __init__(self, host: RunHost, deps: RunDeps, *, resumed: bool = False) -> None:
+        self.host = host
+        self.deps = deps
+        self.state = host.state
+        self.log = log.bind(session_id=host.session_id, run_id=self.state.progress.run_id)
+        progress = self.state.progress
+        # Calls that were open when the run was recovered follow the resume rules.
+        self._in_doubt = {c.id for c in progress.open_calls} if resumed else set()
+        self._think_off = False
+
+    # ------------------------------------------------------------------ the loop
+
+    async def drive(self) -> None:
+        while True:
+            p = self.state.progress
+            if p.ended:
+                return
+            if p.stop_requested or self.host.stop_signal.is_set():
+                await self._finish_stopped()
+                return
+            if self.state.run_state is RunState.ANSWERED:
+                await self._complete(p.last_completion.content if p.last_completion else "")
+                return
+            if p.unrequested_calls:
+                await self.host.record(
+                    *(
+                        ToolRequested(
+                            call_id=c.id, name=c.name, arguments=c.arguments, step=p.iterations
+                        )
+                        for c in p.unrequested_calls
+                    )
+                )
+                continue
+            if p.open_calls:
+                await self._execute(p.open_calls[0])
+                continue
+            if p.failures:
+                if not await self._may_retry():
+                    await self.host.record(RunFailed(error=p.last_error))
+                    return
+                await self._call_llm(p.iterations, p.attempt + 1)
+                continue
+            if p.llm_open:  # a call interrupted by a crash: ask again
+                await self._call_llm(p.iterations, p.attempt + 1)
+                continue
+            if p.iterations >= p.max_iterations:
+                await self._complete(
+                    f"I stopped after {p.max_iterations} steps, the limit for one turn, "
+                    "before finishing. Tell me to continue if you want me to go on.",
+                    completed_normally=False,
+                )
+                return
+            await self._inject()
+            await self._call_llm(p.iterations + 1, 1)
+
+    async def _complete(self, content: str, *, completed_normally: bool = True) -> None:
+        await self.host.record(
+            RunCompleted(
+                content=content,
+                completed_normally=completed_normally,
+                iterations=self.state.progress.iterations,
+            )
+        )
+
+    async def _may_retry(self) -> bool:
+        p = self.state.progress
+        last = self._last_failure
+        if last is not None and isinstance(last, ThinkingNotSupported):
+            self._think_off = True
+            return p.failures <= self.deps.settings.llm_retries
+        retryable = last.retryable if last is not None else True
+        if not retryable or p.failures > self.deps.settings.llm_retries:
+            return False
+        delay = self.deps.settings.llm_retry_backoff_s * 2 ** (p.failures - 1)
+        with anyio.move_on_after(delay):
+            await self.host.stop_signal.wait()
+        return not self.host.stop_signal.is_set()
+
+    _last_failure: LLMError | None = None
+
+    # ------------------------------------------------------------------ LLM
+
+    def _profile(self) -> Profile:
+        profile_id = self.state.profile.profile_id or self.deps.profiles.default_id
+        return self.deps.profiles.get(profile_id)
+
+    def _subagent(self) -> bool:
+        created = self.state.created
+        return created is not None and created.parent_stream_id is not None
+
+    async def _inject(self) -> None:
+        p = self.state.progress
+        profile = self._profile()
+        todo = self.state.todo_items
+        found = [
+            injections.iteration_budget(p, profile),
+            injections.goal_anchor(p, profile, self._goal()),
+            injections.anti_stall(p, profile, todo),
+            injections.replan(p, profile, todo),
+        ]
+        events = [e for e in found if e is not None]
+        if events:
+            await self.host.record(*events)
+
+    def _goal(self) -> str:
+        """The user's message that started this run."""
+        for message in reversed(self.state.context.as_list()):
+            if (
+                message.role == "user"
+                and not message.is_summary
+                and message.seq < (self.state.progress.started_seq)
+            ):
+                return message.content
+        return ""
+
+    def _options(self, profile: Profile, backend: LLMBackend) -> LLMOptions:
+        think: bool | str | None = None
+        if profile.think_enabled and not self._think_off:
+            think = self.deps.settings.llm.think
+        elif not profile.think_enabled or self._think_off:
+            think = False
+        return LLMOptions(
+            model=profile.model,
+            temperature=profile.temperature,
+            num_ctx=profile.num_ctx or self.deps.settings.llm.num_ctx,
+            think=think,
+        )
+
+    async def _call_llm(self, iteration: int, attempt: int) -> None:
+        profile = self._profile()
+        backend = await self.deps.backend_for(profile)
+        subagent = self._subagent()
+        names = self.deps.builder.tool_names(profile, subagent=subagent)
+        messages = await self.deps.builder.messages(
+            self.state.context.as_list(), profile, user_id=self.state.user_id, subagent=subagent
+        )
+        options = self._options(profile, backend)
+        await self.host.record(
+            LLMRequested(
+                iteration=iteration,
+                attempt=attempt,
+                model=options.model or backend.model,
+                tools=tuple(names),
+                options={
+                    "temperature": options.temperature,
+                    "num_ctx": options.num_ctx,
+                    "think": options.think,
+                    "backend": backend.name,
+                },
+            )
+        )
+        requested_seq = self.state.last_seq
+        content: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        final: FinalChunk | None = None
+        try:
+            async with (
+                self.host.ticking(),  # type: ignore[attr-defined]
+                aclosing(
+                    backend.stream_complete(
+                        messages,
+                        self.deps.builder.tool_specs(names),
+                        options,
+                        stop=self.host.stop_signal,
+                    )
+                ) as stream,
+            ):
+                async for chunk in stream:
+                    if type(chunk) is TextPiece:
+                        content.append(chunk.text)
+                        await self.host.stage(LLMText(text=chunk.text))
+                    elif type(chunk) is ThinkingPiece:
+                        thinking.append(chunk.text)
+                        await self.host.stage(LLMThinking(text=chunk.text))
+                    elif type(chunk) is ToolCallsChunk:
+                        named = _name_calls(chunk.calls, requested_seq, len(calls))
+                        calls.extend(named)
+                        await self.host.stage(LLMToolCalls(calls=tuple(named)))
+                    elif type(chunk) is FinalChunk:
+                        final = chunk
+        except LLMError as exc:
+            self._last_failure = exc
+            self.log.warning("llm.failed", error=exc.message, kind=exc.kind, attempt=attempt)
+            await self.host.record(
+                LLMFailed(error=exc.message, kind=exc.kind, retryable=exc.retryable)
+            )
+            return
+        self._last_failure = None
+        if final is None or final.finish_reason == "stopped":
+            return  # the stop is handled at the top of the loop
+        await self.host.record(
+            LLMCompleted(
+                content="".join(content),
+                thinking="".join(thinking),
+                tool_calls=tuple(calls),
+                finish_reason=final.finish_reason,
+                prompt_tokens=final.prompt_tokens,
+                completion_tokens=final.completion_tokens,
+            )
+        )
+
+    # ------------------------------------------------------------------ tools
+
+    async def _execute(self, call: ToolCall) -> None:
+        tools = self.deps.tools
+        if call.id in self._in_doubt:
+            self._in_doubt.discard(call.id)
+            if not tools.is_idempotent(call.name, call.arguments):
+                await self.host.record(
+                    ToolFailed(
+                        call_id=call.id, name=call.name, reason="interrupted", error=INTERRUPTED
+                    )
+                )
+                return
+            self.log.info("tool.rerun_idempotent", tool=call.name, call_id=call.id)
+        await self.host.stage(ToolStarted(call_id=call.id, name=call.name))
+        result = await tools.execute(call.name, call.arguments, self._tool_context(call))
+        await self.host.record(_result_event(call, result))
+
+    def _tool_context(self, call: ToolCall) -> ToolContext:
+        state = self.state
+        profile = self._profile()
+        created = state.created
+        # A subagent works on its parent session's files.
+        files_owner = (created.parent_stream_id if created else None) or self.host.session_id
+        files_dir = self.deps.files_root / files_owner
+        files_dir.mkdir(parents=True, exist_ok=True)
+        hooks = self.deps.tool_hooks(self.host, call.id)
+        return ToolContext(
+            session_id=self.host.session_id,
+            files_dir=files_dir,
+            emit=self._emit,
+            state=state,
+            user_id=state.user_id,
+            stop=self.host.stop_signal,
+            settings=self.deps.settings.tools,
+            profile=ProfileInfo(
+                id=profile.id,
+                name=profile.name,
+                scratchpad_sections=profile.scratchpad_sections,
+                step_validation_enabled=profile.step_validation_enabled,
+            ),
+            call_id=call.id,
+            spawn=hooks.get("spawn"),
+            switch_profile=hooks.get("switch_profile"),
+        )
+
+    async def _emit(self, event: Event) -> None:
+        await self.host.record(event)
+
+    async def _finish_stopped(self) -> None:
+        if not self.state.progress.stop_requested:
+            # The signal came first (it ends a stream at once); the event follows it.
+            await self.host.request_stop(self.host.stop_signal.reason or "user")
+        for call in self.state.progress.open_calls:
+            await self.host.record(
+                ToolFailed(call_id=call.id, name=call.name, reason="stopped", error=STOPPED)
+            )
+        await self.host.record(RunStopped(reason=self.host.stop_signal.reason or "user"))
+
+
+def _name_calls(calls: Sequence[ToolCall], requested_seq: int, offset: int) -> list[ToolCall]:
+    """Give calls ids unique in the session (servers' ids repeat across turns)."""
+    return [
+        ToolCall(id=f"call_{requested_seq}_{offset + i}", name=c.name, arguments=c.arguments)
+        for i, c in enumerate(calls)
+    ]
+
+
+def _result_event(call: ToolCall, result: ToolResult) -> Event:
+    if result.success:
+        return ToolCompleted(
+            call_id=call.id, name=call.name, output=result.output, metadata=result.metadata
+        )
+    return ToolFailed(
+        call_id=call.id,
+        name=call.name,
+        reason=result.failure_reason or "error",
+        error=result.output or result.error or "the tool failed",
+    )

@@ -1,0 +1,311 @@
+"""The session actor: the one writer of a session's stream.
+
+It recovers its state from the log, takes requests from its mailbox (a user message,
+a stop, a profile switch, …), records each decision as events, and only then acts.
+A run is a child actor that drives the tool-calling loop; the session actor stays
+free meanwhile, so a stop is handled at once: the stop signal reaches the LLM stream
+and the tools, and ``stop.requested`` is recorded.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import structlog
+
+from actors import Actor, ChildFailed, ChildStopped, Supervision
+from events.base import BaseEventStore
+from events.envelope import NewEvent, Recorded
+from events.types import (
+    Event,
+    ProfileSwitched,
+    RunFailed,
+    RunStarted,
+    SessionCreated,
+    SessionDeleted,
+    SessionPinned,
+    SessionRenamed,
+    StopRequested,
+    UserMessage,
+)
+from events.writer import StreamWriter
+from navi.llm.stop import StopSignal
+from navi.run.driver import RunDeps, RunDriver
+from navi.run.state import IllegalTransition, RunState, transition
+from navi.run.workers import Worker, run_workers
+from navi.session import messages as m
+from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
+from navi.session.input import check_files, check_text, clean_images
+from navi.session.state import SessionState
+from profiles import UnknownProfile, profile_hash
+
+log = structlog.get_logger(__name__)
+
+MAX_QUEUED = 16
+RECOVERY_PAGE = 5000
+
+
+@dataclass
+class SessionDeps:
+    store: BaseEventStore
+    run: RunDeps
+    new_id: Callable[[], str]
+    clock: Callable[[], float]
+    workers: Sequence[Worker] = field(default=())
+
+
+class SessionActor(Actor[object]):
+    mailbox_size = 32
+
+    def __init__(self, session_id: str, deps: SessionDeps) -> None:
+        self.session_id = session_id
+        self.deps = deps
+        self.state = SessionState()
+        self.stop_signal = StopSignal()
+        self._writer: StreamWriter | None = None
+        self._lock = anyio.Lock()
+        self._run_child: str | None = None
+        self._runs = 0
+        self._queue: deque[m.Send] = deque()
+        self._run_id: str | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def on_start(self) -> None:
+        self.state = SessionState()
+        after = 0
+        while True:
+            page = await self.deps.store.read(self.session_id, after_seq=after, limit=RECOVERY_PAGE)
+            for record in page:
+                self.state.apply(record)
+            if len(page) < RECOVERY_PAGE:
+                break
+            after = page[-1].seq
+        self._writer = StreamWriter(self.deps.store, self.session_id, last_seq=self.state.last_seq)
+        self._run_id = self.state.progress.run_id if self.state.run_active else None
+        self._run_child = None
+        self.stop_signal = StopSignal()
+        if self.state.progress.stop_requested and self.state.run_active:
+            self.stop_signal.set("user")
+
+    # ------------------------------------------------------------------ requests
+
+    async def receive(self, message: object) -> Any:
+        # A refused request is an answer, not a failure of the actor: it must not
+        # restart the session (and with it a running run).
+        try:
+            return await self._handle(message)
+        except (SessionError, UnknownProfile, IllegalTransition) as refused:
+            return m.Refusal(refused)
+
+    async def _handle(self, message: object) -> Any:
+        if isinstance(message, m.Create):
+            return await self._create(message)
+        if self.state.created is None or self.state.deleted:
+            if isinstance(message, ChildStopped | ChildFailed):
+                return None
+            raise SessionNotFound(self.session_id)
+        if isinstance(message, m.Send):
+            return await self._send(message)
+        if isinstance(message, m.StopRun):
+            return await self.request_stop(message.reason)
+        if isinstance(message, m.Resume):
+            return await self._resume()
+        if isinstance(message, m.SwitchProfile):
+            profile = self.deps.run.profiles.get(message.profile_id)
+            await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
+            return profile.id
+        if isinstance(message, m.Pin):
+            pinned = message.pinned
+            if pinned is None:
+                pinned = not self.state.pinned
+            await self.record(SessionPinned(pinned=pinned))
+            return pinned
+        if isinstance(message, m.Rename):
+            await self.record(SessionRenamed(title=message.title.strip()[:200]))
+            return None
+        if isinstance(message, m.Delete):
+            if self.state.run_active:
+                await self.request_stop("deleted")
+            await self.record(SessionDeleted())
+            return None
+        if isinstance(message, ChildStopped):
+            return await self._run_ended(message.name)
+        if isinstance(message, ChildFailed):
+            return await self._run_crashed(message)
+        raise SessionError(f"unknown request {type(message).__name__}")
+
+    async def _create(self, message: m.Create) -> str:
+        if self.state.created is not None:
+            raise SessionError(f"session {self.session_id!r} already exists")
+        profile = self.deps.run.profiles.get(message.profile_id)
+        await self.record(
+            SessionCreated(
+                profile_id=profile.id,
+                user_id=message.user_id,
+                title=message.title,
+                parent_stream_id=message.parent_stream_id,
+                parent_call_id=message.parent_call_id,
+            )
+        )
+        return self.session_id
+
+    async def _send(self, message: m.Send) -> m.RunStartedReply:
+        images = clean_images(message.images)
+        text = check_text(message.text, images)
+        files = check_files(message.files)
+        if self.state.run_active or self._run_child is not None:
+            if not message.queue:
+                raise RunActive()
+            if len(self._queue) >= MAX_QUEUED:
+                raise QueueFull(f"{MAX_QUEUED} messages are already waiting in this session")
+            self._queue.append(message)
+            return m.RunStartedReply(run_id="", after_seq=self.state.last_seq, queued=True)
+        return await self._start_run(text, images, files, message.mode)
+
+    async def _start_run(
+        self, text: str, images: tuple[str, ...], files: tuple[Any, ...], mode: Any
+    ) -> m.RunStartedReply:
+        after = self.state.last_seq
+        profile_id = self.state.profile.profile_id or self.deps.run.profiles.default_id
+        profile = self.deps.run.profiles.get(profile_id)
+        run_id = self.deps.new_id()
+        self._run_id = run_id
+        self.stop_signal = StopSignal()
+        await self.record(
+            UserMessage(text=text, images=images, files=files),
+            RunStarted(
+                profile_id=profile.id,
+                profile_hash=profile_hash(profile),
+                mode=mode,
+                max_iterations=profile.max_iterations,
+                backend=self.deps.run.settings.llm.backend,
+            ),
+        )
+        await self._spawn_run(resumed=False)
+        return m.RunStartedReply(run_id=run_id, after_seq=after)
+
+    async def _resume(self) -> bool:
+        if not self.state.run_active or self._run_child is not None:
+            return False
+        log.info("run.resuming", session_id=self.session_id, run_id=self._run_id)
+        await self._spawn_run(resumed=True)
+        return True
+
+    async def _spawn_run(self, *, resumed: bool) -> None:
+        self._runs += 1
+        name = f"run-{self._runs}"
+        self._run_child = name
+        ref = await self.spawn_child(RunActor(self), name, supervision=Supervision.stop())
+        await ref.tell(m._Drive(resumed=resumed))
+
+    async def _run_ended(self, name: str) -> None:
+        if name != self._run_child:
+            return
+        self._run_child = None
+        if self._queue and not self.state.run_active:
+            queued = self._queue.popleft()
+            try:
+                await self._start_run(
+                    queued.text, clean_images(queued.images), queued.files, queued.mode
+                )
+            except SessionError as exc:
+                log.warning("queued_message.refused", session_id=self.session_id, error=str(exc))
+
+    async def _run_crashed(self, message: ChildFailed) -> None:
+        log.error(
+            "run.crashed",
+            session_id=self.session_id,
+            run_id=self._run_id,
+            error=repr(message.error),
+        )
+        if self.state.run_active:
+            await self.record(RunFailed(error=f"internal error: {message.error}"))
+
+    async def request_stop(self, reason: str = "user") -> bool:
+        """Stop the active run: the signal first (it ends a stream at once), then the event."""
+        if not self.state.run_active:
+            return False
+        self.stop_signal.set(reason)
+        async with self._lock:
+            if self.state.run_active and not self.state.progress.stop_requested:
+                await self._append([StopRequested(reason=reason)])
+        return True
+
+    # ------------------------------------------------------------------ writing
+
+    async def record(self, *events: Event) -> None:
+        """Check events against the run state machine, append them, wait until they are
+        durable, then apply them to the state. An illegal event changes nothing."""
+        async with self._lock:
+            await self._append(events)
+
+    async def _append(self, events: Sequence[Event]) -> None:
+        assert self._writer is not None
+        state = self.state.run_state
+        for event in events:
+            state = transition(state, event)
+        records = await self._writer.append(*(self._new(e) for e in events))
+        for record in records:
+            self._apply(record)
+
+    async def stage(self, event: Event) -> None:
+        """Stage a chunk event: applied now, durable within milliseconds."""
+        assert self._writer is not None
+        async with self._lock:
+            transition(self.state.run_state, event)
+            seq = await self._writer.stage(self._new(event))
+            self._apply(
+                Recorded(
+                    stream_id=self.session_id,
+                    seq=seq,
+                    position=0,
+                    event_id="",
+                    timestamp=self.deps.clock(),
+                    event=event,
+                    run_id=self._run_id,
+                )
+            )
+
+    def ticking(self) -> AbstractAsyncContextManager[None]:
+        assert self._writer is not None
+        return self._writer.ticking()
+
+    async def commit(self) -> None:
+        assert self._writer is not None
+        async with self._lock:
+            await self._writer.commit()
+
+    def _new(self, event: Event) -> NewEvent:
+        in_run = self.state.run_active or isinstance(event, UserMessage | RunStarted)
+        return NewEvent(event=event, run_id=self._run_id if in_run else None)
+
+    def _apply(self, record: Recorded) -> None:
+        self.state.apply(record)
+
+
+class RunActor(Actor[object]):
+    """A run: drives the loop to its end, runs the post-turn workers, then stops."""
+
+    mailbox_size = 2
+
+    def __init__(self, session: SessionActor) -> None:
+        self.session = session
+
+    async def receive(self, message: object) -> None:
+        if not isinstance(message, m._Drive):
+            return
+        session = self.session
+        driver = RunDriver(session, session.deps.run, resumed=message.resumed)
+        try:
+            await driver.drive()
+            await session.commit()
+            if session.state.run_state is RunState.DONE:
+                await run_workers(session, session.deps.workers)
+        finally:
+            self.stop("run ended")

@@ -1,0 +1,37 @@
+"""Errors a session request can meet; each maps to one HTTP status and a clear message."""
+
+from __future__ import annotations
+
+
+class SessionError(Exception):
+    status = 400
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SessionNotFound(SessionError):
+    status = 404
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} not found")
+        self.session_id = session_id
+
+
+class RunActive(SessionError):
+    status = 409
+
+    def __init__(self) -> None:
+        super().__init__(
+            "a run is already active in this session: wait for it to end, stop it, "
+            'or send the message with "queue": true to run it next'
+        )
+
+
+class BadInput(SessionError):
+    status = 422
+
+
+class QueueFull(SessionError):
+    status = 409

@@ -1,0 +1,51 @@
+"""Checks on what a user sends, shared by every entry point."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from events.types import FileRef
+from navi.session.errors import BadInput
+
+MAX_IMAGES = 10
+MAX_IMAGE_BYTES = 5 * 1024 * 1024
+MAX_TEXT_CHARS = 200_000
+
+
+def clean_images(images: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """Strip ``data:…;base64,`` prefixes and check count, encoding and size."""
+    if len(images) > MAX_IMAGES:
+        raise BadInput(f"at most {MAX_IMAGES} images per message, got {len(images)}")
+    out = []
+    for i, image in enumerate(images, 1):
+        if not isinstance(image, str):
+            raise BadInput(f"image {i} must be a base64 string")
+        data = image.split(",", 1)[1] if image.startswith("data:") and "," in image else image
+        try:
+            raw = base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadInput(f"image {i} is not valid base64") from None
+        if len(raw) > MAX_IMAGE_BYTES:
+            raise BadInput(
+                f"image {i} is {len(raw) // 1024} KB; the limit is {MAX_IMAGE_BYTES // 1024} KB"
+            )
+        out.append(data)
+    return tuple(out)
+
+
+def check_text(text: str, images: tuple[str, ...]) -> str:
+    if not isinstance(text, str):
+        raise BadInput("message content must be a string")
+    if not text.strip() and not images:
+        raise BadInput("message content must not be empty")
+    if len(text) > MAX_TEXT_CHARS:
+        raise BadInput(f"message is {len(text)} characters; the limit is {MAX_TEXT_CHARS}")
+    return text
+
+
+def check_files(files: tuple[FileRef, ...]) -> tuple[FileRef, ...]:
+    for f in files:
+        if not f.name or not f.path:
+            raise BadInput("each file needs a name and a path")
+    return files

@@ -1,0 +1,81 @@
+"""What a session actor's mailbox takes. Each is a plain request; the actor decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from events.types import FileRef, RunMode
+
+
+@dataclass(frozen=True)
+class Create:
+    profile_id: str
+    user_id: str = "local"
+    title: str = ""
+    parent_stream_id: str | None = None
+    parent_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Send:
+    """A user message. ``queue``: run it after the active run instead of refusing it."""
+
+    text: str
+    images: tuple[str, ...] = ()
+    files: tuple[FileRef, ...] = ()
+    mode: RunMode = "stream"
+    queue: bool = False
+
+
+@dataclass(frozen=True)
+class StopRun:
+    reason: str = "user"
+
+
+@dataclass(frozen=True)
+class SwitchProfile:
+    profile_id: str
+
+
+@dataclass(frozen=True)
+class Pin:
+    pinned: bool | None = None  # None toggles
+
+
+@dataclass(frozen=True)
+class Rename:
+    title: str
+
+
+@dataclass(frozen=True)
+class Delete:
+    pass
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Continue a run the log shows as unfinished (after a crash)."""
+
+
+@dataclass(frozen=True)
+class RunStartedReply:
+    """What ``Send`` answers: the run's id and the seq just before its first event."""
+
+    run_id: str
+    after_seq: int
+    queued: bool = False
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The answer to a request the session refused; the asker raises ``error``."""
+
+    error: Exception
+
+
+@dataclass(frozen=True)
+class _Drive:
+    """The run child's one message: drive the run to its end."""
+
+    resumed: bool = False
+    workers: tuple[object, ...] = field(default=())

@@ -1,0 +1,90 @@
+"""The session actor's working state: every projection it decides on, folded together.
+
+Each part is a pure projection; ``SessionState.apply`` folds one record into all of
+them and checks the run state machine first, so an illegal event changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from events.envelope import Recorded
+from events.types import (
+    NoteDeleted,
+    NoteSaved,
+    SessionCreated,
+    SessionDeleted,
+    SessionPinned,
+    TodoItem,
+)
+from navi.run import progress as run_progress
+from navi.run.state import RunState, transition
+from projections import context as context_projection
+from projections.tool_state import (
+    ActiveProfile,
+    evolve_active_profile,
+    evolve_scratchpad,
+    evolve_todo,
+)
+
+
+class SessionState:
+    def __init__(self) -> None:
+        self.last_seq = 0
+        self.run_state: RunState = RunState.IDLE
+        self.context = context_projection.INITIAL
+        self.todo_items: tuple[TodoItem, ...] = ()
+        self.scratchpad_sections: tuple[tuple[str, str], ...] = ()
+        self.notes_by_id: dict[str, str] = {}
+        self.profile = ActiveProfile()
+        self.progress = run_progress.INITIAL
+        self.created: SessionCreated | None = None
+        self.deleted = False
+        self.pinned = False
+        self.last_timestamp = 0.0
+
+    def check(self, record: Recorded) -> RunState:
+        """The run state after ``record``; raises ``IllegalTransition`` if not allowed."""
+        return transition(self.run_state, record.event)
+
+    def apply(self, record: Recorded) -> None:
+        self.run_state = self.check(record)
+        self.last_seq = record.seq
+        self.last_timestamp = record.timestamp
+        event = record.event
+        if isinstance(event, SessionCreated):
+            self.created = event
+        elif isinstance(event, SessionDeleted):
+            self.deleted = True
+        elif isinstance(event, SessionPinned):
+            self.pinned = event.pinned
+        elif isinstance(event, NoteSaved):
+            self.notes_by_id[event.note_id] = event.text
+        elif isinstance(event, NoteDeleted):
+            self.notes_by_id.pop(event.note_id, None)
+        self.context = context_projection.evolve(self.context, record)
+        self.todo_items = evolve_todo(self.todo_items, record)
+        self.scratchpad_sections = evolve_scratchpad(self.scratchpad_sections, record)
+        self.profile = evolve_active_profile(self.profile, record)
+        self.progress = run_progress.evolve(self.progress, record)
+
+    # -- what tools read (tools.context.SessionToolState)
+
+    def todo(self) -> Sequence[TodoItem]:
+        return self.todo_items
+
+    def scratchpad(self) -> Mapping[str, str]:
+        return dict(self.scratchpad_sections)
+
+    def notes(self) -> Mapping[str, str]:
+        return dict(self.notes_by_id)
+
+    @property
+    def user_id(self) -> str:
+        return self.created.user_id if self.created else "local"
+
+    @property
+    def run_active(self) -> bool:
+        from navi.run.state import ACTIVE_STATES
+
+        return self.run_state in ACTIVE_STATES

@@ -1,0 +1,187 @@
+"""Resume after a crash: cut a recorded multi-tool run after every event, restart Navi
+on the cut log, and check that the run finishes with no completed call run twice."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from events.envelope import NewEvent, Recorded
+from events.factory import store_for_url
+from events.types import TERMINAL_RUN_EVENTS, ToolCompleted, ToolFailed, ToolRequested
+from projections.context import CONTEXT
+from projections.fold import fold
+from projections.well_formed import assert_well_formed
+from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.navi_app import navi_settings, open_navi
+
+pytestmark = pytest.mark.anyio
+
+MARK = """
+name = "mark"
+description = "Record a mark (not idempotent)."
+parameters = {"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]}
+idempotent = False
+
+async def execute(params):
+    import os
+    with open(os.environ["EFFECTS_DIR"] + "/marks.log", "a") as f:
+        f.write(params["token"] + "\\n")
+    return "marked " + params["token"]
+"""
+
+PEEK = """
+name = "peek"
+description = "Look at something (idempotent)."
+parameters = {"type": "object", "properties": {"token": {"type": "string"}}, "required": ["token"]}
+idempotent = True
+
+async def execute(params):
+    import os
+    with open(os.environ["EFFECTS_DIR"] + "/peeks.log", "a") as f:
+        f.write(params["token"] + "\\n")
+    return "peeked " + params["token"]
+"""
+
+REPLIES = [
+    Reply(
+        thinking="plan",
+        tool_calls=[
+            FakeToolCall(name="mark", arguments={"token": "a"}),
+            FakeToolCall(name="peek", arguments={"token": "b"}),
+        ],
+    ),
+    Reply(text="now one more", tool_calls=[FakeToolCall(name="mark", arguments={"token": "c"})]),
+    Reply(text="All done, marked a and c."),
+]
+
+
+def respond(request: Any) -> Reply:
+    """The reply for where the conversation is, so a re-issued call gets the same one."""
+    body = request.body if hasattr(request, "body") else request
+    turns = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
+    return REPLIES[min(turns, len(REPLIES) - 1)]
+
+
+def install_tools(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    tools_dir = root / "user_tools"
+    tools_dir.mkdir(parents=True, exist_ok=True)
+    (tools_dir / "mark.py").write_text(MARK)
+    (tools_dir / "peek.py").write_text(PEEK)
+    (tools_dir / "enabled.json").write_text(json.dumps(["mark", "peek"]))
+    effects = root / "effects"
+    effects.mkdir(exist_ok=True)
+    monkeypatch.setenv("EFFECTS_DIR", str(effects))
+    return effects
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+async def record_reference(tmp_path: Path, fake_url: str) -> tuple[str, list[Recorded]]:
+    settings = navi_settings(tmp_path, fake_url)
+    async with open_navi(settings) as navi:
+        session = await navi.create_session("secretary")
+        with anyio.fail_after(20):
+            async for _ in navi.run_stream(session, "mark a, peek b, then mark c"):
+                pass
+        return session, await navi.store.read(session)
+
+
+async def resume_from(
+    root: Path, url: str, session: str, cut: list[Recorded], fake_url: str
+) -> list[Recorded]:
+    effects = root / "effects"
+    # The effects the cut log says happened, happened; an in-doubt one too (worst case).
+    for record in cut:
+        event = record.event
+        if isinstance(event, ToolRequested):
+            target = {"mark": "marks.log", "peek": "peeks.log"}[event.name]
+            with open(effects / target, "a") as f:
+                f.write(event.arguments["token"] + "\n")
+    store = store_for_url(url)
+    async with store:
+        if cut:
+            await store.append(
+                session,
+                [NewEvent(event=r.event, run_id=r.run_id) for r in cut],
+                expected_seq=0,
+            )
+    settings = navi_settings(root, fake_url, database_url=url, resume_on_start=True)
+    async with open_navi(settings) as navi:
+        with anyio.fail_after(20):
+            while True:
+                records = await navi.store.read(session)
+                if records and records[-1].type in TERMINAL_RUN_EVENTS:
+                    return records
+                await anyio.sleep(0.02)
+
+
+def check_resumed(records: list[Recorded], root: Path, cut: list[Recorded]) -> None:
+    results: dict[str, int] = {}
+    for record in records:
+        if isinstance(record.event, ToolCompleted | ToolFailed):
+            results[record.event.call_id] = results.get(record.event.call_id, 0) + 1
+    requested = [r.event for r in records if isinstance(r.event, ToolRequested)]
+    assert all(results.get(call.call_id) == 1 for call in requested), results
+    assert_well_formed(fold(CONTEXT, records).as_list())
+    assert records[-1].type == "run.completed"
+    marks = lines(root / "effects" / "marks.log")
+    # A non-idempotent call never runs twice: each mark is there at most once.
+    assert sorted(marks) == sorted(set(marks)), marks
+    completed_in_cut = {r.event.call_id for r in cut if isinstance(r.event, ToolCompleted)}
+    for record in records:
+        event = record.event
+        if isinstance(event, ToolFailed):
+            assert event.reason == "interrupted"
+            assert event.call_id not in completed_in_cut
+    # Idempotent calls are never lost: every peek that completed has its effect.
+    peeks = lines(root / "effects" / "peeks.log")
+    assert "b" in peeks
+
+
+async def test_resume_after_a_crash_at_every_event_boundary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    install_tools(tmp_path / "ref", monkeypatch)
+    async with FakeLLMServer(responder=respond) as fake:
+        session, reference = await record_reference(tmp_path / "ref", fake.url)
+        assert [r.type for r in reference].count("tool.completed") == 3
+        start = next(i for i, r in enumerate(reference) if r.type == "run.started") + 1
+        for cut_at in range(start, len(reference)):
+            root = tmp_path / f"cut{cut_at}"
+            install_tools(root, monkeypatch)
+            cut = reference[:cut_at]
+            records = await resume_from(
+                root, f"sqlite:///{root / 'navi.db'}", session, cut, fake.url
+            )
+            check_resumed(records, root, cut)
+
+
+@pytest.mark.postgres
+async def test_resume_on_postgres(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str
+) -> None:
+    from sqlalchemy import text
+
+    install_tools(tmp_path / "ref", monkeypatch)
+    async with FakeLLMServer(responder=respond) as fake:
+        session, reference = await record_reference(tmp_path / "ref", fake.url)
+        kinds = [r.type for r in reference]
+        cuts = [kinds.index("tool.requested") + 1, kinds.index("tool.started") + 1, len(kinds) - 1]
+        for cut_at in cuts:
+            async with (
+                store_for_url(postgres_url) as store,
+                store.engine.begin() as conn,  # type: ignore[attr-defined]
+            ):
+                await conn.execute(text("TRUNCATE navi_events, navi_idempotency"))
+            root = tmp_path / f"pg{cut_at}"
+            install_tools(root, monkeypatch)
+            cut = reference[:cut_at]
+            records = await resume_from(root, postgres_url, session, cut, fake.url)
+            check_resumed(records, root, cut)

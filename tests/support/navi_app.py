@@ -1,0 +1,50 @@
+"""A real ``Navi`` for tests: SQLite (or any store) in a temp folder, the fake LLM server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from events.base import BaseEventStore
+from navi.app import Navi
+from navi.config import Settings
+from navi.llm.ollama import OllamaBackend
+from navi.llm.settings import LLMSettings
+from tools import ToolSettings
+
+
+def navi_settings(tmp_path: Path, fake_url: str, **overrides: Any) -> Settings:
+    llm = LLMSettings(
+        backend="ollama",
+        ollama_host=fake_url,
+        default_model="fake-model:latest",
+        num_ctx=8192,
+        first_chunk_timeout=10.0,
+        chunk_timeout=10.0,
+    )
+    tools = ToolSettings(tools_dir=str(tmp_path / "user_tools"), terminal_allowed_commands=("*",))
+    base = Settings(
+        database_url=f"sqlite:///{tmp_path / 'navi.db'}",
+        session_files_dir=str(tmp_path / "files"),
+        resume_on_start=False,
+        llm_retry_backoff_s=0.01,
+        llm=llm,
+        tools=tools,
+    )
+    return msgspec.structs.replace(base, **overrides)
+
+
+@asynccontextmanager
+async def open_navi(
+    settings: Settings, *, store: BaseEventStore | None = None, **kw: Any
+) -> AsyncIterator[Navi]:
+    backend = OllamaBackend(settings.llm)
+    try:
+        async with Navi.open(settings, backend=backend, store=store, **kw) as navi:
+            yield navi
+    finally:
+        await backend.aclose()
