@@ -49,6 +49,7 @@ class StreamWriter:
         self._max_delay = max_delay
         self._max_in_flight = max_in_flight
         self._failed: BaseException | None = None
+        self._sending = anyio.Lock()
 
     @property
     def last_seq(self) -> int:
@@ -116,14 +117,18 @@ class StreamWriter:
             raise error
 
     async def _send(self) -> None:
-        if not self._staged:
-            return
-        batch, self._staged = self._staged, []
-        expected = self._seq - len(batch)
-        while len(self._in_flight) >= self._max_in_flight:
-            await self._await_oldest()
-        request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
-        self._in_flight.append(request)
+        # One sender at a time (the ticker and the stager may race), and a batch once
+        # taken from the stage is always submitted: a cancellation cannot lose it.
+        async with self._sending:
+            while self._staged and len(self._in_flight) >= self._max_in_flight:
+                await self._await_oldest()
+            if not self._staged:
+                return
+            batch, self._staged = self._staged, []
+            expected = self._seq - len(batch)
+            with anyio.CancelScope(shield=True):
+                request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
+                self._in_flight.append(request)
 
     async def _await_oldest(self) -> list[Recorded]:
         request = self._in_flight[0]

@@ -3,6 +3,8 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,3 +60,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         func = getattr(item, "function", None)
         if func is not None and inspect.iscoroutinefunction(func):
             item.add_marker(pytest.mark.anyio)
+
+
+@pytest.fixture
+def navi_server(tmp_path: Path) -> Iterator[Any]:
+    """A real Navi server on 127.0.0.1 with the fake LLM server (``.url``, ``.fake_llm``)."""
+    from tests.support.navi_server import navi_server_for
+
+    with navi_server_for(tmp_path) as running:
+        yield running

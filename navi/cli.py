@@ -1,0 +1,87 @@
+"""The ``navi`` command: serve, chat, sessions, doctor, state-diagram."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from navi.config import Settings, SettingsError
+from navi.dotenv import environment
+
+
+def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, str]]:
+    env = environment()
+    if getattr(args, "db", None):
+        env["NAVI_DATABASE_URL"] = args.db
+    if getattr(args, "host", None):
+        env["NAVI_HOST"] = args.host
+    if getattr(args, "port", None):
+        env["NAVI_PORT"] = str(args.port)
+    return Settings.from_env(env), env
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from navi.logs import configure_logging
+    from navi.server.app import create_app
+    from navi.server.auth import AuthConfigError
+
+    settings, env = _settings(args)
+    configure_logging(settings.log_level)
+    try:
+        app = create_app(settings, env=env)
+    except AuthConfigError as exc:
+        sys.stderr.write(f"navi: {exc}\n")
+        return 2
+    sys.stderr.write(f"Navi is starting at http://{settings.host}:{settings.port}\n")
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        ws="websockets-sansio",
+        ws_max_size=96 * 1024 * 1024,
+        log_level=settings.log_level.lower(),
+        lifespan="on",
+    )
+    return 0
+
+
+def cmd_state_diagram(args: argparse.Namespace) -> int:
+    from navi.run.state import mermaid
+
+    sys.stdout.write(mermaid() + "\n")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="navi", description="Navi, a local-first AI agent.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the server (REST, WebSocket, web client)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8000)")
+    serve.add_argument("--db", help="database URL (default sqlite:///navi.db)")
+    serve.set_defaults(func=cmd_serve)
+
+    diagram = sub.add_parser("state-diagram", help="print the run state machine (Mermaid)")
+    diagram.set_defaults(func=cmd_state_diagram)
+
+    from navi import cli_client
+
+    cli_client.add_commands(sub)
+
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except SettingsError as exc:
+        sys.stderr.write(f"navi: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

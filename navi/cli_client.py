@@ -1,0 +1,168 @@
+"""``navi chat``, ``navi sessions``, ``navi doctor``: commands that open Navi in-process."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import anyio
+
+DIM = "\033[2m"
+BOLD = "\033[1m"
+RESET = "\033[0m"
+
+
+def add_commands(sub: Any) -> None:
+    chat = sub.add_parser("chat", help="run one turn in the terminal")
+    chat.add_argument("message", help="what to say")
+    chat.add_argument("--session", help="continue this session (default: a new one)")
+    chat.add_argument("--profile", help="profile for a new session")
+    chat.add_argument("--db", help="database URL")
+    chat.set_defaults(func=cmd_chat)
+
+    sessions = sub.add_parser("sessions", help="list sessions")
+    sessions.add_argument("--db", help="database URL")
+    sessions.set_defaults(func=cmd_sessions)
+
+    doctor = sub.add_parser("doctor", help="check the database, the LLM, profiles and tools")
+    doctor.add_argument("--db", help="database URL")
+    doctor.set_defaults(func=cmd_doctor)
+
+
+def _open(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+    from navi.cli import _settings
+    from navi.logs import configure_logging
+
+    settings, env = _settings(args)
+    configure_logging("WARNING")
+    return settings, env
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    from events.types import (
+        LLMText,
+        LLMThinking,
+        RunCompleted,
+        RunFailed,
+        RunStopped,
+        ToolCompleted,
+        ToolFailed,
+        ToolRequested,
+    )
+    from navi.app import Navi
+
+    settings, env = _open(args)
+    color = sys.stdout.isatty()
+
+    def out(text: str, style: str = "") -> None:
+        sys.stdout.write(f"{style}{text}{RESET}" if color and style else text)
+        sys.stdout.flush()
+
+    async def run() -> int:
+        async with Navi.open(settings, env=env) as navi:
+            session = args.session or await navi.create_session(args.profile)
+            thinking = False
+            async for record in navi.run_stream(session, args.message):
+                e = record.event
+                if isinstance(e, LLMThinking):
+                    thinking = True
+                    out(e.text, DIM)
+                    continue
+                if thinking:
+                    out("\n")
+                    thinking = False
+                if isinstance(e, LLMText):
+                    out(e.text)
+                elif isinstance(e, ToolRequested):
+                    out(f"\n⚙ {e.name} {e.arguments}\n", DIM)
+                elif isinstance(e, ToolCompleted):
+                    out(f"  ✓ {e.output[:200]}\n", DIM)
+                elif isinstance(e, ToolFailed):
+                    out(f"  ✗ {e.error[:200]}\n", DIM)
+                elif isinstance(e, RunFailed):
+                    out(f"\nerror: {e.error}\n", BOLD)
+                    return 1
+                elif isinstance(e, RunStopped):
+                    out("\n[stopped]\n", DIM)
+                elif isinstance(e, RunCompleted):
+                    out("\n")
+            sys.stderr.write(f"session: {session}\n")
+            return 0
+
+    result: int = anyio.run(run)
+    return result
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    from events.factory import store_for_url
+    from projections.runner import LogProjectionRunner
+    from projections.sessions import SESSIONS
+
+    settings, _ = _open(args)
+
+    async def run() -> None:
+        async with store_for_url(settings.database_url) as store:
+            state = await LogProjectionRunner(store, SESSIONS).catch_up()
+            for s in state.listing():
+                pin = "📌 " if s.pinned else "   "
+                sys.stdout.write(
+                    f"{pin}{s.session_id}  {s.last_active[:19]}  {s.profile_id:<13} "
+                    f"{s.message_count:>4} msgs  {s.title}\n"
+                )
+
+    anyio.run(run)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from events.factory import store_for_url
+    from navi.llm.selection import select_backend
+    from profiles import ProfileRegistry
+    from tools import create_registry
+
+    settings, env = _open(args)
+    problems = 0
+
+    def line(ok: bool, text: str) -> None:
+        nonlocal problems
+        problems += 0 if ok else 1
+        sys.stdout.write(f"{'✓' if ok else '✗'} {text}\n")
+
+    async def run() -> None:
+        try:
+            async with store_for_url(settings.database_url) as store:
+                heads = await store.stream_heads()
+                line(True, f"database {settings.database_url}: {len(heads)} streams")
+        except Exception as exc:
+            line(False, f"database {settings.database_url}: {exc}")
+        try:
+            backend = await select_backend(settings.llm)
+            try:
+                models = await backend.list_models()
+                names = ", ".join(m.name for m in models[:8]) or "none"
+                line(True, f"LLM: {backend.name} at {backend.url}, model {backend.model}")
+                line(bool(models), f"models available: {names}")
+            finally:
+                await backend.aclose()
+        except Exception as exc:
+            line(False, f"LLM: {exc}")
+        profiles = ProfileRegistry.from_environ(env)
+        line(not profiles.errors, f"profiles: {', '.join(p.id for p in profiles.all())}")
+        for problem in profiles.errors:
+            line(False, f"  {problem}")
+        tools = create_registry(settings.tools)
+        line(not tools.load_errors, f"tools: {len(tools.names())} loaded")
+        for error in tools.load_errors:
+            line(False, f"  {error}")
+        for p in profiles.all():
+            missing = [t for t in p.enabled_tools if tools.get(t) is None]
+            if missing:
+                sys.stdout.write(
+                    f"  note: profile {p.id} names tools not loaded yet: {', '.join(missing)}\n"
+                )
+        await tools.aclose()
+
+    anyio.run(run)
+    sys.stdout.write("All good.\n" if problems == 0 else f"{problems} problem(s) found.\n")
+    return 0 if problems == 0 else 1

@@ -1,0 +1,159 @@
+"""The Starlette application: REST, the WebSocket, the web client, and start-up."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import msgspec
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Mount, Route, WebSocketRoute
+
+from navi.app import Navi
+from navi.config import Settings
+from navi.server import routes
+from navi.server.auth import AuthMiddleware, Users
+from navi.server.files import FileStore, upload_file
+from navi.server.http import HTTPError, json_error
+from navi.server.views import SessionLog, SessionsView, load_log
+from navi.server.ws import session_socket
+from navi.session.errors import SessionError
+from profiles import UnknownProfile
+
+log = structlog.get_logger(__name__)
+
+NaviFactory = Callable[[], AbstractAsyncContextManager[Navi]]
+
+
+@dataclass
+class ServerState:
+    navi: Navi
+    sessions: SessionsView
+    files: FileStore
+    max_context_tokens: int
+    session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
+
+    async def load(self, session_id: str) -> SessionLog:
+        return await load_log(self.navi.store, session_id)
+
+    def on_session_created(self) -> None:
+        for hook in self.session_created_hooks:
+            hook()
+
+
+async def _session_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, SessionError)
+    return json_error(exc.status, exc.message)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPError)
+    return json_error(exc.status, exc.message)
+
+
+async def _unknown_profile(request: Request, exc: Exception) -> Response:
+    return json_error(404, str(exc))
+
+
+async def _not_found(request: Request, exc: Exception) -> Response:
+    from starlette.exceptions import HTTPException
+
+    if isinstance(exc, HTTPException):
+        return json_error(exc.status_code, exc.detail or "error")
+    return json_error(500, "internal error")
+
+
+async def _internal(request: Request, exc: Exception) -> Response:
+    log.exception("http.internal_error", path=request.url.path, error=str(exc))
+    return json_error(500, f"internal error: {exc}")
+
+
+def create_app(
+    settings: Settings,
+    *,
+    env: Mapping[str, str] | None = None,
+    navi_factory: NaviFactory | None = None,
+    users: Users | None = None,
+) -> Starlette:
+    """The ASGI app. ``navi_factory`` opens the ``Navi`` it serves (tests pass their own)."""
+    users = users or Users.configure(
+        host=settings.host, api_token=settings.api_token, users_file=settings.users_file
+    )
+    factory = navi_factory or (lambda: Navi.open(settings, env=env))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with factory() as navi, anyio.create_task_group() as tg:
+            files = FileStore(settings.files_root, ttl_hours=settings.session_files_ttl_hours)
+            server = ServerState(
+                navi=navi,
+                sessions=SessionsView(navi.store),
+                files=files,
+                max_context_tokens=settings.llm.num_ctx,
+            )
+            app.state.navi_server = server
+            app.state.max_upload_bytes = settings.session_files_max_size_mb * 1024 * 1024
+            tg.start_soon(files.clean_periodically, server.sessions)
+            log.info(
+                "navi.started",
+                backend=navi.backend.name,
+                model=navi.backend.model,
+                database=settings.database_url.split("@")[-1],
+            )
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    app = Starlette(
+        routes=[
+            *routes.ROUTES,
+            Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
+            WebSocketRoute("/ws/sessions/{session_id}", session_socket),
+            Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
+            *_web_client(),
+        ],
+        exception_handlers={
+            SessionError: _session_error,
+            HTTPError: _http_error,
+            UnknownProfile: _unknown_profile,
+            404: _not_found,
+            405: _not_found,
+            Exception: _internal,
+        },
+        lifespan=lifespan,
+    )
+    app.add_middleware(AuthMiddleware, users=users)
+    return app
+
+
+def _web_client() -> list[Any]:
+    try:
+        from navi.web import static_dir
+    except ImportError:
+        return []
+    from starlette.responses import FileResponse
+    from starlette.staticfiles import StaticFiles
+
+    root = static_dir()
+    if not (root / "index.html").exists():
+        return []
+
+    async def index(request: Request) -> Response:
+        return FileResponse(root / "index.html")
+
+    return [Route("/", index, include_in_schema=False), Mount("/", StaticFiles(directory=root))]
+
+
+async def openapi_schema(request: Request) -> Response:
+    from navi.server.openapi import schema_for
+
+    return Response(
+        msgspec.json.encode(schema_for(request.app.routes)), media_type="application/json"
+    )

@@ -1,0 +1,203 @@
+"""Log events → WebSocket frames, in the original Navi's protocol (plus ``seq``).
+
+A ``FrameTranslator`` follows one session's log and turns each event into zero or
+more frames. It keeps the little it must remember (the arguments of open tool calls,
+whether thinking is streaming, the run's counters) and can be primed with the log up
+to a seq, so a client that reconnects with ``after`` gets the same frames it would
+have got live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events.envelope import Recorded
+from events.types import (
+    ContextCompressed,
+    LLMCompleted,
+    LLMText,
+    LLMThinking,
+    LLMToolCalls,
+    PlanReady,
+    PlanStatus,
+    ProfileSwitched,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    RunStopped,
+    SubagentFinished,
+    SubagentSpawned,
+    TodoUpdated,
+    ToolCompleted,
+    ToolFailed,
+    ToolRequested,
+    UserMessage,
+)
+from projections import messages as messages_projection
+
+Frame = dict[str, Any]
+
+
+class FrameTranslator:
+    def __init__(self, *, max_context_tokens: int, is_subagent: bool = False) -> None:
+        self.max_context_tokens = max_context_tokens
+        self.is_subagent = is_subagent
+        self._thinking = False
+        self._calls: dict[str, tuple[str, dict[str, Any]]] = {}
+        self._run_started = 0.0
+        self._tool_calls = 0
+        self._tokens = 0
+        self._context_tokens = 0
+        self._messages = messages_projection.INITIAL
+
+    def prime(self, records: list[Recorded]) -> None:
+        """Take in events the client already has, sending nothing."""
+        for record in records:
+            self.frames(record)
+
+    def frames(self, record: Recorded) -> list[Frame]:
+        self._messages = messages_projection.evolve(self._messages, record)
+        out = self._translate(record)
+        for frame in out:
+            frame["seq"] = record.seq
+            if self.is_subagent:
+                frame["is_subagent"] = True
+                frame["subagent_id"] = record.stream_id
+        return out
+
+    def _end_thinking(self, out: list[Frame]) -> None:
+        if self._thinking:
+            self._thinking = False
+            out.append({"type": "thinking_end"})
+
+    def _translate(self, record: Recorded) -> list[Frame]:
+        e = record.event
+        out: list[Frame] = []
+        sub = self.is_subagent
+        if isinstance(e, LLMText):
+            self._end_thinking(out)
+            if not sub:  # a subagent's text is its result, shown in its tool card
+                out.append({"type": "stream_delta", "delta": e.text})
+            return out
+        if isinstance(e, LLMThinking):
+            if not sub:
+                self._thinking = True
+                out.append({"type": "thinking_delta", "delta": e.text})
+            return out
+        if isinstance(e, LLMToolCalls):
+            self._end_thinking(out)
+            return out
+        if isinstance(e, LLMCompleted):
+            self._end_thinking(out)
+            self._tokens += e.completion_tokens
+            self._context_tokens = e.prompt_tokens + e.completion_tokens
+            if sub and e.thinking:
+                out.append({"type": "turn_thinking", "thinking": e.thinking, "is_subagent": True})
+            return out
+        if isinstance(e, ToolRequested):
+            self._calls[e.call_id] = (e.name, e.arguments)
+            self._tool_calls += 1
+            out.append(
+                {"type": "tool_started", "tool": e.name, "args": e.arguments, "is_subagent": sub}
+            )
+            return out
+        if isinstance(e, ToolCompleted | ToolFailed):
+            name, args = self._calls.pop(e.call_id, (e.name, {}))
+            ok = isinstance(e, ToolCompleted) and e.success
+            result = e.output if isinstance(e, ToolCompleted) else e.error
+            frame: Frame = {
+                "type": "tool_call",
+                "tool": name,
+                "args": args,
+                "result": result,
+                "success": ok,
+                "is_subagent": sub,
+                "call_id": e.call_id,
+            }
+            if isinstance(e, ToolFailed):
+                frame["reason"] = e.reason
+            if isinstance(e, ToolCompleted) and e.metadata.get("is_image"):
+                frame["is_image"] = True
+            out.append(frame)
+            return out
+        if isinstance(e, RunStarted):
+            self._run_started = record.timestamp
+            self._tool_calls = 0
+            self._tokens = 0
+            if not sub:
+                out.append({"type": "stream_start", "run_id": record.run_id})
+            return out
+        if isinstance(e, UserMessage):
+            if not sub:
+                out.append(
+                    {
+                        "type": "user_message",
+                        "content": e.text,
+                        "images": list(e.images),
+                        "files": [{"name": f.name, "path": f.path} for f in e.files],
+                    }
+                )
+            return out
+        if isinstance(e, PlanStatus):
+            out.append(
+                {"type": "planning_status", "phase": e.phase, "label": e.label, "is_subagent": sub}
+            )
+            return out
+        if isinstance(e, PlanReady):
+            out.append({"type": "plan_ready", "plan": e.plan, "is_subagent": sub})
+            return out
+        if isinstance(e, TodoUpdated):
+            items = [{"id": i.id, "text": i.text, "status": i.status} for i in e.items]
+            out.append({"type": "todo_updated", "items": items, "is_subagent": sub})
+            return out
+        if isinstance(e, ProfileSwitched):
+            out.append(
+                {
+                    "type": "profile_switched",
+                    "profile_id": e.profile_id,
+                    "profile_name": e.profile_name,
+                }
+            )
+            return out
+        if isinstance(e, ContextCompressed):
+            out.append(
+                {
+                    "type": "context_compressed",
+                    "messages_before": e.messages_before,
+                    "messages_after": e.messages_after,
+                }
+            )
+            return out
+        if isinstance(e, SubagentSpawned | SubagentFinished):
+            return out  # the server follows the child stream itself
+        if sub:
+            return out  # a subagent's run ends inside its parent's tool call
+        if isinstance(e, RunCompleted):
+            self._end_thinking(out)
+            out.append(self._stream_end(record, e.content, e.completed_normally))
+            return out
+        if isinstance(e, RunStopped):
+            self._end_thinking(out)
+            out.append({"type": "stream_stopped"})
+            return out
+        if isinstance(e, RunFailed):
+            self._end_thinking(out)
+            out.append({"type": "error", "message": e.error, "fatal": True})
+            # Clients of the original unlock their input at stream_end.
+            out.append(self._stream_end(record, "", False))
+            return out
+        return out
+
+    def _stream_end(self, record: Recorded, content: str, normally: bool) -> Frame:
+        count = len(self._messages.messages(with_streaming=False))
+        return {
+            "type": "stream_end",
+            "content": content,
+            "context_tokens": self._context_tokens,
+            "max_context_tokens": self.max_context_tokens,
+            "elapsed_seconds": round(max(0.0, record.timestamp - self._run_started), 3),
+            "tool_call_count": self._tool_calls,
+            "token_count": self._tokens,
+            "message_index": max(0, count - 1),
+            "completed_normally": normally,
+        }

@@ -1,0 +1,269 @@
+"""The REST API (shapes in API-SHAPES.md / docs/api.md)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from events.codec import encode
+from events.types import FileRef
+from navi.server.http import HTTPError, body_as, json_response, user_of
+from navi.session import messages as m
+from projections.types import iso_time
+
+if TYPE_CHECKING:
+    from navi.server.app import ServerState
+
+
+class CreateSession(msgspec.Struct, kw_only=True):
+    profile_id: str | None = None
+    title: str = ""
+
+
+class PinBody(msgspec.Struct, kw_only=True):
+    pinned: bool | None = None
+
+
+class RenameBody(msgspec.Struct, kw_only=True):
+    title: str
+
+
+class MessageBody(msgspec.Struct, kw_only=True):
+    content: str
+    images: list[str] = []
+    files: list[FileRef] = []
+    queue: bool = False
+
+
+def state_of(request: Request) -> ServerState:
+    state: ServerState = request.app.state.navi_server
+    return state
+
+
+def summary_json(s: Any) -> dict[str, Any]:
+    out = msgspec.to_builtins(s)
+    out.pop("deleted", None)
+    return out  # type: ignore[no-any-return]
+
+
+async def health(request: Request) -> Response:
+    """Health check: ``{"status": "ok"}`` plus the LLM backend and model."""
+    navi = state_of(request).navi
+    return json_response(
+        {"status": "ok", "backend": navi.backend.name, "model": navi.backend.model}
+    )
+
+
+async def list_profiles(request: Request) -> Response:
+    """All agent profiles."""
+    navi = state_of(request).navi
+    return json_response(
+        [
+            {
+                "id": p.id,
+                "name": p.name,
+                "description": p.description,
+                "enabled_tools": list(p.enabled_tools),
+                "llm_backend": p.llm_backend or navi.backend.name,
+                "model": p.model or navi.backend.model,
+            }
+            for p in navi.profiles.all()
+        ]
+    )
+
+
+async def list_tools(request: Request) -> Response:
+    """All registered tools (built-in and user tools) with their JSON schemas."""
+    tools = state_of(request).navi.tools
+    return json_response(
+        [
+            {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+                "idempotent": t.idempotent,
+                "builtin": tools.is_builtin(t.name),
+            }
+            for t in tools.tools()
+        ]
+    )
+
+
+async def create_session(request: Request) -> Response:
+    """Create a session: ``{"profile_id"?}`` → 201 ``{session_id, profile_id, created_at}``."""
+    server = state_of(request)
+    body = await body_as(request, CreateSession, empty_ok=True)
+    user = user_of(request)
+    session_id = await server.navi.create_session(
+        body.profile_id, user_id=user.id, title=body.title
+    )
+    summary = await server.sessions.get(session_id, user)
+    server.on_session_created()
+    return json_response(
+        {
+            "session_id": session_id,
+            "profile_id": summary.profile_id,
+            "created_at": summary.created_at,
+        },
+        201,
+    )
+
+
+async def list_sessions(request: Request) -> Response:
+    """Sessions, pinned first, then by last activity; ``?q=`` searches titles and text."""
+    server = state_of(request)
+    query = request.query_params.get("q", "").strip()
+    found = await server.sessions.listing(user_of(request), query)
+    return json_response([summary_json(s) for s in found])
+
+
+async def get_session(request: Request) -> Response:
+    """One session with its display history (the ``messages`` projection)."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    summary = await server.sessions.get(session_id, user_of(request))
+    log = await server.load(session_id)
+    context = log.context()
+    out = summary_json(summary)
+    out.update(
+        context_token_count=context.token_count,
+        max_context_tokens=server.max_context_tokens,
+        last_seq=log.last_seq,
+        run_active=log.run_active(),
+        messages=msgspec.to_builtins(log.messages()),
+    )
+    return json_response(out)
+
+
+async def get_context(request: Request) -> Response:
+    """What the LLM sees (debugging): the ``context`` projection."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    context = (await server.load(session_id)).context()
+    return json_response(
+        {
+            "session_id": session_id,
+            "token_count": context.token_count,
+            "messages": msgspec.to_builtins(context.as_list()),
+        }
+    )
+
+
+async def pin_session(request: Request) -> Response:
+    """Pin or unpin: ``{"pinned": bool}``; without a body it toggles."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    body = await body_as(request, PinBody, empty_ok=True)
+    pinned = await server.navi.sessions.ask(session_id, m.Pin(pinned=body.pinned))
+    return json_response({"session_id": session_id, "pinned": pinned})
+
+
+async def rename_session(request: Request) -> Response:
+    """Rename: ``{"title": "…"}``."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    body = await body_as(request, RenameBody)
+    await server.navi.sessions.ask(session_id, m.Rename(title=body.title))
+    return json_response({"session_id": session_id, "title": body.title.strip()[:200]})
+
+
+async def delete_session(request: Request) -> Response:
+    """Delete a session (its log keeps a tombstone) and its uploaded files."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    await server.navi.sessions.ask(session_id, m.Delete())
+    shutil.rmtree(server.navi.files_dir(session_id), ignore_errors=True)
+    return json_response({"session_id": session_id, "deleted": True})
+
+
+async def post_message(request: Request) -> Response:
+    """Run a turn without streaming; returns its final text. 409 while a run is active."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    body = await body_as(request, MessageBody)
+    reply = await server.navi.send(
+        session_id,
+        body.content,
+        tuple(body.images),
+        tuple(body.files),
+        mode="run",
+        queue=body.queue,
+    )
+    end = await server.navi.wait_for_end(session_id, reply)
+    event = end.event
+    content = getattr(event, "content", "")
+    return json_response(
+        {
+            "session_id": session_id,
+            "run_id": reply.run_id,
+            "status": end.type.removeprefix("run."),
+            "content": content,
+            "error": getattr(event, "error", None),
+        }
+    )
+
+
+async def stop_session(request: Request) -> Response:
+    """Stop the running turn (cooperatively: a message to the session)."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    stopped = await server.navi.stop(session_id)
+    return json_response({"session_id": session_id, "stopped": stopped})
+
+
+async def session_events(request: Request) -> Response:
+    """The raw log as JSON lines; ``?after=<seq>``."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    try:
+        after = int(request.query_params.get("after", "0"))
+    except ValueError:
+        raise HTTPError(400, "after must be a whole number") from None
+    records = await server.navi.store.read(session_id, after_seq=max(0, after))
+
+    async def lines() -> Any:
+        for r in records:
+            yield (
+                b'{"stream_id":%s,"seq":%d,"event_id":"%s","timestamp":"%s","run_id":%s,'
+                b'"type":"%s","event":%s}\n'
+                % (
+                    msgspec.json.encode(r.stream_id),
+                    r.seq,
+                    r.event_id.encode(),
+                    iso_time(r.timestamp).encode(),
+                    msgspec.json.encode(r.run_id),
+                    r.type.encode(),
+                    encode(r.event),
+                )
+            )
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+
+ROUTES = [
+    Route("/health", health, methods=["GET"]),
+    Route("/agents/profiles", list_profiles, methods=["GET"]),
+    Route("/agents/tools", list_tools, methods=["GET"]),
+    Route("/sessions", create_session, methods=["POST"]),
+    Route("/sessions", list_sessions, methods=["GET"]),
+    Route("/sessions/{session_id}", get_session, methods=["GET"]),
+    Route("/sessions/{session_id}", rename_session, methods=["PATCH"]),
+    Route("/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    Route("/sessions/{session_id}/context", get_context, methods=["GET"]),
+    Route("/sessions/{session_id}/pin", pin_session, methods=["PATCH"]),
+    Route("/sessions/{session_id}/messages", post_message, methods=["POST"]),
+    Route("/sessions/{session_id}/stop", stop_session, methods=["POST"]),
+    Route("/sessions/{session_id}/events", session_events, methods=["GET"]),
+]

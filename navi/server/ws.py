@@ -1,0 +1,262 @@
+"""The WebSocket ``/ws/sessions/{id}``: the session's log as protocol frames, live.
+
+Frames come only from durable events and carry their ``seq``. ``?after=<seq>``
+replays what a client missed, then goes live (no gap, no duplicate, across server
+restarts: the log is the source). Events of subagents are followed from their own
+streams and marked ``is_subagent``. Each connection has a bounded send queue and a
+send timeout: a client that stops reading is closed (4008) while the run goes on.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import msgspec
+import structlog
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
+from navi.server.frames import Frame, FrameTranslator
+from navi.server.http import user_of
+from navi.session.errors import SessionError, SessionNotFound
+
+if TYPE_CHECKING:
+    from navi.server.app import ServerState
+
+log = structlog.get_logger(__name__)
+
+SEND_QUEUE = 2048
+SEND_TIMEOUT = 10.0
+MAX_FRAME_BYTES = 80 * 1024 * 1024
+CLOSE_NOT_FOUND = 4004
+CLOSE_TOO_SLOW = 4008
+
+_encode = msgspec.json.Encoder().encode
+
+
+class ClientMessage(msgspec.Struct, kw_only=True):
+    type: str
+    content: str = ""
+    images: list[str] = []
+    files: list[FileRef] = []
+    queue: bool = False
+
+
+def _int_param(websocket: WebSocket, name: str) -> int | None:
+    raw = websocket.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return max(0, int(raw))
+    except ValueError:
+        return None
+
+
+def _sub_after(websocket: WebSocket) -> dict[str, int]:
+    """``?sub_after=child:seq,child:seq``: where the client is in running subagents."""
+    out: dict[str, int] = {}
+    for part in websocket.query_params.get("sub_after", "").split(","):
+        child, _, seq = part.rpartition(":")
+        if child and seq.isdigit():
+            out[child] = int(seq)
+    return out
+
+
+async def session_socket(websocket: WebSocket) -> None:
+    server: ServerState = websocket.app.state.navi_server
+    session_id = websocket.path_params["session_id"]
+    await websocket.accept()
+    try:
+        await server.sessions.get(session_id, user_of(websocket))  # type: ignore[arg-type]
+    except SessionNotFound:
+        await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
+        return
+    connection = Connection(server, websocket, session_id)
+    await connection.serve()
+
+
+class Connection:
+    def __init__(self, server: ServerState, websocket: WebSocket, session_id: str) -> None:
+        self.server = server
+        self.websocket = websocket
+        self.session_id = session_id
+        self.log = log.bind(session_id=session_id)
+        send, receive = anyio.create_memory_object_stream[bytes](SEND_QUEUE)
+        self._send = send
+        self._receive = receive
+        self._slow = False
+        self._scope = anyio.CancelScope()
+
+    async def push(self, frames: list[Frame]) -> None:
+        """Queue frames. A queue that stays full for ``SEND_TIMEOUT`` means the client
+        stopped reading: it is dropped. Waiting here slows only this connection's
+        reading of the log, never the run or the other clients."""
+        if self._slow:
+            return
+        for frame in frames:
+            data = _encode(frame)
+            try:
+                self._send.send_nowait(data)
+            except anyio.WouldBlock:
+                with anyio.move_on_after(SEND_TIMEOUT) as timer:
+                    await self._send.send(data)
+                if timer.cancelled_caught:
+                    self._slow = True
+                    self._scope.cancel()
+                    return
+
+    async def serve(self) -> None:
+        store = self.server.navi.store
+        records = await store.read(self.session_id)
+        after = _int_param(self.websocket, "after")
+        if after is None:
+            after = records[-1].seq if records else 0
+        translator = FrameTranslator(max_context_tokens=self.server.max_context_tokens)
+        earlier = [r for r in records if r.seq <= after]
+        translator.prime(earlier)
+        running = _running_subagents(earlier)
+        sub_after = _sub_after(self.websocket)
+        with self._send, self._scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._sender)
+                tg.start_soon(self._follow, translator, after, running, sub_after, tg)
+                await self._receive_loop()
+                tg.cancel_scope.cancel()
+        if self._slow:
+            self.log.warning("ws.slow_client_dropped")
+            with anyio.move_on_after(1):
+                await self.websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow")
+
+    async def _sender(self) -> None:
+        async with self._receive:
+            async for data in self._receive:
+                with anyio.move_on_after(SEND_TIMEOUT) as timer:
+                    try:
+                        await self.websocket.send_text(data.decode())
+                    except (WebSocketDisconnect, RuntimeError, OSError):
+                        self._scope.cancel()
+                        return
+                if timer.cancelled_caught:
+                    self._slow = True
+                    self._scope.cancel()
+                    return
+
+    async def _follow(
+        self,
+        translator: FrameTranslator,
+        after: int,
+        running: list[str],
+        sub_after: dict[str, int],
+        tg: anyio.abc.TaskGroup,
+    ) -> None:
+        children: dict[str, anyio.Event] = {}
+        for child in running:
+            children[child] = anyio.Event()
+            tg.start_soon(self._follow_child, child, sub_after.get(child, 0), children[child])
+        async for record in self.server.navi.store.subscribe(self.session_id, after_seq=after):
+            event = record.event
+            if isinstance(event, SubagentSpawned):
+                done = children[event.child_stream_id] = anyio.Event()
+                tg.start_soon(self._follow_child, event.child_stream_id, 0, done)
+            elif isinstance(event, SubagentFinished):
+                # The child's frames all go out before the parent's tool_call.
+                done_event = children.pop(event.child_stream_id, None)
+                if done_event is not None:
+                    with anyio.move_on_after(5):
+                        await done_event.wait()
+            await self.push(translator.frames(record))
+
+    async def _follow_child(self, child: str, after: int, done: anyio.Event) -> None:
+        translator = FrameTranslator(
+            max_context_tokens=self.server.max_context_tokens, is_subagent=True
+        )
+        store = self.server.navi.store
+        translator.prime(await store.read(child, to_seq=after))
+        running: dict[str, anyio.Event] = {}
+        try:
+            async with anyio.create_task_group() as tg:
+                async for record in store.subscribe(child, after_seq=after):
+                    event = record.event
+                    if isinstance(event, SubagentSpawned):  # nested subagents
+                        running[event.child_stream_id] = anyio.Event()
+                        tg.start_soon(
+                            self._follow_child,
+                            event.child_stream_id,
+                            0,
+                            running[event.child_stream_id],
+                        )
+                    elif isinstance(event, SubagentFinished) and event.child_stream_id in running:
+                        with anyio.move_on_after(5):
+                            await running.pop(event.child_stream_id).wait()
+                    await self.push(translator.frames(record))
+                    if record.type in TERMINAL_RUN_EVENTS:
+                        break
+                tg.cancel_scope.cancel()
+        finally:
+            done.set()
+
+    async def _receive_loop(self) -> None:
+        while True:
+            try:
+                message = await self.websocket.receive()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:
+                await self._error("binary frames are not understood: send JSON text")
+                continue
+            if len(text) > MAX_FRAME_BYTES:
+                await self._error(
+                    f"frame too large ({len(text)} bytes; the limit is {MAX_FRAME_BYTES})"
+                )
+                continue
+            try:
+                request = msgspec.json.decode(text, type=ClientMessage)
+            except msgspec.ValidationError as exc:
+                await self._error(f"malformed frame: {exc}")
+                continue
+            except msgspec.DecodeError:
+                await self._error("malformed frame: not valid JSON")
+                continue
+            await self._handle(request)
+
+    async def _handle(self, request: ClientMessage) -> None:
+        navi = self.server.navi
+        try:
+            if request.type == "message":
+                await navi.send(
+                    self.session_id,
+                    request.content,
+                    tuple(request.images),
+                    tuple(request.files),
+                    queue=request.queue,
+                )
+            elif request.type == "stop":
+                await navi.stop(self.session_id)
+            elif request.type == "ping":
+                await self.push([{"type": "pong"}])
+            else:
+                await self._error(
+                    f"unknown message type {request.type!r}: send 'message' or 'stop'"
+                )
+        except SessionError as exc:
+            await self._error(exc.message)
+        except Exception as exc:  # the connection and the session live on
+            self.log.exception("ws.request_failed", error=str(exc))
+            await self._error(f"internal error: {exc}")
+
+    async def _error(self, message: str) -> None:
+        await self.push([{"type": "error", "message": message}])
+
+
+def _running_subagents(records: list[Any]) -> list[str]:
+    running: dict[str, None] = {}
+    for record in records:
+        if isinstance(record.event, SubagentSpawned):
+            running[record.event.child_stream_id] = None
+        elif isinstance(record.event, SubagentFinished):
+            running.pop(record.event.child_stream_id, None)
+    return list(running)

@@ -1,0 +1,95 @@
+"""A real Navi server (uvicorn on 127.0.0.1, a free port) with the fake LLM server.
+
+    def test_something(navi_server):          # the pytest fixture (see tests/conftest.py)
+        navi_server.fake_llm.script(Reply(text="Hello"))
+        httpx.get(navi_server.url + "/health")
+
+The server runs on its own event loop in a thread, so sync tests (Playwright) and
+async tests can both use it.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from navi.config import Settings
+from navi.server.app import create_app
+from navi.server.auth import Users
+from tests.support.fake_llm import FakeLLMServer
+from tests.support.navi_app import navi_settings
+
+
+@dataclass
+class RunningServer:
+    url: str
+    ws_url: str
+    fake_llm: FakeLLMServer
+    settings: Settings
+    root: Path
+    server: uvicorn.Server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def run_server(
+    root: Path,
+    fake: FakeLLMServer,
+    *,
+    users: Users | None = None,
+    port: int | None = None,
+    **overrides: Any,
+) -> Iterator[RunningServer]:
+    overrides.setdefault("resume_on_start", True)
+    settings = navi_settings(root, fake.url, **overrides)
+    app = create_app(settings, env={}, users=users)
+    port = port or free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        ws="websockets-sansio",
+        ws_max_size=96 * 1024 * 1024,
+        log_level="warning",
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"navi-{port}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the Navi server did not start")
+        time.sleep(0.02)
+    try:
+        yield RunningServer(
+            url=f"http://127.0.0.1:{port}",
+            ws_url=f"ws://127.0.0.1:{port}",
+            fake_llm=fake,
+            settings=settings,
+            root=root,
+            server=server,
+        )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+@contextmanager
+def navi_server_for(root: Path, **overrides: Any) -> Iterator[RunningServer]:
+    with FakeLLMServer.in_thread() as fake, run_server(root, fake, **overrides) as running:
+        yield running
