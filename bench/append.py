@@ -33,12 +33,11 @@ async def one_stream(store: BaseEventStore, total: int) -> float:
     """One writer staging chunks one by one, as a streaming LLM call does; the writer
     group-commits them (batch size, delay, boundary)."""
     start = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        writer = StreamWriter(store, "bench-one", last_seq=0, task_group=tg)
+    writer = StreamWriter(store, "bench-one", last_seq=0)
+    async with writer.ticking():
         for _ in range(total):
             await writer.stage(CHUNK)
         await writer.commit()
-        tg.cancel_scope.cancel()
     return total / (time.perf_counter() - start)
 
 

@@ -21,7 +21,8 @@ from events.types import TERMINAL_RUN_EVENTS, FileRef, RunCompleted, RunFailed, 
 from navi.config import Settings
 from navi.llm.base import LLMBackend
 from navi.llm.selection import select_backend
-from navi.run.context_builder import ContextBuilder, MemorySummary
+from navi.memory import MemoryService, MemoryWorker, memory_tools
+from navi.run.context_builder import ContextBuilder
 from navi.run.driver import RunDeps
 from navi.run.workers import Worker
 from navi.session import messages as m
@@ -47,6 +48,8 @@ class Navi:
     tools: ToolRegistry
     backend: LLMBackend
     sessions: SessionManager
+    memory: MemoryService
+    memory_worker: MemoryWorker
     clock: object = time.time
     _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
 
@@ -61,10 +64,12 @@ class Navi:
         env: Mapping[str, str] | None = None,
         backend: LLMBackend | None = None,
         store: BaseEventStore | None = None,
-        memory: MemorySummary | None = None,
         workers: tuple[Worker, ...] = (),
         clock: object = time.time,
+        background: bool = True,
     ) -> AsyncIterator[Navi]:
+        """Open everything; with ``background``, also run the memory worker's sweeps and
+        the user-tool hot reload (the server does; one-shot CLI commands do not)."""
         env = dict(env or {})
         profiles = ProfileRegistry.from_environ(env)
         for problem in profiles.errors:
@@ -72,13 +77,17 @@ class Navi:
         tools = create_registry(settings.tools)
         store = store or store_for_url(settings.database_url)
         llm = backend or await select_backend(settings.llm)
-        async with store, ActorSystem() as system:
+        async with store, ActorSystem() as system, anyio.create_task_group() as tg:
             navi: Navi
+            memory = MemoryService(store)
+            memory_worker = MemoryWorker(
+                memory, llm, idle_seconds=settings.memory_idle_minutes * 60
+            )
             run_deps = RunDeps(
                 settings=settings,
                 profiles=profiles,
                 tools=tools,
-                builder=ContextBuilder(profiles, tools, memory),
+                builder=ContextBuilder(profiles, tools, memory.summary_message),
                 backend_for=lambda p: navi.backend_for(p),
                 files_root=settings.files_root,
             )
@@ -96,15 +105,21 @@ class Navi:
                 tools=tools,
                 backend=llm,
                 sessions=SessionManager(system, deps),
+                memory=memory,
+                memory_worker=memory_worker,
                 clock=clock,
             )
-            for tool in navi_tools(navi):
+            for tool in [*navi_tools(navi), *memory_tools(memory)]:
                 tools.register_builtin(tool)
             if settings.resume_on_start:
                 await navi.sessions.resume_all()
+            if background:
+                tg.start_soon(memory_worker.run_periodic)
+                tg.start_soon(tools.watch)
             try:
                 yield navi
             finally:
+                tg.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     await tools.aclose()
                     for other in navi._backends.values():

@@ -92,6 +92,7 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
     IDLE: {
         "user.message":               IDLE,                   # a turn is pending
         "run.started":                AWAITING_LLM,
+        "profile.switched":           IDLE,                   # chosen by the user between turns
     },
     AWAITING_LLM: {
         "context.injected":           AWAITING_LLM,
@@ -193,6 +194,7 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
     DONE: {
         "user.message":               IDLE,
         "context.compressing":        COMPRESSING_AFTER_RUN,
+        "profile.switched":           DONE,
     },
     COMPRESSING_AFTER_RUN: {
         "llm.requested+compress":     COMPRESSING_AFTER_RUN,
@@ -205,9 +207,11 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
     },
     STOPPED: {
         "user.message":               IDLE,
+        "profile.switched":           STOPPED,
     },
     FAILED: {
         "user.message":               IDLE,
+        "profile.switched":           FAILED,
     },
 }
 # fmt: on

@@ -17,6 +17,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 
 from navi.app import Navi
 from navi.config import Settings
+from navi.memory import memory_routes
 from navi.server import routes
 from navi.server.auth import AuthMiddleware, Users
 from navi.server.files import FileStore, upload_file
@@ -96,6 +97,7 @@ def create_app(
                 sessions=SessionsView(navi.store),
                 files=files,
                 max_context_tokens=settings.llm.num_ctx,
+                session_created_hooks=[navi.memory_worker.trigger],
             )
             app.state.navi_server = server
             app.state.max_upload_bytes = settings.session_files_max_size_mb * 1024 * 1024
@@ -115,6 +117,7 @@ def create_app(
         routes=[
             *routes.ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
+            *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
             Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
             *_web_client(),

@@ -15,6 +15,7 @@ from events.envelope import Recorded
 from events.types import (
     ContextCompressed,
     LLMCompleted,
+    LLMRequested,
     LLMText,
     LLMThinking,
     LLMToolCalls,
@@ -87,6 +88,12 @@ class FrameTranslator:
         if isinstance(e, LLMToolCalls):
             self._end_thinking(out)
             return out
+        if isinstance(e, LLMRequested):
+            if e.purpose == "loop" and e.attempt > 1 and not sub:
+                # An interrupted call is asked again: drop the partial answer shown so far.
+                self._end_thinking(out)
+                out.append({"type": "stream_retry", "attempt": e.attempt})
+            return out
         if isinstance(e, LLMCompleted):
             self._end_thinking(out)
             self._tokens += e.completion_tokens
@@ -98,7 +105,13 @@ class FrameTranslator:
             self._calls[e.call_id] = (e.name, e.arguments)
             self._tool_calls += 1
             out.append(
-                {"type": "tool_started", "tool": e.name, "args": e.arguments, "is_subagent": sub}
+                {
+                    "type": "tool_started",
+                    "tool": e.name,
+                    "args": e.arguments,
+                    "is_subagent": sub,
+                    "call_id": e.call_id,
+                }
             )
             return out
         if isinstance(e, ToolCompleted | ToolFailed):

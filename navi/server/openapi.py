@@ -38,6 +38,11 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "properties": {"title": {"type": "string"}},
         "required": ["title"],
     },
+    ("patch", "/sessions/{session_id}/profile"): {
+        "type": "object",
+        "properties": {"profile_id": {"type": "string"}},
+        "required": ["profile_id"],
+    },
     ("post", "/sessions/{session_id}/messages"): {
         "type": "object",
         "properties": {

@@ -33,6 +33,10 @@ class RenameBody(msgspec.Struct, kw_only=True):
     title: str
 
 
+class ProfileBody(msgspec.Struct, kw_only=True):
+    profile_id: str
+
+
 class MessageBody(msgspec.Struct, kw_only=True):
     content: str
     images: list[str] = []
@@ -175,6 +179,16 @@ async def rename_session(request: Request) -> Response:
     return json_response({"session_id": session_id, "title": body.title.strip()[:200]})
 
 
+async def switch_profile(request: Request) -> Response:
+    """Switch the session's profile: ``{"profile_id": "…"}`` (applies at the next LLM call)."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    body = await body_as(request, ProfileBody)
+    profile_id = await server.navi.sessions.ask(session_id, m.SwitchProfile(body.profile_id))
+    return json_response({"session_id": session_id, "profile_id": profile_id})
+
+
 async def delete_session(request: Request) -> Response:
     """Delete a session (its log keeps a tombstone) and its uploaded files."""
     server = state_of(request)
@@ -263,6 +277,7 @@ ROUTES = [
     Route("/sessions/{session_id}", delete_session, methods=["DELETE"]),
     Route("/sessions/{session_id}/context", get_context, methods=["GET"]),
     Route("/sessions/{session_id}/pin", pin_session, methods=["PATCH"]),
+    Route("/sessions/{session_id}/profile", switch_profile, methods=["PATCH"]),
     Route("/sessions/{session_id}/messages", post_message, methods=["POST"]),
     Route("/sessions/{session_id}/stop", stop_session, methods=["POST"]),
     Route("/sessions/{session_id}/events", session_events, methods=["GET"]),

@@ -43,6 +43,7 @@ async def open_navi(
     settings: Settings, *, store: BaseEventStore | None = None, **kw: Any
 ) -> AsyncIterator[Navi]:
     backend = OllamaBackend(settings.llm)
+    kw.setdefault("background", False)
     try:
         async with Navi.open(settings, backend=backend, store=store, **kw) as navi:
             yield navi

@@ -21,6 +21,13 @@ from events.types import (
     LLMText,
     LLMThinking,
     LLMToolCalls,
+    MemoryExtractionFailed,
+    MemoryFactEdited,
+    MemoryFactForgotten,
+    MemoryFactLearned,
+    MemoryReset,
+    MemorySessionProcessed,
+    MemorySummaryUpdated,
     NoteDeleted,
     NoteSaved,
     PlanReady,
@@ -107,6 +114,17 @@ SAMPLES: dict[str, Event] = {
     "scratchpad.updated": ScratchpadUpdated(section="s", content="c"),
     "note.saved": NoteSaved(note_id="n", text="t"),
     "note.deleted": NoteDeleted(note_id="n"),
+    "memory.fact_learned": MemoryFactLearned(
+        fact_id="f", category="preference", key="k", value="v", session_id="s", from_seq=1, to_seq=1
+    ),
+    "memory.fact_edited": MemoryFactEdited(fact_id="f", value="v"),
+    "memory.fact_forgotten": MemoryFactForgotten(fact_id="f"),
+    "memory.summary_updated": MemorySummaryUpdated(text="t"),
+    "memory.session_processed": MemorySessionProcessed(session_id="s", from_seq=1, to_seq=1),
+    "memory.extraction_failed": MemoryExtractionFailed(
+        session_id="s", from_seq=1, to_seq=1, error="e"
+    ),
+    "memory.reset": MemoryReset(),
 }
 
 

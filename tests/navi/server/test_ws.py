@@ -222,7 +222,7 @@ def close_code(sock: socket.socket) -> int | None:
             buffer.extend(chunk)
         return True
 
-    while need(2):
+    while need(2):  # ends at the close frame, or at EOF when the server hung up
         opcode, length, header = buffer[0] & 0x0F, buffer[1] & 0x7F, 2
         if length == 126:
             if not need(4):
@@ -257,6 +257,8 @@ async def test_a_client_that_stops_reading_is_dropped_and_the_run_goes_on(
             frames = await frames_until(good, "stream_end", limit=30)
         assert frames[-1]["type"] == "stream_end"
         with slow:
-            assert await anyio.to_thread.run_sync(close_code, slow) == 4008
+            # The close frame (4008) gets through if buffers allow; either way the
+            # server hangs up on the stalled client.
+            assert await anyio.to_thread.run_sync(close_code, slow) in (4008, None)
     finally:
         ws_module.SEND_QUEUE, ws_module.SEND_TIMEOUT = old

@@ -1,0 +1,133 @@
+"""What the HTTP backends share: the client, error mapping, and line splitting."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import msgspec
+
+from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
+
+__all__ = [
+    "error_detail",
+    "error_text",
+    "line_blocks",
+    "make_client",
+    "open_stream",
+    "request_json",
+]
+
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+
+
+def make_client(base_url: str, *, connect_timeout: float, api_key: str = "") -> httpx.AsyncClient:
+    """One pooled client per backend. No read timeout: the stream guard owns those."""
+    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    return httpx.AsyncClient(
+        base_url=base_url,
+        headers=headers,
+        timeout=httpx.Timeout(connect=connect_timeout, read=None, write=60.0, pool=None),
+    )
+
+
+@asynccontextmanager
+async def open_stream(
+    client: httpx.AsyncClient,
+    path: str,
+    body: bytes,
+    *,
+    url: str,
+    on_error_status: Callable[[int, bytes], LLMError],
+) -> AsyncIterator[httpx.Response]:
+    """POST ``body`` and hand over the streaming response; map transport failures.
+
+    A non-2xx answer is read in full and turned into an error by ``on_error_status``.
+    Cancellation passes through untouched, and leaving the block closes the
+    response (and so the connection if unread), which tells the server to stop.
+    """
+    try:
+        async with client.stream("POST", path, content=body, headers=JSON_HEADERS) as response:
+            if response.status_code >= 400:
+                raise on_error_status(response.status_code, await response.aread())
+            yield response
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise ServerUnreachable(url, detail=_describe(exc)) from exc
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        raise IncompleteStream(f"the connection dropped ({_describe(exc)})", url=url) from exc
+    except httpx.TimeoutException as exc:  # write or pool timeout: reads have none
+        raise ServerUnreachable(url, detail=_describe(exc)) from exc
+    except httpx.HTTPError as exc:
+        raise LLMError(f"HTTP error talking to the LLM server at {url}: {_describe(exc)}") from exc
+
+
+async def request_json(
+    client: httpx.AsyncClient,
+    method: str,
+    path: str,
+    *,
+    url: str,
+    time_limit: float,
+    on_error_status: Callable[[int, bytes], LLMError],
+) -> bytes:
+    """A small non-streaming request (model lists, probes); returns the body."""
+    try:
+        response = await client.request(method, path, timeout=time_limit)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise ServerUnreachable(url, detail=_describe(exc)) from exc
+    except httpx.TimeoutException as exc:
+        raise ServerUnreachable(url, detail=f"no answer within {time_limit:g} s") from exc
+    except httpx.HTTPError as exc:
+        raise ServerUnreachable(url, detail=_describe(exc)) from exc
+    if response.status_code >= 400:
+        raise on_error_status(response.status_code, response.content)
+    return response.content
+
+
+async def line_blocks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """Yield the body as blocks of whole lines, one block per network read.
+
+    A read that completes no line yields ``b""``: it still proves the server is
+    alive. An unterminated last line is yielded at the end with a newline added.
+    """
+    tail = b""
+    async for data in response.aiter_bytes():
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            tail += data
+            yield b""
+            continue
+        # (A full-length slice of bytes is the object itself: no copy on the fast path.)
+        block = tail + data[: cut + 1] if tail else data[: cut + 1]
+        tail = data[cut + 1 :]
+        yield block
+    if tail.strip():
+        yield tail + b"\n"
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def error_detail(body: bytes) -> str:
+    """The message in ``{"error": "..."}``, ``{"error": {"message": ...}}``,
+    ``{"message": ...}`` (older vLLM), ``{"detail": ...}`` (FastAPI) or plain text."""
+    try:
+        value = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return body.decode("utf-8", "replace").strip()[:500] or "(empty answer)"
+    if isinstance(value, dict):
+        for key in ("error", "message", "detail"):
+            if value.get(key) is not None:
+                return error_text(value[key])
+    return str(value)[:500]
+
+
+def error_text(error: Any) -> str:
+    """An error value from a body or a stream line, as one readable string."""
+    if isinstance(error, dict):
+        return str(error.get("message") or error.get("detail") or error)
+    return str(error)

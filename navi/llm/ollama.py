@@ -1,0 +1,184 @@
+"""OllamaBackend: ``POST /api/chat`` streaming NDJSON, ``GET /api/tags`` for models."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+import httpx
+import msgspec
+import structlog
+
+from navi.llm.collect import collect
+from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
+from navi.llm.guard import RawBatches, guard_stream
+from navi.llm.http import line_blocks, make_client, open_stream, request_json
+from navi.llm.ollama_wire import (
+    OllamaStreamParser,
+    build_chat_request,
+    error_detail,
+    ollama_error,
+    parse_tags,
+)
+from navi.llm.settings import LLMSettings
+from navi.llm.stop import StopSignal
+from navi.llm.types import ChatMessage, Completion, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+
+__all__ = ["OllamaBackend"]
+
+log = structlog.get_logger()
+_encoder = msgspec.json.Encoder()
+
+
+class OllamaBackend:
+    """Talks to an Ollama server exactly as the ``ollama`` CLI and client do.
+
+    When ``LLMOptions.think`` is not given, the ``OLLAMA_THINK`` default applies;
+    a model that refuses thinking is then asked again without it (and remembered),
+    so the global default never breaks non-reasoning models. An explicit
+    ``think`` that the model refuses raises :class:`ThinkingNotSupported`.
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        model: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self._settings = settings
+        self._url = url or settings.ollama_host
+        self._model = model or settings.default_model
+        self._client: httpx.AsyncClient = make_client(
+            self._url, connect_timeout=settings.connect_timeout
+        )
+        self._refuses_thinking: set[str] = set()
+
+    @property
+    def name(self) -> str:
+        return "ollama"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    async def stream_complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> AsyncGenerator[StreamChunk, None]:
+        opts = options if options is not None else LLMOptions()
+        model = opts.model or self._model
+        explicit_think = opts.think is not None
+        think: bool | str | None
+        if explicit_think:
+            think = opts.think
+        elif model in self._refuses_thinking:
+            think = None
+        else:
+            think = self._settings.think
+        while True:
+            body = build_chat_request(
+                messages,
+                tools,
+                model=model,
+                num_ctx=opts.num_ctx or self._settings.num_ctx,
+                think=think,
+                temperature=opts.temperature,
+                max_tokens=opts.max_tokens,
+                keep_alive=opts.keep_alive,
+                tool_choice=opts.tool_choice,
+            )
+            emitted = False
+            try:
+                async with aclosing(self._guarded(body, model, stop)) as chunks:
+                    async for chunk in chunks:
+                        emitted = True
+                        yield chunk
+                return
+            except ThinkingNotSupported:
+                if emitted or explicit_think or not think:
+                    raise
+                self._refuses_thinking.add(model)
+                log.warning("llm.thinking_unsupported", model=model, url=self._url)
+                think = None
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> Completion:
+        model = (options.model if options else None) or self._model
+        return await collect(self.stream_complete(messages, tools, options, stop=stop), model=model)
+
+    async def list_models(self) -> list[ModelInfo]:
+        body = await request_json(
+            self._client,
+            "GET",
+            "/api/tags",
+            url=self._url,
+            time_limit=self._settings.connect_timeout,
+            on_error_status=self._status_error,
+        )
+        try:
+            return parse_tags(body)
+        except msgspec.DecodeError:
+            raise LLMError(
+                f"The server at {self._url} did not answer /api/tags like Ollama does."
+            ) from None
+
+    async def version(self, time_limit: float) -> str:
+        """Ollama's version; raises ``ServerUnreachable`` if nothing Ollama-like answers."""
+        body = await request_json(
+            self._client,
+            "GET",
+            "/api/version",
+            url=self._url,
+            time_limit=time_limit,
+            on_error_status=self._status_error,
+        )
+        try:
+            return str(msgspec.json.decode(body, type=dict[str, object])["version"])
+        except (msgspec.DecodeError, KeyError):
+            raise LLMError(f"The server at {self._url} is not an Ollama server.") from None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    def _guarded(
+        self, body: dict[str, object], model: str, stop: StopSignal | None
+    ) -> AsyncGenerator[StreamChunk, None]:
+        return guard_stream(
+            self._raw(_encoder.encode(body), model),
+            stop=stop,
+            first_chunk_timeout=self._settings.first_chunk_timeout,
+            chunk_timeout=self._settings.chunk_timeout,
+            url=self._url,
+        )
+
+    async def _raw(self, body: bytes, model: str) -> RawBatches:
+        parser = OllamaStreamParser(self._url)
+
+        def on_error_status(status: int, content: bytes) -> LLMError:
+            return ollama_error(status, content, model=model, url=self._url)
+
+        async with open_stream(
+            self._client, "/api/chat", body, url=self._url, on_error_status=on_error_status
+        ) as response:
+            async for block in line_blocks(response):
+                yield parser.feed(block)
+                parser.raise_pending()
+        yield parser.finish()
+
+    def _status_error(self, status: int, content: bytes) -> LLMError:
+        return LLMServerError(status, error_detail(content), url=self._url)

@@ -1,0 +1,146 @@
+"""OpenAICompatibleBackend: ``POST /v1/chat/completions`` (SSE), ``GET /v1/models``.
+
+Works against Ollama's /v1, vLLM, llama.cpp's server, LM Studio and
+llama-cpp-python's server; the quirks are handled in :mod:`navi.llm.openai_wire`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+import httpx
+import msgspec
+
+from navi.llm.collect import collect
+from navi.llm.errors import LLMError, LLMServerError
+from navi.llm.guard import RawBatches, guard_stream
+from navi.llm.http import error_detail, line_blocks, make_client, open_stream, request_json
+from navi.llm.openai_wire import OpenAIStreamParser, build_chat_request, openai_error, parse_models
+from navi.llm.settings import LLMSettings
+from navi.llm.stop import StopSignal
+from navi.llm.types import ChatMessage, Completion, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+
+__all__ = ["OpenAICompatibleBackend"]
+
+_encoder = msgspec.json.Encoder()
+
+
+class OpenAICompatibleBackend:
+    """Talks to any server that implements OpenAI's chat-completions API.
+
+    ``LLMOptions.think`` as a level becomes ``reasoning_effort``; ``True`` /
+    ``False`` are not sent (each server has its own switch). ``num_ctx`` and
+    ``keep_alive`` are the server's business and are not sent either.
+    """
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        *,
+        model: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self._settings = settings
+        self._url = (url or settings.openai_base_url).rstrip("/")
+        self._model = model or settings.openai_model or settings.default_model
+        self._client: httpx.AsyncClient = make_client(
+            self._url,
+            connect_timeout=settings.connect_timeout,
+            api_key=settings.openai_api_key if api_key is None else api_key,
+        )
+
+    @property
+    def name(self) -> str:
+        return "openai"
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    async def stream_complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> AsyncGenerator[StreamChunk, None]:
+        opts = options if options is not None else LLMOptions()
+        model = opts.model or self._model
+        body = build_chat_request(
+            messages,
+            tools,
+            model=model,
+            think=opts.think,
+            temperature=opts.temperature,
+            max_tokens=opts.max_tokens,
+            tool_choice=opts.tool_choice,
+        )
+        guarded = guard_stream(
+            self._raw(_encoder.encode(body), model),
+            stop=stop,
+            first_chunk_timeout=self._settings.first_chunk_timeout,
+            chunk_timeout=self._settings.chunk_timeout,
+            url=self._url,
+        )
+        async with aclosing(guarded) as chunks:
+            async for chunk in chunks:
+                yield chunk
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> Completion:
+        model = (options.model if options else None) or self._model
+        return await collect(self.stream_complete(messages, tools, options, stop=stop), model=model)
+
+    async def list_models(self) -> list[ModelInfo]:
+        body = await request_json(
+            self._client,
+            "GET",
+            "/models",
+            url=self._url,
+            time_limit=self._settings.connect_timeout,
+            on_error_status=self._status_error,
+        )
+        try:
+            return parse_models(body)
+        except msgspec.DecodeError:
+            raise LLMError(
+                f"The server at {self._url} did not answer /models like an "
+                "OpenAI-compatible server does."
+            ) from None
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _raw(self, body: bytes, model: str) -> RawBatches:
+        parser = OpenAIStreamParser(self._url)
+
+        def on_error_status(status: int, content: bytes) -> LLMError:
+            return openai_error(status, content, model=model, url=self._url)
+
+        async with open_stream(
+            self._client, "/chat/completions", body, url=self._url, on_error_status=on_error_status
+        ) as response:
+            if response.headers.get("content-type", "").startswith("application/json"):
+                # A server that does not stream (or not with these options) answers whole.
+                yield parser.feed_completion(await response.aread())
+                return
+            async for block in line_blocks(response):
+                yield parser.feed(block)
+                parser.raise_pending()
+        yield parser.finish()
+
+    def _status_error(self, status: int, content: bytes) -> LLMError:
+        return LLMServerError(status, error_detail(content), url=self._url)

@@ -1,0 +1,69 @@
+"""A cooperative stop for one LLM call (or one run), honoured at once.
+
+Why not a polled flag: the wait for a first chunk can last minutes (silent prefill),
+and a stop must end it within milliseconds. So a :class:`StopSignal` also cancels
+the cancel scopes registered with it: whoever waits on the LLM waits inside
+:meth:`StopSignal.scope`, and ``set()`` cancels that wait immediately.
+
+``set()`` must be called from the event-loop thread (like everything anyio). Worker
+threads may read :meth:`is_set` at any time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import anyio
+
+__all__ = ["StopSignal"]
+
+
+class StopSignal:
+    """Set once, never cleared. Create one per run; pass it to ``stream_complete``."""
+
+    __slots__ = ("_event", "_flag", "_scopes", "reason")
+
+    def __init__(self) -> None:
+        self._flag = False
+        # Created lazily: anyio.Event needs a running event loop.
+        self._event: anyio.Event | None = None
+        self._scopes: set[anyio.CancelScope] = set()
+        self.reason = ""
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    def set(self, reason: str = "user") -> None:
+        if self._flag:
+            return
+        self._flag = True
+        self.reason = reason
+        if self._event is not None:
+            self._event.set()
+        for scope in tuple(self._scopes):
+            scope.cancel()
+
+    async def wait(self) -> None:
+        if self._flag:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+    @contextmanager
+    def scope(self, deadline: float = float("inf")) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that ``set()`` cancels (and that also ends at ``deadline``).
+
+        After the block, ``scope.cancelled_caught`` tells that it was cut short; the
+        caller checks :meth:`is_set` to tell a stop from a deadline.
+        """
+        cancel_scope = anyio.CancelScope(deadline=deadline)
+        if self._flag:
+            cancel_scope.cancel()
+        self._scopes.add(cancel_scope)
+        try:
+            with cancel_scope:
+                yield cancel_scope
+        finally:
+            self._scopes.discard(cancel_scope)

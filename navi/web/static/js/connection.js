@@ -1,0 +1,173 @@
+// The WebSocket of one session: connects with `?after=<highest seq seen>`, drops frames
+// it has already seen (so nothing is shown twice), and reconnects with backoff when the
+// connection is lost (a server restart included) — so nothing is lost either.
+// Subagent frames carry the seq of the subagent's own stream (`subagent_id`): they are
+// counted per subagent and resumed with `?sub_after=<id>:<seq>,…`.
+
+import { askToken, getToken } from './auth.js';
+
+const BACKOFF_MS = [300, 1000, 2000, 3000, 5000];
+// Close codes a server may use for "not authorised" (4401 ours, 4003/1008 common ones).
+const AUTH_CODES = new Set([4401, 4003, 1008]);
+const NOT_FOUND = 4004;
+const MAX_SUB_AFTER = 32;
+
+export class Connection {
+  /**
+   * onFrame(frame): each new frame, in order.
+   * onStatus(status): 'connecting' | 'open' | 'lost' | 'gone' | 'closed'.
+   * probe(): before a reconnect, resolves to 'ok' | 'gone' | 'retry' (a REST call that
+   *   also asks for a token on 401).
+   */
+  constructor(sessionId, { after = 0, onFrame, onStatus, probe }) {
+    this.sessionId = sessionId;
+    this.lastSeq = after;
+    this.subSeq = new Map(); // subagent_id → highest seq seen of that stream
+    this.onFrame = onFrame;
+    this.onStatus = onStatus;
+    this.probe = probe;
+    this.ws = null;
+    this.stopped = false;
+    this.attempt = 0;
+    this.timer = null;
+    this.waiters = [];
+  }
+
+  start() {
+    this.stopped = false;
+    this.connect();
+  }
+
+  stop() {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (this.ws) {
+      this.ws.onclose = null;
+      this.ws.close(1000);
+    }
+    this.ws = null;
+    this.onStatus('closed');
+  }
+
+  get isOpen() {
+    return !!this.ws && this.ws.readyState === WebSocket.OPEN;
+  }
+
+  /** Resolves when the socket is open (rejects after timeoutMs). */
+  whenOpen(timeoutMs = 10000) {
+    if (this.isOpen) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('not connected to the server')), timeoutMs);
+      this.waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
+  }
+
+  /** Send a JSON message; false when the socket is not open. */
+  send(message) {
+    if (!this.isOpen) return false;
+    this.ws.send(JSON.stringify(message));
+    return true;
+  }
+
+  url() {
+    const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
+    const params = new URLSearchParams({ after: String(this.lastSeq) });
+    if (this.subSeq.size) {
+      // The most recent subagents are the ones that may still run.
+      const recent = [...this.subSeq].slice(-MAX_SUB_AFTER);
+      params.set('sub_after', recent.map(([id, seq]) => `${id}:${seq}`).join(','));
+    }
+    const token = getToken();
+    if (token) params.set('token', token);
+    return `${scheme}://${location.host}/ws/sessions/${encodeURIComponent(this.sessionId)}?${params}`;
+  }
+
+  connect() {
+    if (this.stopped) return;
+    this.onStatus(this.attempt ? 'lost' : 'connecting');
+    const ws = new WebSocket(this.url());
+    this.ws = ws;
+    ws.onopen = () => {
+      this.attempt = 0;
+      this.onStatus('open');
+      for (const wake of this.waiters.splice(0)) wake();
+    };
+    ws.onmessage = (event) => this.receive(event.data);
+    ws.onclose = (event) => this.closed(event);
+  }
+
+  receive(data) {
+    let frame;
+    try {
+      frame = JSON.parse(data);
+    } catch {
+      console.warn('navi: a frame that is not JSON', data);
+      return;
+    }
+    if (!this.isNew(frame)) return; // seen already (a replay after reconnecting)
+    try {
+      this.onFrame(frame);
+    } catch (error) {
+      // One frame the page cannot draw must not stop the next ones.
+      console.error('navi: drawing a frame failed', frame, error);
+    }
+  }
+
+  isNew(frame) {
+    if (!Number.isInteger(frame.seq)) return true; // not from the log (an error reply)
+    if (frame.is_subagent) {
+      if (!frame.subagent_id) return true;
+      const seen = this.subSeq.get(frame.subagent_id) ?? 0;
+      if (frame.seq <= seen) return false;
+      this.subSeq.delete(frame.subagent_id); // re-insert: keeps the map in recency order
+      this.subSeq.set(frame.subagent_id, frame.seq);
+      return true;
+    }
+    if (frame.seq <= this.lastSeq) return false;
+    this.lastSeq = frame.seq;
+    return true;
+  }
+
+  async closed(event) {
+    this.ws = null;
+    if (this.stopped) return;
+    if (event.code === NOT_FOUND) {
+      this.onStatus('gone');
+      return;
+    }
+    if (AUTH_CODES.has(event.code)) {
+      if (!(await askToken('the live connection was refused'))) {
+        this.onStatus('lost');
+        return;
+      }
+      this.connect();
+      return;
+    }
+    this.attempt += 1;
+    this.onStatus('lost');
+    const delay = BACKOFF_MS[Math.min(this.attempt - 1, BACKOFF_MS.length - 1)];
+    this.timer = setTimeout(() => this.reconnect(), delay);
+  }
+
+  async reconnect() {
+    if (this.stopped) return;
+    // A failed WebSocket handshake hides its HTTP status: ask REST whether the session
+    // still exists and the token is good before trying again.
+    const verdict = this.probe ? await this.probe() : 'ok';
+    if (this.stopped) return;
+    if (verdict === 'gone') {
+      this.onStatus('gone');
+      return;
+    }
+    if (verdict === 'retry') {
+      this.attempt += 1;
+      const delay = BACKOFF_MS[Math.min(this.attempt - 1, BACKOFF_MS.length - 1)];
+      this.timer = setTimeout(() => this.reconnect(), delay);
+      return;
+    }
+    this.connect();
+  }
+}

@@ -1,0 +1,137 @@
+// The conversation column: user messages and assistant turns in order, kept scrolled to
+// the bottom while the reader is there, with a "jump to latest" button when they are not.
+
+import { clear, h } from './dom.js';
+import { errorBlock, notice, userMessage } from './cards.js';
+import { icon } from './icons.js';
+import { Turn } from './turns.js';
+
+const NEAR_BOTTOM = 80; // px
+
+export class ConversationView {
+  constructor(scroller, inner, jumpButton) {
+    this.scroller = scroller;
+    this.inner = inner;
+    this.jump = jumpButton;
+    this.turn = null; // the assistant turn live frames go to
+    this.pendingUser = []; // bubbles sent from this tab, waiting for their user_message echo
+    this.stick = true;
+    this.jump.append(icon('down'));
+    this.jump.addEventListener('click', () => this.scrollToBottom(true));
+    scroller.addEventListener('scroll', () => {
+      this.stick = this.distanceFromBottom() < NEAR_BOTTOM;
+      this.jump.hidden = this.stick;
+    });
+    // Content grows (streamed text, images loading): follow it if the reader is at the end.
+    new ResizeObserver(() => {
+      if (this.stick) this.scrollToBottom();
+    }).observe(inner);
+  }
+
+  distanceFromBottom() {
+    const s = this.scroller;
+    return s.scrollHeight - s.scrollTop - s.clientHeight;
+  }
+
+  scrollToBottom(smooth = false) {
+    this.stick = true;
+    this.jump.hidden = true;
+    this.scroller.scrollTo({ top: this.scroller.scrollHeight, behavior: smooth ? 'smooth' : 'auto' });
+  }
+
+  reset() {
+    clear(this.inner);
+    this.turn = null;
+    this.pendingUser = [];
+    this.stick = true;
+    this.jump.hidden = true;
+  }
+
+  showEmpty({ profile, onPick, profiles = [] }) {
+    this.reset();
+    const cards = profiles.map((p) =>
+      h('button', {
+        type: 'button',
+        class: p.id === profile?.id ? 'profile-card selected' : 'profile-card',
+        'data-profile': p.id,
+        onclick: () => onPick(p.id),
+      },
+      h('span', { class: 'profile-card-name', text: p.name || p.id }),
+      h('span', { class: 'profile-card-desc', text: p.description || '' })));
+    this.inner.append(h('div', { class: 'empty-state' },
+      h('div', { class: 'empty-mark', 'aria-hidden': 'true', text: 'N' }),
+      h('h1', { text: 'How can I help?' }),
+      profile && h('p', { class: 'empty-sub', text: `You are talking to ${profile.name || profile.id}.` }),
+      cards.length > 1 && h('div', { class: 'profile-cards' }, cards)));
+  }
+
+  showLoading() {
+    this.reset();
+    this.inner.append(h('div', { class: 'loading' }, h('span', { class: 'spinner' }), h('span', { text: 'Loading…' })));
+  }
+
+  showError(message, retry, label = 'Retry') {
+    this.reset();
+    this.inner.append(h('div', { class: 'page-error' }, errorBlock(message, { retry, label })));
+  }
+
+  removeEmpty() {
+    this.inner.querySelector('.empty-state')?.remove();
+    this.inner.querySelector('.loading')?.remove();
+  }
+
+  /** A user message; `pending` marks one sent from here until its echo arrives. */
+  addUser(message, { pending = false } = {}) {
+    this.removeEmpty();
+    const el = userMessage(message, { pending });
+    this.inner.append(el);
+    if (pending) this.pendingUser.push({ el, content: message.content });
+    this.turn = null; // the next assistant output starts a new turn
+    this.scrollToBottom();
+    return el;
+  }
+
+  /** A user_message frame: confirms this tab's pending bubble, or shows another tab's. */
+  echoUser(message) {
+    const index = this.pendingUser.findIndex((p) => p.content === message.content);
+    if (index >= 0) {
+      const [{ el }] = this.pendingUser.splice(index, 1);
+      el.classList.remove('pending');
+      return;
+    }
+    this.addUser(message);
+  }
+
+  /** Remove a pending bubble whose message could not be sent (the composer keeps it). */
+  removePending(el) {
+    this.pendingUser = this.pendingUser.filter((p) => p.el !== el);
+    el.remove();
+  }
+
+  /** The turn live frames go to; `fresh` starts a new one (stream_start). */
+  currentTurn({ fresh = false } = {}) {
+    if (this.turn && !(fresh && !this.turn.isEmpty)) return this.turn;
+    this.removeEmpty();
+    this.turn = new Turn();
+    this.inner.append(this.turn.el);
+    return this.turn;
+  }
+
+  /** After history: live frames continue the last turn when it is the last thing shown. */
+  adoptTurn(turn) {
+    this.turn = turn && this.inner.lastElementChild === turn.el ? turn : null;
+  }
+
+  notice(text, kind) {
+    this.removeEmpty();
+    if (this.turn) this.turn.root.notice(text, kind);
+    else this.inner.append(notice(text, kind));
+  }
+
+  error(message, options) {
+    this.removeEmpty();
+    if (this.turn) this.turn.error(message, options);
+    else this.inner.append(errorBlock(message, options));
+    this.scrollToBottom();
+  }
+}

@@ -1,0 +1,168 @@
+// Live frames from the WebSocket → the conversation. One method per frame type of the
+// protocol (API-SHAPES.md); frames from subagents (`is_subagent`) are drawn inside their
+// spawn_agent card. Page-level effects (run lock, context meter, profile, todo) go
+// through `hooks`.
+
+import { formatCount, formatSeconds } from './dom.js';
+import { callIdOf } from './turns.js';
+
+// Frames that only a running run sends: seeing one means input must stay locked (after a
+// reload mid-run, stream_start is in the past).
+const RUN_FRAMES = new Set([
+  'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status',
+  'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry',
+]);
+
+export class LiveRenderer {
+  /**
+   * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
+   *         setTodo(items), runEnded()}
+   */
+  constructor(view, hooks) {
+    this.view = view;
+    this.hooks = hooks;
+  }
+
+  handle(frame) {
+    if (!frame || typeof frame.type !== 'string') return;
+    if (RUN_FRAMES.has(frame.type) && !frame.is_subagent && !this.hooks.isRunning()) {
+      this.hooks.setRunning(true);
+    }
+    const method = HANDLERS[frame.type];
+    if (method) method.call(this, frame);
+  }
+
+  scope(frame) {
+    return this.view.currentTurn().scopeFor(frame);
+  }
+
+  // ---------------------------------------------------------------- frame handlers
+
+  user_message(frame) {
+    this.view.echoUser({
+      content: frame.content ?? frame.text ?? '',
+      images: frame.images || [],
+      files: frame.files || [],
+    });
+  }
+
+  stream_start(frame) {
+    if (!frame.is_subagent) this.view.currentTurn({ fresh: true });
+  }
+
+  thinking_delta(frame) {
+    this.scope(frame).thinkingDelta(frame.delta || '');
+  }
+
+  thinking_end(frame) {
+    this.scope(frame).thinkingEnd();
+  }
+
+  turn_thinking(frame) {
+    this.scope(frame).reasoning(frame.thinking || '');
+  }
+
+  planning_status(frame) {
+    this.scope(frame).planningStatus(frame.phase, frame.label);
+  }
+
+  plan_ready(frame) {
+    this.scope(frame).showPlan(frame.plan || '', { open: !frame.is_subagent });
+  }
+
+  tool_started(frame) {
+    this.scope(frame).toolStarted(frame.tool, frame.args, callIdOf(frame));
+  }
+
+  tool_call(frame) {
+    this.scope(frame).toolFinished(frame.tool, frame.args, frame.result, frame.success !== false,
+      callIdOf(frame));
+  }
+
+  stream_delta(frame) {
+    this.scope(frame).textDelta(frame.delta || '');
+  }
+
+  /** The server re-issued an interrupted LLM call: its chunks start over. */
+  stream_retry(frame) {
+    this.scope(frame).dropAttempt();
+  }
+
+  stream_end(frame) {
+    if (frame.is_subagent) {
+      this.scope(frame).setText(frame.content || '');
+      return;
+    }
+    this.hooks.setContext(frame.context_tokens, frame.max_context_tokens);
+    const turn = this.view.turn;
+    if (!turn && !this.hooks.isRunning()) return; // an end we already showed (history)
+    const current = turn || this.view.currentTurn();
+    current.root.setText(frame.content || '');
+    current.abandonTools('no result');
+    current.finish({ content: frame.content || '', stats: stats(frame) });
+    this.endRun();
+  }
+
+  stream_stopped(frame) {
+    if (frame.is_subagent) return;
+    const turn = this.view.turn;
+    if (turn) {
+      turn.settle();
+      turn.abandonTools('stopped');
+      turn.root.notice('Stopped', 'stopped');
+    } else {
+      this.view.notice('Stopped', 'stopped');
+    }
+    this.endRun();
+  }
+
+  error(frame) {
+    const message = frame.message || 'Unknown error';
+    if (frame.is_subagent) {
+      this.scope(frame).error(message);
+      return;
+    }
+    this.view.error(message);
+    if (this.view.turn) this.view.turn.settle();
+    if (this.hooks.isRunning()) this.endRun();
+  }
+
+  context_compressed(frame) {
+    const { messages_before: before, messages_after: after } = frame;
+    const detail = Number.isFinite(before) && Number.isFinite(after) ? `: ${before} → ${after} messages` : '';
+    this.view.notice(`Context compressed${detail}`, 'compress');
+  }
+
+  profile_switched(frame) {
+    this.hooks.setProfile(frame.profile_id, frame.profile_name);
+    this.view.notice(`Switched to ${frame.profile_name || frame.profile_id}`, 'profile');
+  }
+
+  todo_updated(frame) {
+    const items = frame.items || [];
+    this.hooks.setTodo(items);
+    const plan = this.view.turn?.root.plan;
+    if (plan) plan.setProgress(items.filter((i) => i.status === 'done').length, items.length);
+  }
+
+  endRun() {
+    this.view.turn = null;
+    this.hooks.setRunning(false);
+    this.hooks.runEnded();
+  }
+}
+
+// The frame types drawn here, each by the method of the same name.
+const HANDLERS = Object.fromEntries([
+  'user_message', 'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking',
+  'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'stream_end',
+  'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
+].map((type) => [type, LiveRenderer.prototype[type]]));
+
+function stats(frame) {
+  const parts = [];
+  if (frame.elapsed_seconds >= 0.05) parts.push(formatSeconds(frame.elapsed_seconds));
+  if (frame.tool_call_count) parts.push(`${frame.tool_call_count} tool call${frame.tool_call_count === 1 ? '' : 's'}`);
+  if (frame.token_count) parts.push(`${formatCount(frame.token_count)} tokens`);
+  return parts;
+}

@@ -1,0 +1,381 @@
+// The page: wires the views together and owns the flow — the session in the URL hash,
+// its history, its live connection, sending, stopping and switching profiles.
+
+import { api } from './api.js';
+import { Composer } from './composer.js';
+import { Connection } from './connection.js';
+import { ConversationView } from './conversation.js';
+import { confirmDialog } from './dialogs.js';
+import { $ } from './dom.js';
+import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
+import { highestSeq, renderHistory } from './history.js';
+import { icon } from './icons.js';
+import { LiveRenderer } from './live.js';
+import { Sidebar, sessionTitle } from './sessions.js';
+import { profileById, state, subscribe, update } from './state.js';
+
+const PROFILE_KEY = 'navi.profile';
+const FOCUS_REFRESH_MS = 5000;
+
+const app = $('#app');
+const view = new ConversationView($('#conversation'), $('#conversation-inner'), $('#jump-bottom'));
+let connection = null;
+let loading = 0; // bumps on every navigation, so a slow load never draws over a newer one
+let creating = null;
+
+// ---------------------------------------------------------------- views
+
+const sidebar = new Sidebar({
+  root: $('#sidebar'),
+  list: $('#session-list'),
+  search: $('#session-search'),
+  error: $('#sidebar-error'),
+  newChat: $('#new-chat'),
+  backend: $('#backend-info'),
+  onNewChat: () => {
+    closeSidebar();
+    navigate(null);
+  },
+  onDeleted: (sessionId) => {
+    if (sessionId === state.sessionId) navigate(null, { replace: true });
+  },
+  onNavigate: () => closeSidebar(),
+});
+
+const composer = new Composer({
+  form: $('#composer'),
+  textarea: $('#prompt'),
+  send: $('#send-button'),
+  stop: $('#stop-button'),
+  attach: $('#attach-button'),
+  fileInput: $('#file-input'),
+  attachments: $('#attachments'),
+  error: $('#composer-error'),
+  onSend: send,
+  onStop: stop,
+  ensureSession,
+});
+
+const live = new LiveRenderer(view, {
+  isRunning: () => state.running,
+  setRunning: (running) => update({ running }),
+  setContext: (tokens, max) => {
+    if (Number.isFinite(tokens)) update({ contextTokens: tokens });
+    if (Number.isFinite(max)) update({ maxContextTokens: max });
+  },
+  setProfile: (profileId, name) => {
+    if (profileId && !profileById(profileId)) {
+      update({ profiles: [...state.profiles, { id: profileId, name: name || profileId }] });
+    }
+    update({ profileId });
+  },
+  setTodo: (items) => update({ todo: items }),
+  runEnded: () => {
+    sidebar.refresh();
+    composer.focus();
+  },
+});
+
+mountProfileSwitcher($('#profile-select'), changeProfile);
+mountContextMeter($('#context-meter'));
+mountConnectionBanner($('#connection-banner'));
+mountTodoDock($('#todo-dock'));
+
+// ---------------------------------------------------------------- navigation
+
+function sessionFromHash() {
+  return decodeURIComponent(location.hash.slice(1)) || null;
+}
+
+/** Go to a session (or to a new chat with null); the hash is the source of truth. */
+function navigate(sessionId, { replace = false } = {}) {
+  const url = sessionId ? `#${encodeURIComponent(sessionId)}` : location.pathname + location.search;
+  if (replace) history.replaceState(null, '', url);
+  else history.pushState(null, '', url);
+  openSession(sessionId);
+}
+
+function onLocationChange() {
+  const sessionId = sessionFromHash();
+  if (sessionId !== state.sessionId) openSession(sessionId);
+}
+
+function disconnect() {
+  if (connection) connection.stop();
+  connection = null;
+  update({ connection: 'idle' });
+}
+
+function showEmpty() {
+  view.showEmpty({ profile: profileById(state.profileId), profiles: state.profiles, onPick: changeProfile });
+}
+
+async function openSession(sessionId) {
+  const token = ++loading;
+  disconnect();
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null });
+  composer.showError(null);
+  if (!sessionId) {
+    update({ profileId: rememberedProfile() });
+    document.title = 'Navi';
+    showEmpty();
+    composer.focus();
+    return;
+  }
+  view.showLoading();
+  let session;
+  try {
+    session = await api.getSession(sessionId);
+  } catch (error) {
+    if (token !== loading) return;
+    if (error.status === 404) {
+      view.showError('This chat does not exist. It may have been deleted.', () => navigate(null), 'New chat');
+    } else {
+      view.showError(`Could not load this chat: ${error.message}`, () => openSession(sessionId));
+    }
+    return;
+  }
+  if (token !== loading) return;
+  const running = Boolean(session.run_active ?? session.running ?? false);
+  update({
+    profileId: session.profile_id || state.profileId,
+    contextTokens: session.context_token_count ?? null,
+    maxContextTokens: session.max_context_tokens ?? null,
+    todo: Array.isArray(session.todo) ? session.todo : [],
+  });
+  const messages = session.messages || [];
+  const turn = renderHistory(view, messages, { running });
+  view.adoptTurn(running ? turn : null);
+  if (!messages.length && !running) showEmpty();
+  update({ running });
+  const listed = state.sessions.find((s) => s.session_id === sessionId);
+  document.title = listed ? `${sessionTitle(listed)} · Navi` : 'Navi';
+  connect(sessionId, Number.isInteger(session.last_seq) ? session.last_seq : highestSeq(messages));
+  view.scrollToBottom();
+  composer.focus();
+}
+
+function connect(sessionId, after) {
+  connection = new Connection(sessionId, {
+    after,
+    onFrame: (frame) => live.handle(frame),
+    onStatus: (status) => {
+      if (connection && connection.sessionId !== sessionId) return;
+      update({ connection: status });
+      if (status === 'gone') update({ running: false });
+    },
+    probe: async () => {
+      try {
+        await api.getSession(sessionId);
+        return 'ok';
+      } catch (error) {
+        return error.status === 404 ? 'gone' : 'retry';
+      }
+    },
+  });
+  connection.start();
+}
+
+// ---------------------------------------------------------------- actions
+
+function rememberedProfile() {
+  let saved = null;
+  try {
+    saved = localStorage.getItem(PROFILE_KEY);
+  } catch {
+    saved = null;
+  }
+  if (saved && profileById(saved)) return saved;
+  if (state.profileId && profileById(state.profileId)) return state.profileId;
+  return state.profiles[0]?.id || null;
+}
+
+/** The current session's id, creating the session first on a new chat. */
+async function ensureSession() {
+  if (state.sessionId) return state.sessionId;
+  if (!creating) {
+    creating = (async () => {
+      const created = await api.createSession(state.profileId);
+      history.pushState(null, '', `#${encodeURIComponent(created.session_id)}`);
+      await openSession(created.session_id);
+      sidebar.refresh();
+      return created.session_id;
+    })().finally(() => {
+      creating = null;
+    });
+  }
+  return creating;
+}
+
+async function send(message) {
+  try {
+    await ensureSession();
+  } catch (error) {
+    composer.showError(`Could not start a chat: ${error.message}`);
+    return false;
+  }
+  try {
+    if (!connection) throw new Error('no connection');
+    await connection.whenOpen(8000);
+  } catch {
+    composer.showError('Not connected to the server. Your message is kept; send it again when the connection is back.');
+    return false;
+  }
+  const frame = { type: 'message', content: message.content };
+  if (message.images.length) frame.images = message.images;
+  if (message.files.length) frame.files = message.files;
+  const bubble = view.addUser(message, { pending: true });
+  if (!connection.send(frame)) {
+    view.removePending(bubble);
+    composer.showError('The connection dropped before the message was sent. It is kept; try again.');
+    return false;
+  }
+  update({ running: true });
+  return true;
+}
+
+/** Stop the run: a `stop` message on the socket, or POST …/stop when it is down. */
+async function stop() {
+  if (!state.running || !state.sessionId) return;
+  if (connection && connection.send({ type: 'stop' })) return;
+  const button = $('#stop-button');
+  button.disabled = true;
+  try {
+    await api.stopRun(state.sessionId);
+  } catch (error) {
+    view.error(`Could not stop the run: ${error.message}`);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function rememberProfile(profileId) {
+  try {
+    localStorage.setItem(PROFILE_KEY, profileId);
+  } catch {
+    // No storage: the choice lasts for this page.
+  }
+}
+
+/** The profile picker: a new chat takes it; an ongoing chat asks the server to switch. */
+async function changeProfile(profileId) {
+  if (!profileId || profileId === state.profileId) return;
+  const previous = state.profileId;
+  if (!state.sessionId) {
+    rememberProfile(profileId);
+    update({ profileId });
+    showEmpty();
+    return;
+  }
+  if (!view.inner.querySelector('.message')) {
+    // Nothing said yet: start the chat over with the chosen profile.
+    const old = state.sessionId;
+    update({ profileId });
+    try {
+      const created = await api.createSession(profileId);
+      rememberProfile(profileId);
+      navigate(created.session_id, { replace: true });
+      api.deleteSession(old).then(() => sidebar.refresh(), (error) => console.warn('navi: empty chat not deleted', error));
+    } catch (error) {
+      update({ profileId: previous });
+      view.error(`Could not start a chat with that profile: ${error.message}`);
+    }
+    return;
+  }
+  update({ profileId });
+  try {
+    await api.switchProfile(state.sessionId, profileId);
+    rememberProfile(profileId);
+  } catch (error) {
+    update({ profileId: previous });
+    if (error.status !== 404 && error.status !== 405) {
+      view.error(`Could not switch the profile: ${error.message}`);
+      return;
+    }
+    // This server cannot switch an ongoing chat: offer a new chat with that profile.
+    const name = profileById(profileId)?.name || profileId;
+    const ok = await confirmDialog(`This chat keeps its profile. Start a new chat with ${name}?`, {
+      title: 'Switch profile', confirmLabel: 'New chat',
+    });
+    if (ok) {
+      rememberProfile(profileId);
+      navigate(null);
+    }
+  }
+}
+
+// ---------------------------------------------------------------- page chrome
+
+function openSidebar() {
+  app.classList.add('sidebar-open');
+  $('#scrim').hidden = false;
+}
+
+function closeSidebar() {
+  app.classList.remove('sidebar-open');
+  $('#scrim').hidden = true;
+}
+
+$('#menu-button').append(icon('menu'));
+$('#menu-button').addEventListener('click', openSidebar);
+$('#sidebar-close').append(icon('close'));
+$('#sidebar-close').addEventListener('click', closeSidebar);
+$('#scrim').addEventListener('click', closeSidebar);
+
+document.addEventListener('keydown', (event) => {
+  if (event.key !== 'Escape' || event.defaultPrevented) return;
+  if (document.querySelector('dialog[open], .lightbox')) return;
+  if (state.running) {
+    event.preventDefault();
+    stop();
+  } else if (app.classList.contains('sidebar-open')) {
+    closeSidebar();
+  }
+});
+
+let lastFocusRefresh = 0;
+window.addEventListener('focus', () => {
+  if (Date.now() - lastFocusRefresh < FOCUS_REFRESH_MS) return;
+  lastFocusRefresh = Date.now();
+  sidebar.refresh();
+});
+
+// Never a blank page: anything unexpected is shown where the conversation is.
+window.addEventListener('error', (event) => view.error(`Page error: ${event.message}`));
+window.addEventListener('unhandledrejection', (event) => {
+  view.error(`Page error: ${event.reason?.message || event.reason}`);
+});
+
+subscribe('sessions', () => {
+  const listed = state.sessions.find((s) => s.session_id === state.sessionId);
+  if (listed) document.title = `${sessionTitle(listed)} · Navi`;
+});
+
+window.addEventListener('hashchange', onLocationChange);
+window.addEventListener('popstate', onLocationChange);
+
+async function loadProfiles() {
+  try {
+    const profiles = await api.profiles();
+    update({ profiles: Array.isArray(profiles) ? profiles : [] });
+  } catch (error) {
+    sidebar.showError(`Could not load profiles: ${error.message}`, () => loadProfiles());
+  }
+}
+
+async function loadHealth() {
+  try {
+    update({ health: await api.health() });
+  } catch {
+    update({ health: null });
+  }
+}
+
+async function boot() {
+  loadHealth();
+  sidebar.refresh();
+  await loadProfiles();
+  await openSession(sessionFromHash());
+}
+
+boot();

@@ -1,0 +1,121 @@
+// Markdown for assistant text: marked → DOMPurify → the DOM, code highlighted by
+// highlight.js, each code block with a copy button. A MarkdownView re-renders as text
+// streams in, at most once per animation frame (less often when rendering is slow).
+
+import { Marked } from '../vendor/marked.esm.js';
+import DOMPurify from '../vendor/purify.es.js';
+import hljs from '../vendor/highlight.min.js';
+import { copyText, h } from './dom.js';
+import { icon } from './icons.js';
+
+const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+const escapeHtml = (text) => text.replace(/[&<>"']/g, (c) => ESCAPES[c]);
+
+function highlighted(text, lang) {
+  const language = (lang || '').trim().split(/\s+/)[0].toLowerCase();
+  if (language && hljs.getLanguage(language)) {
+    try {
+      return { language, html: hljs.highlight(text, { language, ignoreIllegals: true }).value };
+    } catch {
+      // Fall through to plain text.
+    }
+  }
+  return { language, html: escapeHtml(text) };
+}
+
+const marked = new Marked({ gfm: true, breaks: false });
+marked.use({
+  renderer: {
+    code({ text, lang }) {
+      const { language, html } = highlighted(text, lang);
+      const cls = language ? ` language-${escapeHtml(language)}` : '';
+      return `<pre><code class="hljs${cls}" data-lang="${escapeHtml(language)}">${html}</code></pre>\n`;
+    },
+  },
+});
+
+// Model output must not be able to draw controls that look like Navi's own.
+const PURIFY = {
+  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe'],
+  FORBID_ATTR: ['style'],
+};
+DOMPurify.addHook('afterSanitizeAttributes', (node) => {
+  if (node.tagName === 'A' && node.getAttribute('href')) {
+    node.setAttribute('target', '_blank');
+    node.setAttribute('rel', 'noopener noreferrer');
+  }
+});
+
+/** Markdown text → sanitised HTML string. */
+export function renderMarkdown(text) {
+  return DOMPurify.sanitize(marked.parse(text || ''), PURIFY);
+}
+
+/** Wrap each <pre> in a block with its language and a copy button. */
+function decorateCodeBlocks(root) {
+  for (const pre of root.querySelectorAll('pre')) {
+    if (pre.parentElement && pre.parentElement.classList.contains('code-block')) continue;
+    const code = pre.querySelector('code');
+    const language = (code && code.dataset.lang) || '';
+    const button = h('button', { type: 'button', class: 'copy-code', title: 'Copy code', 'aria-label': 'Copy code' },
+      icon('copy'), h('span', { text: 'Copy' }));
+    button.addEventListener('click', async () => {
+      await copyText((code || pre).textContent);
+      button.classList.add('copied');
+      button.lastChild.textContent = 'Copied';
+      setTimeout(() => {
+        button.classList.remove('copied');
+        button.lastChild.textContent = 'Copy';
+      }, 1500);
+    });
+    const block = h('div', { class: 'code-block' },
+      h('div', { class: 'code-header' }, h('span', { text: language || 'text' }), button));
+    pre.replaceWith(block);
+    block.append(pre);
+  }
+}
+
+/** Render Markdown into an element (replacing its content). */
+export function mountMarkdown(el, text) {
+  el.innerHTML = renderMarkdown(text);
+  decorateCodeBlocks(el);
+}
+
+/** Markdown that grows while it streams; renders lazily so each delta costs O(1). */
+export class MarkdownView {
+  constructor(el) {
+    this.el = el;
+    this.text = '';
+    this.scheduled = false;
+    this.lastCost = 0;
+    this.onRender = null; // called after each render (the view keeps the scroll pinned)
+  }
+
+  append(delta) {
+    this.text += delta;
+    this.schedule();
+  }
+
+  set(text) {
+    this.text = text;
+    this.schedule();
+  }
+
+  schedule() {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    // When a render is slow (a long answer), render less often than every frame.
+    const wait = this.lastCost > 12 ? Math.min(this.lastCost * 4, 300) : 0;
+    const run = () => requestAnimationFrame(() => this.flush());
+    if (wait) setTimeout(run, wait);
+    else run();
+  }
+
+  flush() {
+    this.scheduled = false;
+    const started = performance.now();
+    mountMarkdown(this.el, this.text);
+    this.lastCost = performance.now() - started;
+    if (this.onRender) this.onRender();
+  }
+}

@@ -1,0 +1,215 @@
+// The sidebar: sessions (pinned first, then by last activity, grouped by day), search by
+// title and content, pin/unpin, delete with confirmation, new chat, and the backend.
+
+import { api } from './api.js';
+import { confirmDialog } from './dialogs.js';
+import { clear, h } from './dom.js';
+import { icon } from './icons.js';
+import { profileById, state, subscribe, update } from './state.js';
+
+const SEARCH_DELAY_MS = 250;
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export function sessionTitle(session) {
+  const title = (session.title || '').trim();
+  if (title) return title;
+  const preview = (session.preview || '').trim();
+  return preview || 'New chat';
+}
+
+function sortSessions(list) {
+  const time = (s) => Date.parse(s.last_active || s.created_at || 0) || 0;
+  return [...list].sort((a, b) => (b.pinned ? 1 : 0) - (a.pinned ? 1 : 0) || time(b) - time(a));
+}
+
+function groupOf(session, now) {
+  if (session.pinned) return 'Pinned';
+  const time = Date.parse(session.last_active || session.created_at || 0) || 0;
+  const today = new Date(now);
+  today.setHours(0, 0, 0, 0);
+  if (time >= today.getTime()) return 'Today';
+  if (time >= today.getTime() - DAY_MS) return 'Yesterday';
+  if (time >= today.getTime() - 7 * DAY_MS) return 'Previous 7 days';
+  if (time >= today.getTime() - 30 * DAY_MS) return 'Previous 30 days';
+  return 'Older';
+}
+
+function matches(session, query) {
+  const text = `${session.title || ''}\n${session.preview || ''}`.toLowerCase();
+  return text.includes(query.toLowerCase());
+}
+
+export class Sidebar {
+  constructor({ root, list, search, error, newChat, backend, onNewChat, onDeleted, onNavigate }) {
+    this.root = root;
+    this.list = list;
+    this.search = search;
+    this.errorEl = error;
+    this.backend = backend;
+    this.onDeleted = onDeleted;
+    this.onNavigate = onNavigate;
+    this.query = '';
+    this.remote = null; // {query, sessions} from GET /sessions?q=
+    this.searchTimer = null;
+    this.loaded = false;
+
+    newChat.append(icon('plus'), h('span', { text: 'New chat' }));
+    newChat.addEventListener('click', onNewChat);
+    root.querySelector('.search-icon').append(icon('search'));
+    search.addEventListener('input', () => this.searchChanged());
+    search.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape' && search.value) {
+        event.stopPropagation();
+        search.value = '';
+        this.searchChanged();
+      }
+    });
+    subscribe(['sessions', 'sessionId'], () => this.render());
+    subscribe(['health', 'profileId', 'profiles', 'connection'], () => this.renderBackend());
+  }
+
+  async refresh() {
+    try {
+      const sessions = await api.listSessions();
+      this.loaded = true;
+      this.showError(null);
+      update({ sessions: Array.isArray(sessions) ? sessions : [] });
+    } catch (error) {
+      this.showError(`Could not load chats: ${error.message}`, () => this.refresh());
+    }
+  }
+
+  showError(message, retry) {
+    this.errorEl.hidden = !message;
+    clear(this.errorEl);
+    if (!message) return;
+    this.errorEl.append(icon('alert'), h('span', { text: message }),
+      retry && h('button', { type: 'button', class: 'link-button', text: 'Retry', onclick: retry }),
+      h('button', { type: 'button', class: 'link-button', text: 'Dismiss', onclick: () => this.showError(null) }));
+  }
+
+  searchChanged() {
+    this.query = this.search.value.trim();
+    this.render();
+    clearTimeout(this.searchTimer);
+    if (!this.query) {
+      this.remote = null;
+      return;
+    }
+    const query = this.query;
+    this.searchTimer = setTimeout(async () => {
+      try {
+        const found = await api.listSessions(query);
+        if (query === this.query) {
+          this.remote = { query, sessions: Array.isArray(found) ? found : [] };
+          this.render();
+        }
+      } catch (error) {
+        this.showError(`Search failed: ${error.message}`);
+      }
+    }, SEARCH_DELAY_MS);
+  }
+
+  /** Local matches (title, preview) plus the server's content matches. */
+  visibleSessions() {
+    const all = state.sessions;
+    if (!this.query) return all;
+    const local = all.filter((s) => matches(s, this.query));
+    let remote = this.remote && this.remote.query === this.query ? this.remote.sessions : [];
+    // A server that ignores ?q= answers with every session: then only local matches count.
+    if (remote.length && remote.length === all.length && local.length < all.length &&
+        remote.every((s) => all.some((a) => a.session_id === s.session_id))) {
+      remote = [];
+    }
+    const seen = new Set(local.map((s) => s.session_id));
+    return sortSessions([...local, ...remote.filter((s) => !seen.has(s.session_id))]);
+  }
+
+  render() {
+    const sessions = this.visibleSessions();
+    clear(this.list);
+    if (!sessions.length) {
+      const text = this.query ? `No chats match “${this.query}”.` : this.loaded ? 'No chats yet.' : '';
+      if (text) this.list.append(h('div', { class: 'session-empty', text }));
+      return;
+    }
+    const now = Date.now();
+    let group = null;
+    for (const session of sortSessions(sessions)) {
+      const name = groupOf(session, now);
+      if (name !== group) {
+        group = name;
+        this.list.append(h('div', { class: 'session-group', text: name }));
+      }
+      this.list.append(this.item(session));
+    }
+  }
+
+  item(session) {
+    const id = session.session_id;
+    const active = id === state.sessionId;
+    const pin = h('button', {
+      type: 'button', class: 'icon-button small', 'data-action': 'pin',
+      title: session.pinned ? 'Unpin' : 'Pin', 'aria-label': session.pinned ? 'Unpin chat' : 'Pin chat',
+      onclick: (event) => this.togglePin(event, session),
+    }, icon(session.pinned ? 'unpin' : 'pin'));
+    const remove = h('button', {
+      type: 'button', class: 'icon-button small danger', 'data-action': 'delete',
+      title: 'Delete', 'aria-label': 'Delete chat',
+      onclick: (event) => this.remove(event, session),
+    }, icon('trash'));
+    const link = h('a', {
+      href: `#${id}`, class: 'session-link', title: session.preview || sessionTitle(session),
+      onclick: () => this.onNavigate(),
+    },
+    session.pinned && icon('pin', 'icon pin-mark'),
+    h('span', { class: 'session-title', text: sessionTitle(session) }));
+    return h('div', {
+      class: `session-item${active ? ' active' : ''}${session.pinned ? ' pinned' : ''}`,
+      'data-session-id': id,
+      'aria-current': active ? 'page' : false,
+    }, link, h('span', { class: 'session-actions' }, pin, remove));
+  }
+
+  async togglePin(event, session) {
+    event.preventDefault();
+    event.stopPropagation();
+    try {
+      await api.pinSession(session.session_id, !session.pinned);
+      await this.refresh();
+    } catch (error) {
+      this.showError(`Could not ${session.pinned ? 'unpin' : 'pin'} the chat: ${error.message}`);
+    }
+  }
+
+  async remove(event, session) {
+    event.preventDefault();
+    event.stopPropagation();
+    const ok = await confirmDialog(`“${sessionTitle(session)}” and its uploaded files will be deleted.`, {
+      title: 'Delete chat?', confirmLabel: 'Delete', danger: true,
+    });
+    if (!ok) return;
+    try {
+      await api.deleteSession(session.session_id);
+    } catch (error) {
+      this.showError(`Could not delete the chat: ${error.message}`);
+      return;
+    }
+    update({ sessions: state.sessions.filter((s) => s.session_id !== session.session_id) });
+    if (this.remote) {
+      this.remote.sessions = this.remote.sessions.filter((s) => s.session_id !== session.session_id);
+    }
+    this.onDeleted(session.session_id);
+    await this.refresh();
+  }
+
+  renderBackend() {
+    const health = state.health || {};
+    const profile = profileById(state.profileId);
+    const backend = health.backend || profile?.llm_backend || '';
+    const model = health.model || profile?.model || '';
+    const text = [backend, model].filter(Boolean).join(' · ') || (state.health ? 'server ready' : 'server unreachable');
+    this.backend.querySelector('.backend-text').textContent = text;
+    this.backend.classList.toggle('offline', !state.health || state.connection === 'lost');
+  }
+}
