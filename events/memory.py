@@ -36,13 +36,8 @@ class InMemoryEventStore(BaseEventStore):
             self._keys[(stream_id, key)] = (first, last)
         return planned
 
-    async def read(
-        self,
-        stream_id: str,
-        *,
-        after_seq: int = 0,
-        to_seq: int | None = None,
-        limit: int | None = None,
+    async def _read(
+        self, stream_id: str, *, after_seq: int, to_seq: int | None, limit: int | None
     ) -> list[Recorded]:
         stream = self._streams.get(stream_id, [])
         end = len(stream) if to_seq is None else min(to_seq, len(stream))

@@ -62,6 +62,16 @@ class StreamNotifier:
         self._any.set()
         self._any = anyio.Event()
 
+    def seen(self, stream_id: str, head: int) -> None:
+        """A full read found ``head`` as the stream's last seq. Remember it, unless the
+        stream is known already (a commit may have landed while the read ran)."""
+        if stream_id in self._recent:
+            return
+        recent = self._recent[stream_id] = _Recent(self._recent_per_stream)
+        recent.head = head
+        if len(self._recent) > self._max_streams:
+            self._recent.popitem(last=False)
+
     def invalidate(self, stream_id: str) -> None:
         """Another process wrote to this stream: forget the cache and wake the readers."""
         self._recent.pop(stream_id, None)
@@ -70,10 +80,12 @@ class StreamNotifier:
     def recent_after(self, stream_id: str, after_seq: int) -> list[Recorded] | None:
         """Cached events after ``after_seq``; ``None`` when the cache cannot answer."""
         recent = self._recent.get(stream_id)
-        if recent is None or not recent.events:
+        if recent is None:
             return None
         if recent.head == after_seq:
             return []
+        if not recent.events:
+            return None
         first = recent.events[0].seq
         if first > after_seq + 1 or recent.head < after_seq:
             return None

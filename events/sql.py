@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import structlog
 from sqlalchemy import Row, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -96,6 +97,7 @@ class SqlEventStore(BaseEventStore):
         self.url = url
         self._write_engine: AsyncEngine | None = None
         self._read_engine: AsyncEngine | None = None
+        self._writer: tuple[AsyncConnection, Any] | None = None
 
     # ---------------------------------------------------------------- to implement
 
@@ -138,6 +140,9 @@ class SqlEventStore(BaseEventStore):
                 )
 
     async def _close(self) -> None:
+        if self._writer is not None:
+            await self._writer[0].close()
+            self._writer = None
         for engine in (self._write_engine, self._read_engine):
             if engine is not None:
                 await engine.dispose()
@@ -146,10 +151,24 @@ class SqlEventStore(BaseEventStore):
     # ---------------------------------------------------------------- write
 
     async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+        # The committer holds one connection for as long as it works: checking one out
+        # of the pool per transaction (and resetting it after) costs more than the write.
         assert self._write_engine is not None
-        async with self._write_engine.connect() as conn:
+        if self._writer is None:
+            conn = await self._write_engine.connect()
             raw = await conn.get_raw_connection()
-            return await self._write_batch(raw.driver_connection, batch)
+            self._writer = (conn, raw.driver_connection)
+        conn, driver = self._writer
+        try:
+            return await self._write_batch(driver, batch)
+        except Exception:
+            # The connection may be broken (a database restart): the next commit opens
+            # a fresh one. The failed transaction was rolled back; nothing of it stays.
+            self._writer = None
+            with anyio.CancelScope(shield=True):
+                await conn.invalidate()
+                await conn.close()
+            raise
 
     def plan_rows(
         self,
@@ -164,13 +183,8 @@ class SqlEventStore(BaseEventStore):
 
     # ---------------------------------------------------------------- read
 
-    async def read(
-        self,
-        stream_id: str,
-        *,
-        after_seq: int = 0,
-        to_seq: int | None = None,
-        limit: int | None = None,
+    async def _read(
+        self, stream_id: str, *, after_seq: int, to_seq: int | None, limit: int | None
     ) -> list[Recorded]:
         cond = and_(_E.c.stream_id == stream_id, _E.c.seq > after_seq)
         if to_seq is not None:

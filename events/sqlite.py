@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
+import anyio
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -67,42 +69,51 @@ class SqliteEventStore(SqlEventStore):
         return writer, reader
 
     async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
+        # The whole transaction runs in one trip to aiosqlite's thread: a trip costs more
+        # than the SQL itself, and a transaction has five statements.
+        run_in_thread = getattr(driver, "_execute", None)
+        if run_in_thread is None:  # pragma: no cover - an aiosqlite without it
+            return await anyio.to_thread.run_sync(self._write_sync, driver, batch)
+        planned: list[Planned] = await run_in_thread(self._write_sync, driver._conn, batch)
+        return planned
+
+    def _write_sync(self, conn: sqlite3.Connection, batch: list[AppendRequest]) -> list[Planned]:
         streams = sorted({r.stream_id for r in batch})
         values = ", ".join("(?)" for _ in streams)
-        await driver.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
             # One max() per stream, so SQLite answers each from the (stream_id, seq) index
             # instead of aggregating the whole stream.
-            cursor = await driver.execute(
+            rows = conn.execute(
                 f"WITH s(id) AS (VALUES {values}) SELECT id, "
                 "(SELECT max(seq) FROM navi_events WHERE stream_id = s.id) FROM s",
                 streams,
-            )
-            heads = {sid: int(seq) for sid, seq in await cursor.fetchall() if seq is not None}
-            cursor = await driver.execute("SELECT coalesce(max(position), 0) FROM navi_events")
-            (position,) = await cursor.fetchone()
+            ).fetchall()
+            heads = {sid: int(seq) for sid, seq in rows if seq is not None}
+            (position,) = conn.execute(
+                "SELECT coalesce(max(position), 0) FROM navi_events"
+            ).fetchone()
             used: dict[tuple[str, str], tuple[int, int]] = {}
             for r in batch:
                 if r.idempotency_key is not None:
-                    cursor = await driver.execute(
+                    found = conn.execute(
                         "SELECT first_seq, last_seq FROM navi_idempotency "
                         "WHERE stream_id = ? AND key = ?",
                         (r.stream_id, r.idempotency_key),
-                    )
-                    found = await cursor.fetchone()
+                    ).fetchone()
                     if found is not None:
                         used[(r.stream_id, r.idempotency_key)] = (found[0], found[1])
-            planned, rows, new_keys = self.plan_rows(batch, heads, int(position), used)
-            if rows:
-                await driver.executemany(_INSERT, rows)
+            planned, event_rows, new_keys = self.plan_rows(batch, heads, int(position), used)
+            if event_rows:
+                conn.executemany(_INSERT, event_rows)
             if new_keys:
-                await driver.executemany(
+                conn.executemany(
                     "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) "
                     "VALUES (?, ?, ?, ?)",
                     new_keys,
                 )
-            await driver.execute("COMMIT")
+            conn.execute("COMMIT")
         except BaseException:
-            await driver.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
             raise
         return planned

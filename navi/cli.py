@@ -44,6 +44,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ws_max_size=96 * 1024 * 1024,
         log_level=settings.log_level.lower(),
         lifespan="on",
+        # Open requests (a long turn over REST) must not hold a shutdown forever;
+        # unfinished runs resume at the next start.
+        timeout_graceful_shutdown=5,
     )
     return 0
 

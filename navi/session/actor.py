@@ -71,7 +71,7 @@ class SessionActor(Actor[object]):
         self._lock = anyio.Lock()
         self._run_child: str | None = None
         self._runs = 0
-        self._queue: deque[m.Send] = deque()
+        self._queue: deque[tuple[m.Send, str]] = deque()
         self._run_id: str | None = None
 
     # ------------------------------------------------------------------ lifecycle
@@ -159,22 +159,30 @@ class SessionActor(Actor[object]):
         images = clean_images(message.images)
         text = check_text(message.text, images)
         files = check_files(message.files)
-        if self.state.run_active or self._run_child is not None:
-            if not message.queue:
-                raise RunActive()
+        if self.state.run_active and not message.queue:
+            raise RunActive()
+        if self.state.run_active or self._run_child is not None or self._queue:
+            # Queued: asked for, or the last run has ended but is still winding down
+            # (post-turn workers) — a message sent after stream_end is never refused.
             if len(self._queue) >= MAX_QUEUED:
                 raise QueueFull(f"{MAX_QUEUED} messages are already waiting in this session")
-            self._queue.append(message)
-            return m.RunStartedReply(run_id="", after_seq=self.state.last_seq, queued=True)
+            run_id = self.deps.new_id()
+            self._queue.append((message, run_id))
+            return m.RunStartedReply(run_id=run_id, after_seq=self.state.last_seq, queued=True)
         return await self._start_run(text, images, files, message.mode)
 
     async def _start_run(
-        self, text: str, images: tuple[str, ...], files: tuple[Any, ...], mode: Any
+        self,
+        text: str,
+        images: tuple[str, ...],
+        files: tuple[Any, ...],
+        mode: Any,
+        run_id: str | None = None,
     ) -> m.RunStartedReply:
         after = self.state.last_seq
         profile_id = self.state.profile.profile_id or self.deps.run.profiles.default_id
         profile = self.deps.run.profiles.get(profile_id)
-        run_id = self.deps.new_id()
+        run_id = run_id or self.deps.new_id()
         self._run_id = run_id
         self.stop_signal = StopSignal()
         await self.record(
@@ -209,10 +217,10 @@ class SessionActor(Actor[object]):
             return
         self._run_child = None
         if self._queue and not self.state.run_active:
-            queued = self._queue.popleft()
+            queued, run_id = self._queue.popleft()
             try:
                 await self._start_run(
-                    queued.text, clean_images(queued.images), queued.files, queued.mode
+                    queued.text, clean_images(queued.images), queued.files, queued.mode, run_id
                 )
             except SessionError as exc:
                 log.warning("queued_message.refused", session_id=self.session_id, error=str(exc))

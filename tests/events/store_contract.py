@@ -325,6 +325,8 @@ class DurableStoreContract(StoreContract):
         async with self.open_store() as store:
             await store.append("s", [chunk(1)], expected_seq=0)
             await self.insert_raw(store, "s", 2, "llm.text", 1, b'{"type": "llm.text", "tex')
+        # Read by another process (this one's cache knows only what it wrote itself).
+        async with self.open_store(reopen=True) as store:
             with pytest.raises(EventDecodeError) as err:
                 await store.read("s")
             assert (err.value.stream_id, err.value.seq) == ("s", 2)

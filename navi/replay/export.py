@@ -1,0 +1,111 @@
+"""Export a session as JSON lines (``navi export SESSION > file.jsonl``,
+``GET /sessions/{id}/export``).
+
+The file is a header line, then one line per event (jsonl.py), the session's stream
+first, then each subagent stream (found through ``subagent.spawned``, recursively) in
+the order they were spawned:
+
+    {"navi_export": 1, "session_id": "…", "exported_at": "2024-…+00:00", "events": 812,
+     "streams": [{"stream_id": "…", "events": 800, "parent_stream_id": null},
+                 {"stream_id": "…", "events": 12, "parent_stream_id": "…"}],
+     "forked_from": null, "forked_at_seq": null}
+
+The header's counts let an import tell a truncated file from a whole one. A forked
+session is exported as its history (history.py): its origin's events up to the fork
+point, then its own, as one stream under the session's id numbered 1..N; the header's
+``forked_from`` / ``forked_at_seq`` keep the lineage for the reader.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import msgspec
+
+from events.envelope import Recorded
+from events.store import EventStore
+from events.types import SessionCreated, SubagentSpawned
+from navi.replay.history import first_event, load_history
+from navi.replay.jsonl import event_line
+from projections.types import iso_time
+
+EXPORT_FORMAT = 1
+
+
+class StreamInfo(msgspec.Struct, frozen=True, kw_only=True):
+    stream_id: str
+    events: int
+    parent_stream_id: str | None = None
+
+
+class ExportHeader(msgspec.Struct, frozen=True, kw_only=True):
+    navi_export: int
+    session_id: str
+    exported_at: str
+    events: int
+    streams: list[StreamInfo]
+    forked_from: str | None = None
+    forked_at_seq: int | None = None
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def _children(records: list[Recorded]) -> list[str]:
+    seen: dict[str, None] = {}
+    for record in records:
+        if isinstance(record.event, SubagentSpawned):
+            seen.setdefault(record.event.child_stream_id, None)
+    return list(seen)
+
+
+async def collect(store: EventStore, session_id: str) -> list[tuple[StreamInfo, list[Recorded]]]:
+    """The streams of an export, with their events: the session's history first, then
+    its subagents' streams (depth first, in spawn order)."""
+    history = await load_history(store, session_id)
+    records = await history.read()
+    streams = [(StreamInfo(stream_id=session_id, events=len(records)), records)]
+    done = {session_id}
+    pending = _children(records)
+    while pending:
+        child = pending.pop(0)
+        if child in done:
+            continue
+        done.add(child)
+        child_records = await store.read(child)
+        if not child_records:
+            continue  # spawned, but the subagent never wrote: nothing to export
+        created = child_records[0].event
+        parent = created.parent_stream_id if isinstance(created, SessionCreated) else None
+        info = StreamInfo(stream_id=child, events=len(child_records), parent_stream_id=parent)
+        streams.append((info, child_records))
+        pending = _children(child_records) + pending
+    return streams
+
+
+async def export_lines(
+    store: EventStore, session_id: str, *, now: float | None = None
+) -> AsyncIterator[bytes]:
+    """The export file, line by line (each with its newline)."""
+    streams = await collect(store, session_id)
+    first = await first_event(store, session_id)
+    link = first.event if first is not None else None
+    forked = isinstance(link, SessionCreated) and link.forked_from is not None
+    header = ExportHeader(
+        navi_export=EXPORT_FORMAT,
+        session_id=session_id,
+        exported_at=iso_time(time.time() if now is None else now),
+        events=sum(info.events for info, _ in streams),
+        streams=[info for info, _ in streams],
+        forked_from=link.forked_from if forked else None,  # type: ignore[union-attr]
+        forked_at_seq=link.forked_at_seq if forked else None,  # type: ignore[union-attr]
+    )
+    yield _encoder.encode(header) + b"\n"
+    for _, records in streams:
+        for record in records:
+            yield event_line(record)
+
+
+async def export_bytes(store: EventStore, session_id: str, *, now: float | None = None) -> bytes:
+    return b"".join([line async for line in export_lines(store, session_id, now=now)])

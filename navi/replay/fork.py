@@ -1,0 +1,119 @@
+"""Forks: a new session whose history is another's up to an event, and which then goes
+its own way (``POST /sessions/{id}/fork`` with ``at=<seq>``).
+
+The new stream is linked, not copied (see history.py): it starts with
+``session.created(forked_from=<origin>, forked_at_seq=<seq>, profile_id=<the profile
+active at seq>)``. A fork taken in the middle of a run would inherit a run that nobody
+drives, so the fork closes it at once, as a stop would: ``stop.requested(reason="fork")``,
+a ``tool.failed(reason="stopped")`` for each call still waiting for its result, then
+``run.stopped(reason="fork")`` (a post-run compression in progress gets
+``context.compression_failed`` instead). The fork then rests, ready for a new message:
+editing a message and regenerating is a fork at the seq just before it.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from events.errors import ConcurrencyError
+from events.store import EventStore
+from events.types import (
+    ContextCompressionFailed,
+    Event,
+    RunStopped,
+    SessionCreated,
+    StopRequested,
+    ToolFailed,
+)
+from navi.replay.errors import ReplayError, SeqOutOfRangeError, SessionExistsError
+from navi.replay.history import load_history
+from navi.replay.projection_set import RunStateInfo
+from navi.replay.snapshots import states_at
+from navi.run.state import ACTIVE_STATES, RunState, transition
+from projections.context import ContextState
+from projections.tool_state import ActiveProfile
+
+FORK_REASON = "fork"
+
+
+class ForkResult(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    forked_from: str
+    forked_at_seq: int
+    profile_id: str
+    head: int  # the last seq of the new session's history
+    closed_run: bool  # the fork point was inside a run, which the fork stopped
+
+
+def closing_events(run_state: RunState, context: ContextState) -> list[Event]:
+    """What ends a run left open at the fork point (nothing if none is)."""
+    if run_state == RunState.COMPRESSING_AFTER_RUN:
+        return [ContextCompressionFailed(error="the session was forked during compression")]
+    if run_state not in ACTIVE_STATES:
+        return []
+    events: list[Event] = []
+    if run_state != RunState.STOPPING:
+        events.append(StopRequested(reason=FORK_REASON))
+    events += [
+        ToolFailed(call_id=call_id, name=name, reason="stopped", error="the session was forked")
+        for call_id, name in context.open_calls
+    ]
+    events.append(RunStopped(reason=FORK_REASON))
+    state: RunState = run_state
+    for event in events:  # what we write must be legal: check it before writing
+        state = transition(state, event)
+    return events
+
+
+async def fork(
+    store: EventStore,
+    session_id: str,
+    at_seq: int,
+    new_session_id: str,
+    *,
+    title: str = "",
+) -> ForkResult:
+    """Create ``new_session_id`` as a fork of ``session_id`` right after ``at_seq``."""
+    history = await load_history(store, session_id)
+    if not 1 <= at_seq <= history.head:
+        raise SeqOutOfRangeError(session_id, at_seq, history.head)
+    if await store.last_seq(new_session_id) != 0:
+        raise SessionExistsError([new_session_id])
+    [first] = await history.read(to_seq=1)
+    root = first.event
+    if isinstance(root, SessionCreated) and root.parent_stream_id is not None:
+        raise ReplayError(
+            f"session {session_id!r} is a subagent's stream; fork its parent session instead"
+        )
+    folded = await states_at(
+        store,
+        session_id,
+        at_seq,
+        names=("run_state", "context", "active_profile"),
+        history=history,
+    )
+    profile: ActiveProfile = folded.states["active_profile"]
+    run: RunStateInfo = folded.states["run_state"]
+    if run.error is not None:
+        raise ReplayError(f"session {session_id!r} cannot be forked: {run.error}")
+    run_state = run.state
+    created = SessionCreated(
+        profile_id=profile.profile_id or "",
+        user_id=root.user_id if isinstance(root, SessionCreated) else "local",
+        title=title,
+        forked_from=session_id,
+        forked_at_seq=at_seq,
+    )
+    closing = closing_events(run_state, folded.states["context"])
+    try:
+        await store.append(new_session_id, [created, *closing], expected_seq=0)
+    except ConcurrencyError as exc:
+        raise SessionExistsError([new_session_id]) from exc
+    return ForkResult(
+        session_id=new_session_id,
+        forked_from=session_id,
+        forked_at_seq=at_seq,
+        profile_id=created.profile_id,
+        head=at_seq + len(closing),
+        closed_run=bool(closing),
+    )

@@ -1,0 +1,241 @@
+"""Import an export file (``navi import file.jsonl``, ``POST /sessions/import``).
+
+Every line is checked before anything is written; the first problem is reported with
+its line number (``ExportFormatError``) and nothing is imported:
+
+- line 1 is a header of a known format version (export.py);
+- every other line is an event line (jsonl.py) of a stream the header lists, whose
+  payload decodes through ``events.codec`` (older schema versions are upcast);
+- each stream's seqs run 1, 2, 3… without gaps, it starts with ``session.created``, and
+  the run state machine accepts every event of it;
+- each stream holds as many events as the header says (a truncated file is refused).
+
+A session whose stream ids already exist in the store is refused
+(``SessionExistsError``); ``new_session_id`` imports it under that id instead, with new
+ids for its subagent streams (``navi import --as-new`` passes a fresh UUID): the ids in
+``session.created.parent_stream_id`` and ``subagent.*.child_stream_id`` are rewritten to
+match, events get new event ids, and keep their times. Events keep their ``event_id``
+and ``timestamp`` otherwise, so the imported session's projections are the exported
+one's, byte for byte.
+
+Writing is one atomic append per stream, subagent streams first and the session's last:
+a failure part way (another writer took one of the ids in between the check and the
+write) can leave subagent streams behind, which no session lists. Then the snapshots
+of the imported streams are built.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+import msgspec
+from msgspec.structs import replace
+
+from events.envelope import NewEvent, Recorded
+from events.errors import EventDecodeError
+from events.store import EventStore
+from events.types import Event, SessionCreated, SubagentFinished, SubagentSpawned
+from navi.replay.errors import ExportFormatError, SessionExistsError
+from navi.replay.export import EXPORT_FORMAT, ExportHeader
+from navi.replay.jsonl import line_decoder
+from navi.replay.snapshots import SNAPSHOT_EVERY, catch_up_snapshots, delete_snapshots
+from navi.run.state import INITIAL, IllegalTransition, RunState, event_kind, next_state
+
+_header_decoder = msgspec.json.Decoder(ExportHeader)
+
+
+@dataclass
+class _Stream:
+    expected: int = 1
+    records: list[Recorded] = field(default_factory=list)
+    state: RunState = INITIAL
+
+
+@dataclass
+class ParsedExport:
+    header: ExportHeader
+    streams: dict[str, list[Recorded]]  # in the header's order; the session's first
+
+    @property
+    def session_id(self) -> str:
+        return self.header.session_id
+
+
+class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
+    session_id: str
+    streams: dict[str, int]  # stream id (as imported) → events
+    events: int
+    renamed: dict[str, str]  # exported id → imported id (empty unless imported as new)
+    forked_from: str | None = None  # lineage of the exported session (not linked here)
+
+
+def _parse_header(raw: bytes) -> ExportHeader:
+    try:
+        header = _header_decoder.decode(raw)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ExportFormatError(1, f"not a Navi export header: {exc}") from exc
+    if header.navi_export != EXPORT_FORMAT:
+        raise ExportFormatError(
+            1, f"export format {header.navi_export} is not one this Navi reads ({EXPORT_FORMAT})"
+        )
+    ids = [info.stream_id for info in header.streams]
+    if not ids or ids[0] != header.session_id:
+        raise ExportFormatError(1, "the header's first stream must be the session's")
+    if len(set(ids)) != len(ids):
+        raise ExportFormatError(1, "the header lists a stream twice")
+    if any(info.events < 1 for info in header.streams):
+        raise ExportFormatError(1, "the header lists a stream without events")
+    if sum(info.events for info in header.streams) != header.events:
+        raise ExportFormatError(1, "the header's event count is not the sum of its streams'")
+    return header
+
+
+def _check_event(stream: _Stream, record: Recorded, number: int, session_id: str) -> None:
+    if record.seq != stream.expected:
+        raise ExportFormatError(
+            number,
+            f"stream {record.stream_id!r} jumps to seq {record.seq} (expected {stream.expected})",
+        )
+    event = record.event
+    if record.seq == 1:
+        if not isinstance(event, SessionCreated):
+            raise ExportFormatError(
+                number,
+                f"stream {record.stream_id!r} starts with {record.type}, not session.created",
+            )
+        if record.stream_id != session_id and event.parent_stream_id is None:
+            raise ExportFormatError(
+                number, f"stream {record.stream_id!r} is not the session's, nor a subagent's"
+            )
+    try:
+        stream.state = next_state(stream.state, event_kind(event), seq=record.seq)
+    except IllegalTransition as exc:
+        raise ExportFormatError(number, f"stream {record.stream_id!r}: {exc}") from exc
+
+
+def parse_export(lines: Iterable[bytes | str]) -> ParsedExport:
+    """Read and check a whole export file; raises ``ExportFormatError`` at the first
+    problem."""
+    header: ExportHeader | None = None
+    streams: dict[str, _Stream] = {}
+    number = 0
+    for number, line in enumerate(lines, start=1):
+        raw = line.encode() if isinstance(line, str) else line
+        raw = raw.rstrip(b"\r\n")
+        if not raw.strip():
+            raise ExportFormatError(number, "empty line")
+        if header is None:
+            header = _parse_header(raw)
+            streams = {info.stream_id: _Stream() for info in header.streams}
+            continue
+        try:
+            line_record = line_decoder.decode(raw)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ExportFormatError(number, f"not an event line: {exc}") from exc
+        stream = streams.get(line_record.stream_id)
+        if stream is None:
+            raise ExportFormatError(
+                number, f"stream {line_record.stream_id!r} is not listed in the header"
+            )
+        try:
+            record = line_record.to_recorded()
+        except EventDecodeError as exc:
+            raise ExportFormatError(number, exc.reason) from exc
+        _check_event(stream, record, number, header.session_id)
+        stream.records.append(record)
+        stream.expected += 1
+    if header is None:
+        raise ExportFormatError(0, "the file is empty")
+    for info in header.streams:
+        got = len(streams[info.stream_id].records)
+        if got != info.events:
+            raise ExportFormatError(
+                number + 1,
+                f"the file ends, but stream {info.stream_id!r} has {got} of the "
+                f"{info.events} events the header announces: it is truncated",
+            )
+    return ParsedExport(header, {sid: s.records for sid, s in streams.items()})
+
+
+def _renamed(event: Event, ids: dict[str, str], parent_default: str | None) -> Event:
+    """The event with the stream ids of the export replaced by their new ones. A parent
+    that is not in the export becomes ``parent_default`` (for a subagent stream, the
+    imported session: its parent may be the origin of a forked session exported as its
+    history), or stays as it is (``None``: the session's own stream)."""
+    if isinstance(event, SessionCreated) and event.parent_stream_id is not None:
+        parent = ids.get(event.parent_stream_id, parent_default or event.parent_stream_id)
+        return replace(event, parent_stream_id=parent)
+    if isinstance(event, SubagentSpawned | SubagentFinished):
+        return replace(event, child_stream_id=ids.get(event.child_stream_id, event.child_stream_id))
+    return event
+
+
+def _new_events(
+    records: list[Recorded], ids: dict[str, str] | None, parent_default: str | None
+) -> list[NewEvent]:
+    if ids is None:
+        return [
+            NewEvent(
+                event=r.event,
+                run_id=r.run_id,
+                causation_id=r.causation_id,
+                event_id=r.event_id,
+                timestamp=r.timestamp,
+            )
+            for r in records
+        ]
+    return [
+        NewEvent(
+            event=_renamed(r.event, ids, parent_default),
+            run_id=r.run_id,
+            causation_id=r.causation_id,
+            timestamp=r.timestamp,
+        )
+        for r in records
+    ]
+
+
+def _new_uuid() -> str:
+    return str(uuid.uuid4())
+
+
+async def import_session(
+    store: EventStore,
+    lines: Iterable[bytes | str],
+    *,
+    new_session_id: str | None = None,
+    new_id: Callable[[], str] = _new_uuid,
+    snapshot_every: int = SNAPSHOT_EVERY,
+) -> ImportResult:
+    """Check the whole file, then write it; see the module doc."""
+    parsed = parse_export(lines)
+    exported_id = parsed.session_id
+    if new_session_id is None:
+        ids = None
+        target = {sid: sid for sid in parsed.streams}
+    else:
+        ids = {sid: new_id() for sid in parsed.streams if sid != exported_id}
+        ids[exported_id] = new_session_id
+        target = ids
+    session_id = target[exported_id]
+    existing = [target[sid] for sid in parsed.streams if await store.last_seq(target[sid]) != 0]
+    if existing:
+        hint = "" if new_session_id else "; import it under a new id (--as-new)"
+        raise SessionExistsError(existing, hint)
+    await delete_snapshots(store, list(target.values()))
+    # Subagent streams first, the session's last: until it is written, nothing lists them.
+    for sid in reversed(list(parsed.streams)):
+        parent_default = None if sid == exported_id else session_id
+        events = _new_events(parsed.streams[sid], ids, parent_default)
+        await store.append(target[sid], events, expected_seq=0)
+    for sid in parsed.streams:
+        await catch_up_snapshots(store, target[sid], every=snapshot_every)
+    return ImportResult(
+        session_id=session_id,
+        streams={target[sid]: len(records) for sid, records in parsed.streams.items()},
+        events=sum(len(records) for records in parsed.streams.values()),
+        renamed={} if ids is None else dict(ids),
+        forked_from=parsed.header.forked_from,
+    )

@@ -1,0 +1,3 @@
+from tests.navi.replay.conftest import store, store_kind
+
+__all__ = ["store", "store_kind"]

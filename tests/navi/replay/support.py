@@ -1,0 +1,67 @@
+"""Building session logs in a store for replay tests."""
+
+from __future__ import annotations
+
+from events.base import BaseEventStore
+from events.types import (
+    Event,
+    LLMCompleted,
+    LLMRequested,
+    LLMText,
+    RunCompleted,
+    RunStarted,
+    SessionCreated,
+    ToolCall,
+    ToolCompleted,
+    ToolRequested,
+    ToolStarted,
+    UserMessage,
+)
+
+
+def turn(text: str, answer: str | None = None, chunks: int = 3) -> list[Event]:
+    answer = answer if answer is not None else f"answer to {text}"
+    return [
+        UserMessage(text=text),
+        RunStarted(profile_id="secretary", profile_hash="h1", model="m"),
+        LLMRequested(tools=("web_search",), options={"temperature": 0.2}),
+        *[LLMText(text=f"{answer[:3]}{i} ") for i in range(chunks)],
+        LLMCompleted(content=answer, prompt_tokens=10, completion_tokens=5),
+        RunCompleted(content=answer),
+    ]
+
+
+def tool_turn(text: str, call_id: str = "call-1") -> list[Event]:
+    """A turn that stops in the middle of a tool call (no result yet)."""
+    call = ToolCall(id=call_id, name="web_search", arguments={"q": text})
+    return [
+        UserMessage(text=text),
+        RunStarted(profile_id="secretary"),
+        LLMRequested(tools=("web_search",)),
+        LLMCompleted(tool_calls=(call,)),
+        ToolRequested(call_id=call.id, name=call.name, arguments=call.arguments),
+        ToolStarted(call_id=call.id, name=call.name),
+    ]
+
+
+def tool_result(call_id: str = "call-1") -> list[Event]:
+    return [ToolCompleted(call_id=call_id, name="web_search", output="found")]
+
+
+async def make_session(
+    store: BaseEventStore, session_id: str, *turns: list[Event], profile_id: str = "secretary"
+) -> int:
+    """A session with the given turns; returns its last seq."""
+    events: list[Event] = [SessionCreated(profile_id=profile_id)]
+    for t in turns:
+        events += t
+    await store.append(session_id, events, expected_seq=0)
+    return len(events)
+
+
+async def long_session(store: BaseEventStore, session_id: str, turns: int) -> int:
+    events: list[Event] = [SessionCreated(profile_id="secretary")]
+    for i in range(turns):
+        events += turn(f"question {i}", f"answer {i}", chunks=4)
+    await store.append(session_id, events, expected_seq=0)
+    return len(events)

@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from events.base import BaseEventStore
+from events.memory import InMemoryEventStore
+from events.types import SessionCreated, SubagentSpawned, UserMessage
+from navi.replay.errors import ExportFormatError, SessionExistsError
+from navi.replay.export import export_bytes
+from navi.replay.fork import fork
+from navi.replay.history import read_history
+from navi.replay.import_ import import_session, parse_export
+from navi.replay.snapshot_store import snapshots_for
+from navi.replay.snapshots import load_context, load_messages
+from projections.context import CONTEXT
+from projections.fold import fold
+from projections.messages import MESSAGES
+from tests.golden.make_golden import CHILD, SESSION, subagent
+from tests.navi.replay.support import long_session, make_session, turn
+
+pytestmark = pytest.mark.anyio
+
+NOW = 1_800_000_000.0
+
+
+async def test_an_export_lists_the_session_then_its_subagents(store: BaseEventStore) -> None:
+    await subagent(store)
+    lines = (await export_bytes(store, SESSION, now=NOW)).splitlines()
+    header = msgspec.json.decode(lines[0])
+    assert header["navi_export"] == 1 and header["session_id"] == SESSION
+    assert header["exported_at"] == "2027-01-15T08:00:00.000+00:00"
+    parent, child = await store.read(SESSION), await store.read(CHILD)
+    assert header["streams"] == [
+        {"stream_id": SESSION, "events": len(parent), "parent_stream_id": None},
+        {"stream_id": CHILD, "events": len(child), "parent_stream_id": SESSION},
+    ]
+    assert header["events"] == len(lines) - 1 == len(parent) + len(child)
+    streams = [msgspec.json.decode(line)["stream_id"] for line in lines[1:]]
+    assert streams == [SESSION] * len(parent) + [CHILD] * len(child)
+
+
+async def test_export_then_import_elsewhere_gives_the_same_log(store: BaseEventStore) -> None:
+    await subagent(store)
+    export = await export_bytes(store, SESSION, now=NOW)
+    async with InMemoryEventStore() as other:
+        result = await import_session(other, export.splitlines())
+        assert result.session_id == SESSION and result.renamed == {}
+        assert result.streams == {SESSION: 26, CHILD: 15} and result.events == 41
+        for sid in (SESSION, CHILD):
+            ours, theirs = await store.read(sid), await other.read(sid)
+            assert [(r.seq, r.event_id, r.timestamp, r.event, r.run_id) for r in ours] == [
+                (r.seq, r.event_id, r.timestamp, r.event, r.run_id) for r in theirs
+            ]
+        assert await export_bytes(other, SESSION, now=NOW) == export
+
+
+async def test_an_existing_session_is_refused_or_imported_as_new(store: BaseEventStore) -> None:
+    await subagent(store)
+    export = (await export_bytes(store, SESSION, now=NOW)).splitlines()
+    with pytest.raises(SessionExistsError, match="--as-new"):
+        await import_session(store, export)
+    ids = iter(["child-copy"])
+    result = await import_session(store, export, new_session_id="copy", new_id=lambda: next(ids))
+    assert result.session_id == "copy"
+    assert result.renamed == {SESSION: "copy", CHILD: "child-copy"}
+    copy, original = await store.read("copy"), await store.read(SESSION)
+    assert fold(MESSAGES, copy) == fold(MESSAGES, original)
+    assert fold(CONTEXT, copy) == fold(CONTEXT, original)
+    assert {r.event_id for r in copy}.isdisjoint({r.event_id for r in original})
+    assert [r.timestamp for r in copy] == [r.timestamp for r in original]
+    spawned = [r.event for r in copy if isinstance(r.event, SubagentSpawned)]
+    assert [e.child_stream_id for e in spawned] == ["child-copy"]
+    created = (await store.read("child-copy"))[0].event
+    assert isinstance(created, SessionCreated) and created.parent_stream_id == "copy"
+
+
+async def test_a_fork_is_exported_as_its_history(store: BaseEventStore) -> None:
+    await make_session(store, "o", turn("one"), turn("two"))
+    await fork(store, "o", 9, "f")
+    await store.append("f", turn("three"), expected_seq=1)
+    export = (await export_bytes(store, "f", now=NOW)).splitlines()
+    header = msgspec.json.decode(export[0])
+    assert (header["forked_from"], header["forked_at_seq"]) == ("o", 9)
+    history = await read_history(store, "f")
+    async with InMemoryEventStore() as other:
+        result = await import_session(other, export)
+        assert result.forked_from == "o"
+        imported = await other.read("f")
+        assert [(r.seq, r.event, r.timestamp) for r in imported] == [
+            (r.seq, r.event, r.timestamp) for r in history
+        ]
+
+
+async def test_an_import_rebuilds_the_snapshots(store: BaseEventStore) -> None:
+    async with InMemoryEventStore() as source:
+        await long_session(source, "s", 6)  # 55 events
+        export = (await export_bytes(source, "s", now=NOW)).splitlines()
+        expected = fold(MESSAGES, await source.read("s"))
+    await import_session(store, export, snapshot_every=20)
+    assert sorted({r.seq for r in await snapshots_for(store).rows("s")}) == [20, 40]
+    assert await load_messages(store, "s", every=20) == expected
+    assert await load_context(store, "s", every=20) == fold(CONTEXT, await store.read("s"))
+
+
+# ---------------------------------------------------------------- refused files
+
+
+async def _export() -> list[bytes]:
+    async with InMemoryEventStore() as source:
+        await make_session(source, "s", turn("one"))
+        return (await export_bytes(source, "s", now=NOW)).splitlines()
+
+
+def _line(lines: list[bytes], number: int) -> dict:  # type: ignore[type-arg]
+    return msgspec.json.decode(lines[number - 1])  # type: ignore[no-any-return]
+
+
+def _set(lines: list[bytes], number: int, value: object) -> list[bytes]:
+    changed = list(lines)
+    changed[number - 1] = msgspec.json.encode(value)
+    return changed
+
+
+async def test_refused_files_name_the_line() -> None:
+    lines = await _export()  # header + 9 events
+    header = _line(lines, 1)
+    event3 = _line(lines, 4)  # user.message is line 3; run.started line 4
+    cases: list[tuple[list[bytes], int, str]] = [
+        ([], 0, "empty"),
+        ([b"not json", *lines[1:]], 1, "not a Navi export header"),
+        (_set(lines, 1, {**header, "navi_export": 2}), 1, "export format 2"),
+        (_set(lines, 1, {**header, "events": 3}), 1, "event count"),
+        ([*lines[:3], b"{broken", *lines[4:]], 4, "not an event line"),
+        ([*lines[:3], b"", *lines[4:]], 4, "empty line"),
+        (_set(lines, 4, {**event3, "extra": 1}), 4, "not an event line"),
+        (_set(lines, 4, {**event3, "type": "run.begun"}), 4, "unknown event type 'run.begun'"),
+        (_set(lines, 4, {**event3, "payload": {"type": "run.started"}}), 4, "corrupt"),
+        (_set(lines, 4, {**event3, "seq": 5}), 4, "jumps to seq 5 (expected 3)"),
+        (_set(lines, 4, {**event3, "stream_id": "x"}), 4, "'x' is not listed"),
+        (_set(lines, 4, {**event3, "version": 9}), 4, "newer than this Navi knows"),
+        (_set(lines, 2, {**_line(lines, 3), "seq": 1}), 2, "starts with user.message"),
+        ([*lines[:3], lines[5], *lines[4:5], *lines[6:]], 4, "jumps to seq 5"),
+        (lines[:-1], 10, "has 8 of the 9 events"),
+        ([*lines[:-1], lines[-1][:-7]], 10, "not an event line"),
+    ]
+    async with InMemoryEventStore() as store:
+        for broken, number, reason in cases:
+            with pytest.raises(ExportFormatError) as err:
+                await import_session(store, broken)
+            assert err.value.line == number, (reason, str(err.value))
+            assert reason in str(err.value), str(err.value)
+            assert "nothing was imported" in str(err.value)
+        assert await store.stream_heads() == {}
+
+
+async def test_an_illegal_log_is_refused_at_its_line() -> None:
+    lines = await _export()
+    event = _line(lines, 9)  # llm.completed (seq 8)
+    payload = {"type": "user.message", "text": "too soon", "images": [], "files": []}
+    # A user message while the run is answering: the run state machine refuses it.
+    broken = _set(lines, 9, {**event, "type": "user.message", "version": 2, "payload": payload})
+    with pytest.raises(ExportFormatError, match=r"line 9: stream 's': event 'user\.message'"):
+        parse_export(broken)
+
+
+async def test_a_subagent_stream_must_say_whose_it_is() -> None:
+    async with InMemoryEventStore() as source:
+        await subagent(source)
+        lines = (await export_bytes(source, SESSION, now=NOW)).splitlines()
+    index = next(
+        i
+        for i, line in enumerate(lines)
+        if _line(lines, i + 1).get("seq") == 1 and _line(lines, i + 1).get("stream_id") == CHILD
+    )
+    created = _line(lines, index + 1)
+    created["payload"]["parent_stream_id"] = None
+    with pytest.raises(ExportFormatError, match="nor a subagent's"):
+        parse_export(_set(lines, index + 1, created))
+
+
+async def test_an_older_payload_is_upcast_on_import() -> None:
+    lines = await _export()
+    event = _line(lines, 3)
+    old = {**event, "version": 1, "payload": {"type": "user.message", "content": "old shape"}}
+    parsed = parse_export(_set(lines, 3, old))
+    assert parsed.streams["s"][1].event == UserMessage(text="old shape")
+
+
+async def test_a_forks_subagents_follow_it_into_a_new_import(store: BaseEventStore) -> None:
+    await subagent(store)
+    head = await store.last_seq(SESSION)
+    await fork(store, SESSION, head, "f")
+    export = (await export_bytes(store, "f", now=NOW)).splitlines()
+    assert [s["stream_id"] for s in msgspec.json.decode(export[0])["streams"]] == ["f", CHILD]
+    result = await import_session(store, export, new_session_id="g", new_id=lambda: "g-child")
+    assert result.renamed == {"f": "g", CHILD: "g-child"}
+    created = (await store.read("g-child"))[0].event
+    assert isinstance(created, SessionCreated) and created.parent_stream_id == "g"
+    own = (await store.read("g"))[0].event
+    assert isinstance(own, SessionCreated) and own.parent_stream_id is None
