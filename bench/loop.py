@@ -39,7 +39,7 @@ def responder_for(iterations: int) -> Any:
 
 
 async def navi_loop(root: Path, url: str, sessions: int, memory: bool) -> tuple[float, int, int]:
-    settings = navi_settings(root, url)
+    settings = navi_settings(root, url, planning="off")
     store = InMemoryEventStore() if memory else None
     async with open_navi(settings, store=store) as navi:
         start = time.perf_counter()

@@ -50,6 +50,7 @@ class StreamWriter:
         self._max_in_flight = max_in_flight
         self._failed: BaseException | None = None
         self._sending = anyio.Lock()
+        self._due = False
 
     @property
     def last_seq(self) -> int:
@@ -59,22 +60,32 @@ class StreamWriter:
     async def stage(self, *events: Event | NewEvent) -> int:
         """Stage events; a boundary event, a full batch or an old one sends the batch on
         its way. Returns the seq of the last one. Does not wait for durability."""
+        seq = self.stage_nowait(*events)
+        await self.send_if_due()
+        return seq
+
+    def stage_nowait(self, *events: Event | NewEvent) -> int:
+        """Stage events without yielding: the seq order is fixed here. Call
+        ``send_if_due()`` after (the caller may first apply the events elsewhere)."""
         self._check()
         if not self._staged:
             self._staged_at = time.monotonic()
-        boundary = False
         for item in events:
             new = as_new(item)
             self._staged.append(new)
-            boundary = boundary or type(new.event).boundary
+            if type(new.event).boundary:
+                self._due = True
         self._seq += len(events)
-        if (
-            boundary
-            or len(self._staged) >= self._max_batch
-            or time.monotonic() - self._staged_at >= self._max_delay
-        ):
-            await self._send()
         return self._seq
+
+    async def send_if_due(self) -> None:
+        if (
+            self._due
+            or len(self._staged) >= self._max_batch
+            or (self._staged and time.monotonic() - self._staged_at >= self._max_delay)
+        ):
+            self._due = False
+            await self._send()
 
     async def append(self, *events: Event | NewEvent) -> list[Recorded]:
         """Stage events and wait until they (and everything before) are durable."""

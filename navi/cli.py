@@ -42,6 +42,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         port=settings.port,
         ws="websockets-sansio",
         ws_max_size=96 * 1024 * 1024,
+        # Compressing every small frame costs more CPU than a local link saves.
+        ws_per_message_deflate=False,
         log_level=settings.log_level.lower(),
         lifespan="on",
         # Open requests (a long turn over REST) must not hold a shutdown forever;
@@ -71,9 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     diagram = sub.add_parser("state-diagram", help="print the run state machine (Mermaid)")
     diagram.set_defaults(func=cmd_state_diagram)
 
-    from navi import cli_client
+    from navi import cli_client, cli_replay
 
     cli_client.add_commands(sub)
+    cli_replay.add_commands(sub)
 
     args = parser.parse_args(argv)
     try:

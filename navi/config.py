@@ -46,6 +46,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     llm_retries: int = 3
     llm_retry_backoff_s: float = 1.0
     memory_idle_minutes: float = 30.0
+    # NAVI_PLANNING: "on" plans when a profile asks for it; "off" never; "auto" is "on"
+    # except with the embedded model (too small to plan usefully).
+    planning: str = "auto"
     llm: LLMSettings = msgspec.field(default_factory=LLMSettings)
     tools: ToolSettings = msgspec.field(default_factory=ToolSettings)
 
@@ -92,6 +95,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             llm_retries=get("LLM_RETRIES", _int, d.llm_retries),
             llm_retry_backoff_s=get("LLM_RETRY_BACKOFF_S", _float, d.llm_retry_backoff_s),
             memory_idle_minutes=get("MEMORY_IDLE_MINUTES", _float, d.memory_idle_minutes),
+            planning=get("NAVI_PLANNING", _choice("auto", "on", "off"), d.planning),
             llm=_llm(env),
             tools=tools,
         )
@@ -142,6 +146,16 @@ def _bool(name: str, raw: str) -> bool:
     if low in _FALSE:
         return False
     raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _choice(*options: str) -> Callable[[str, str], str]:
+    def parse(name: str, raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise SettingsError(f"{name} must be one of {', '.join(options)}, got {raw!r}")
+        return value
+
+    return parse
 
 
 def _level(name: str, raw: str) -> str:

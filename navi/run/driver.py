@@ -9,7 +9,7 @@ ever done twice. Every decision is durable before its effect starts.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +26,13 @@ from events.types import (
     LLMText,
     LLMThinking,
     LLMToolCalls,
+    NoteDeleted,
+    NoteSaved,
     RunCompleted,
     RunFailed,
     RunStopped,
+    TodoItem,
+    TodoUpdated,
     ToolCall,
     ToolCompleted,
     ToolFailed,
@@ -40,8 +44,9 @@ from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError, ThinkingNotSupported
 from navi.llm.stop import StopSignal
 from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
-from navi.run import injections
+from navi.run import compression, injections
 from navi.run.context_builder import ContextBuilder
+from navi.run.planning import Planner
 from navi.run.state import RunState
 from navi.session.state import SessionState
 from profiles import Profile, ProfileRegistry
@@ -78,6 +83,11 @@ class RunHost(Protocol):
     async def request_stop(self, reason: str = "user") -> bool:
         """Record ``stop.requested`` (if not yet) and set the stop signal."""
 
+    @property
+    def data_owner(self) -> RunHost:
+        """The session whose files, todo list and notes the tools work on: the host
+        itself, or for a subagent its top-level session (also a host)."""
+
 
 @dataclass
 class RunDeps:
@@ -103,10 +113,14 @@ class RunDriver:
         # Calls that were open when the run was recovered follow the resume rules.
         self._in_doubt = {c.id for c in progress.open_calls} if resumed else set()
         self._think_off = False
+        self._planned = False  # planning (or the decision not to plan) is behind us
+        self._compression_checked = -1  # the iteration whose pre-turn check was done
 
     # ------------------------------------------------------------------ the loop
 
     async def drive(self) -> None:
+        # A compression that a crash interrupted: recorded as failed, then checked again.
+        await compression.abandon_interrupted(self.host)
         while True:
             p = self.state.progress
             if p.ended:
@@ -128,7 +142,11 @@ class RunDriver:
                 )
                 continue
             if p.open_calls:
-                await self._execute(p.open_calls[0])
+                batch = self._concurrent_batch(p.open_calls)
+                if len(batch) > 1:
+                    await self._execute_together(batch)
+                else:
+                    await self._execute(p.open_calls[0])
                 continue
             if p.failures:
                 if not await self._may_retry():
@@ -146,8 +164,46 @@ class RunDriver:
                     completed_normally=False,
                 )
                 return
+            await self._before_llm_call(p.iterations + 1)
+            if not self._planned:
+                self._planned = True
+                if self._wants_plan():
+                    await self._plan()
+                continue  # a stop may have come meanwhile
             await self._inject()
             await self._call_llm(p.iterations + 1, 1)
+
+    # ------------------------------------------------------------------ before a call
+
+    async def _before_llm_call(self, iteration: int) -> None:
+        """The pre-turn compression check, once per iteration."""
+        if self._compression_checked == iteration:
+            return
+        self._compression_checked = iteration
+        await compression.compress_if_needed(self.host, self.deps)
+
+    def _wants_plan(self) -> bool:
+        """Planning runs before the first iteration of a streamed turn when the profile
+        enables it; in a subagent when the profile enables subagent planning."""
+        p = self.state.progress
+        if p.iterations > 0 or p.plan_ready or self.deps.settings.planning == "off":
+            return False
+        profile = self._profile()
+        if self.deps.settings.planning == "auto" and self.state.progress.backend == "embedded":
+            return False  # a tiny local model plans badly and slowly: NAVI_PLANNING=on forces it
+        if self._subagent():
+            return profile.subagent_planning_enabled
+        return p.mode == "stream" and profile.planning_enabled
+
+    async def _plan(self) -> None:
+        planner = Planner(
+            self.host,
+            self.deps,
+            self._profile(),
+            goal=self._goal(),
+            subagent=self._subagent(),
+        )
+        await planner.run()
 
     async def _complete(self, content: str, *, completed_normally: bool = True) -> None:
         await self.host.record(
@@ -298,6 +354,21 @@ class RunDriver:
 
     # ------------------------------------------------------------------ tools
 
+    def _concurrent_batch(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
+        """Leading open calls of tools that may run side by side (``concurrent``), e.g.
+        several ``spawn_agent`` calls: subagents work in parallel."""
+        batch = []
+        for call in calls:
+            if not getattr(self.deps.tools.get(call.name), "concurrent", False):
+                break
+            batch.append(call)
+        return batch
+
+    async def _execute_together(self, calls: Sequence[ToolCall]) -> None:
+        async with anyio.create_task_group() as tg:
+            for call in calls:
+                tg.start_soon(self._execute, call)
+
     async def _execute(self, call: ToolCall) -> None:
         tools = self.deps.tools
         if call.id in self._in_doubt:
@@ -317,17 +388,18 @@ class RunDriver:
     def _tool_context(self, call: ToolCall) -> ToolContext:
         state = self.state
         profile = self._profile()
-        created = state.created
-        # A subagent works on its parent session's files.
-        files_owner = (created.parent_stream_id if created else None) or self.host.session_id
-        files_dir = self.deps.files_root / files_owner
+        owner = self.host.data_owner
+        # A subagent works on its top-level session's files, todo list and notes; its
+        # scratchpad stays its own (isolated from its parent and its siblings).
+        files_dir = self.deps.files_root / owner.session_id
         files_dir.mkdir(parents=True, exist_ok=True)
         hooks = self.deps.tool_hooks(self.host, call.id)
+        shared = owner is not self.host
         return ToolContext(
             session_id=self.host.session_id,
             files_dir=files_dir,
-            emit=self._emit,
-            state=state,
+            emit=self._emit_shared if shared else self._emit,
+            state=SharedToolState(own=state, owner=owner.state) if shared else state,
             user_id=state.user_id,
             stop=self.host.stop_signal,
             settings=self.deps.settings.tools,
@@ -345,6 +417,12 @@ class RunDriver:
     async def _emit(self, event: Event) -> None:
         await self.host.record(event)
 
+    async def _emit_shared(self, event: Event) -> None:
+        if isinstance(event, TodoUpdated | NoteSaved | NoteDeleted):
+            await self.host.data_owner.record(event)
+        else:
+            await self.host.record(event)
+
     async def _finish_stopped(self) -> None:
         if not self.state.progress.stop_requested:
             # The signal came first (it ends a stream at once); the event follows it.
@@ -354,6 +432,24 @@ class RunDriver:
                 ToolFailed(call_id=call.id, name=call.name, reason="stopped", error=STOPPED)
             )
         await self.host.record(RunStopped(reason=self.host.stop_signal.reason or "user"))
+
+
+class SharedToolState:
+    """What a subagent's tools read: its top-level session's todo list and notes, its
+    own scratchpad."""
+
+    def __init__(self, *, own: SessionState, owner: SessionState) -> None:
+        self.own = own
+        self.owner = owner
+
+    def todo(self) -> Sequence[TodoItem]:
+        return self.owner.todo()
+
+    def scratchpad(self) -> Mapping[str, str]:
+        return self.own.scratchpad()
+
+    def notes(self) -> Mapping[str, str]:
+        return self.owner.notes()
 
 
 def _name_calls(calls: Sequence[ToolCall], requested_seq: int, offset: int) -> list[ToolCall]:

@@ -13,11 +13,15 @@ from events.types import (
     LLMCompleted,
     LLMFailed,
     LLMRequested,
+    PlanReady,
+    PlanStatus,
     RunCompleted,
     RunFailed,
     RunStarted,
     RunStopped,
     StopRequested,
+    SubagentFinished,
+    SubagentSpawned,
     TodoItem,
     TodoUpdated,
     ToolCall,
@@ -27,11 +31,20 @@ from events.types import (
 )
 
 
+class PlanResult(msgspec.Struct, frozen=True, kw_only=True):
+    """The recorded answer of one planning phase (``failed``: the call failed)."""
+
+    phase: int
+    content: str = ""
+    failed: bool = False
+
+
 class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     run_id: str | None = None
     started_seq: int = 0
     profile_id: str = ""
     mode: str = "stream"
+    backend: str = ""
     max_iterations: int = 50
     iterations: int = 0  # tool-loop LLM calls requested so far
     attempt: int = 0  # attempt number of the current iteration's LLM call
@@ -47,9 +60,26 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     last_anchor: int = 0  # the iteration of the last goal anchor
     replanned: int = 0  # how many failed steps the last re-plan prompt covered
     stop_requested: bool = False
+    # Planning and compression calls ("plan" / "compress") are not tool-loop calls.
+    side_call: str = ""
+    plan_phase: int = 0  # the phase of the last plan.status
+    plan_results: tuple[PlanResult, ...] = ()  # planning answers recorded in this run
+    plan_ready: bool = False
+    # subagent.spawned / subagent.finished of this run, by tool call id.
+    subagents: tuple[SubagentSpawned, ...] = ()
+    subagents_finished: tuple[SubagentFinished, ...] = ()
     tool_calls_made: int = 0
     completion_tokens: int = 0
     ended: bool = False
+
+    def plan_result(self, phase: int) -> PlanResult | None:
+        return next((r for r in self.plan_results if r.phase == phase), None)
+
+    def subagent_of(self, call_id: str) -> SubagentSpawned | None:
+        return next((s for s in self.subagents if s.call_id == call_id), None)
+
+    def subagent_finished(self, call_id: str) -> SubagentFinished | None:
+        return next((s for s in self.subagents_finished if s.call_id == call_id), None)
 
     @property
     def open_calls(self) -> list[ToolCall]:
@@ -77,6 +107,7 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
             started_seq=record.seq,
             profile_id=e.profile_id,
             mode=e.mode,
+            backend=e.backend,
             max_iterations=e.max_iterations,
             todo_done=p.todo_done,
             failed_steps=p.failed_steps,
@@ -84,7 +115,7 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
         )
     if isinstance(e, LLMRequested):
         if e.purpose != "loop":
-            return p
+            return replace(p, side_call=e.purpose)
         if e.iteration > p.iterations:  # a new iteration, not a retry
             return replace(
                 p,
@@ -96,11 +127,17 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
                 requested=(),
                 resolved=frozenset(),
                 stall=p.stall + 1,
+                side_call="",
             )
-        return replace(p, attempt=e.attempt, llm_open=True)
+        return replace(p, attempt=e.attempt, llm_open=True, side_call="")
     if isinstance(e, LLMCompleted):
+        if p.side_call == "plan":
+            result = PlanResult(phase=p.plan_phase, content=e.content)
+            return replace(p, side_call="", plan_results=(*p.plan_results, result))
+        if p.side_call:
+            return replace(p, side_call="")
         if not p.llm_open:
-            return p  # a planning / compression call
+            return p
         return replace(
             p,
             llm_open=False,
@@ -108,6 +145,11 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
             completion_tokens=p.completion_tokens + e.completion_tokens,
         )
     if isinstance(e, LLMFailed):
+        if p.side_call == "plan":
+            result = PlanResult(phase=p.plan_phase, content=e.error, failed=True)
+            return replace(p, side_call="", plan_results=(*p.plan_results, result))
+        if p.side_call:
+            return replace(p, side_call="")
         return replace(p, llm_open=False, failures=p.failures + 1, last_error=e.error)
     if isinstance(e, ToolRequested):
         call = ToolCall(id=e.call_id, name=e.name, arguments=e.arguments)
@@ -118,6 +160,9 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
         done = _done_count(e.items)
         failed = frozenset(i.id for i in e.items if i.status == "failed")
         progressed = done > p.todo_done
+        if all(i.status == "pending" for i in e.items):
+            # A fresh list (a new plan): the failures of the old one are history.
+            return replace(p, todo_done=0, failed_steps=frozenset(), replanned=0)
         return replace(
             p,
             todo_done=done,
@@ -128,6 +173,14 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
         return replace(p, last_anchor=p.iterations)
     if isinstance(e, ContextInjected) and e.kind == "replan":
         return replace(p, replanned=len(p.failed_steps))
+    if isinstance(e, PlanStatus):
+        return replace(p, plan_phase=e.phase)
+    if isinstance(e, PlanReady):
+        return replace(p, plan_ready=True)
+    if isinstance(e, SubagentSpawned):
+        return replace(p, subagents=(*p.subagents, e))
+    if isinstance(e, SubagentFinished):
+        return replace(p, subagents_finished=(*p.subagents_finished, e))
     if isinstance(e, StopRequested):
         return replace(p, stop_requested=True)
     if isinstance(e, RunCompleted | RunStopped | RunFailed):

@@ -18,10 +18,11 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
-from navi.server import routes
+from navi.server import replay_routes, routes
 from navi.server.auth import AuthMiddleware, Users
 from navi.server.files import FileStore, upload_file
 from navi.server.http import HTTPError, json_error
+from navi.server.replay_ws import replay_socket
 from navi.server.views import SessionLog, SessionsView, load_log
 from navi.server.ws import session_socket
 from navi.session.errors import SessionError
@@ -39,6 +40,7 @@ class ServerState:
     files: FileStore
     max_context_tokens: int
     session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
+    slow_clients_dropped: int = 0
 
     async def load(self, session_id: str) -> SessionLog:
         return await load_log(self.navi.store, session_id)
@@ -118,7 +120,9 @@ def create_app(
             *routes.ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
+            *replay_routes.ROUTES,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
+            WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
             Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
             *_web_client(),
         ],
@@ -129,6 +133,7 @@ def create_app(
             404: _not_found,
             405: _not_found,
             Exception: _internal,
+            **replay_routes.EXCEPTION_HANDLERS,
         },
         lifespan=lifespan,
     )

@@ -37,6 +37,7 @@ from events.types import (
 from projections import messages as messages_projection
 
 Frame = dict[str, Any]
+_CHUNKS = frozenset({LLMText, LLMThinking, LLMToolCalls})
 
 
 class FrameTranslator:
@@ -57,7 +58,8 @@ class FrameTranslator:
             self.frames(record)
 
     def frames(self, record: Recorded) -> list[Frame]:
-        self._messages = messages_projection.evolve(self._messages, record)
+        if type(record.event) not in _CHUNKS:  # chunks never change the message count
+            self._messages = messages_projection.evolve(self._messages, record)
         out = self._translate(record)
         for frame in out:
             frame["seq"] = record.seq

@@ -52,6 +52,26 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         },
         "required": ["content"],
     },
+    ("post", "/sessions/{session_id}/fork"): {
+        "type": "object",
+        "properties": {"at": {"type": "integer", "minimum": 1}, "title": {"type": "string"}},
+        "required": ["at"],
+    },
+    ("post", "/sessions/import"): {
+        "type": "string",
+        "description": "an export file of GET /sessions/{session_id}/export (JSON lines)",
+    },
+}
+# Bodies that are not JSON objects.
+CONTENT_TYPES: dict[tuple[str, str], str] = {("post", "/sessions/import"): "application/x-ndjson"}
+# Query parameters, by (method, path).
+QUERY: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("get", "/sessions/{session_id}/state"): [
+        {"name": "at", "in": "query", "schema": {"type": "integer", "minimum": 0}}
+    ],
+    ("post", "/sessions/import"): [
+        {"name": "as_new", "in": "query", "schema": {"type": "boolean"}}
+    ],
 }
 
 
@@ -79,13 +99,16 @@ class _Generator(BaseSchemaGenerator):
                 )
             if path == "/sessions" and method == "get":
                 params.append({"name": "q", "in": "query", "schema": {"type": "string"}})
+            params += QUERY.get((method, path), [])
             if params:
                 operation["parameters"] = params
             body = BODIES.get((method, path))
             if body is not None:
                 operation["requestBody"] = {
                     "required": method != "patch",
-                    "content": {"application/json": {"schema": body}},
+                    "content": {
+                        CONTENT_TYPES.get((method, path), "application/json"): {"schema": body}
+                    },
                 }
             paths.setdefault(path, {})[method] = operation
         return {

@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from events.codec import encode
 from events.types import FileRef
+from navi.replay.history import load_history
 from navi.server.http import HTTPError, body_as, json_response, user_of
 from navi.session import messages as m
 from projections.types import iso_time
@@ -245,7 +246,9 @@ async def session_events(request: Request) -> Response:
         after = int(request.query_params.get("after", "0"))
     except ValueError:
         raise HTTPError(400, "after must be a whole number") from None
-    records = await server.navi.store.read(session_id, after_seq=max(0, after))
+    # The history (a fork's starts with its origin's events), numbered as clients see it.
+    history = await load_history(server.navi.store, session_id)
+    records = await history.read(after_seq=max(0, after))
 
     async def lines() -> Any:
         for r in records:

@@ -17,8 +17,10 @@ import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
+from navi.replay.history import History, load_history
 from navi.server.frames import Frame, FrameTranslator
 from navi.server.http import user_of
+from navi.server.views import follow_history
 from navi.session.errors import SessionError, SessionNotFound
 
 if TYPE_CHECKING:
@@ -107,11 +109,13 @@ class Connection:
                     return
 
     async def serve(self) -> None:
-        store = self.server.navi.store
-        records = await store.read(self.session_id)
+        # The session's history (a fork's includes its origin's part); seqs are history
+        # seqs, ``?after=`` included.
+        history = await load_history(self.server.navi.store, self.session_id)
+        records = await history.read()
         after = _int_param(self.websocket, "after")
         if after is None:
-            after = records[-1].seq if records else 0
+            after = history.head
         translator = FrameTranslator(max_context_tokens=self.server.max_context_tokens)
         earlier = [r for r in records if r.seq <= after]
         translator.prime(earlier)
@@ -120,31 +124,46 @@ class Connection:
         with self._send, self._scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._sender)
-                tg.start_soon(self._follow, translator, after, running, sub_after, tg)
+                tg.start_soon(self._follow, translator, history, after, running, sub_after, tg)
                 await self._receive_loop()
                 tg.cancel_scope.cancel()
         if self._slow:
             self.log.warning("ws.slow_client_dropped")
+            self.server.slow_clients_dropped += 1
             with anyio.move_on_after(1):
                 await self.websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow")
 
     async def _sender(self) -> None:
-        async with self._receive:
-            async for data in self._receive:
-                with anyio.move_on_after(SEND_TIMEOUT) as timer:
-                    try:
-                        await self.websocket.send_text(data.decode())
-                    except (WebSocketDisconnect, RuntimeError, OSError):
-                        self._scope.cancel()
-                        return
-                if timer.cancelled_caught:
+        # One watchdog for the whole connection instead of a timeout scope per frame:
+        # a send that has not finished within SEND_TIMEOUT drops the client.
+        sending_since: float | None = None
+
+        async def watchdog() -> None:
+            while True:
+                await anyio.sleep(SEND_TIMEOUT / 4)
+                if sending_since is not None and (
+                    anyio.current_time() - sending_since > SEND_TIMEOUT
+                ):
                     self._slow = True
                     self._scope.cancel()
                     return
 
+        async with self._receive, anyio.create_task_group() as tg:
+            tg.start_soon(watchdog)
+            async for data in self._receive:
+                sending_since = anyio.current_time()
+                try:
+                    await self.websocket.send_text(data.decode())
+                except (WebSocketDisconnect, RuntimeError, OSError):
+                    self._scope.cancel()
+                    return
+                sending_since = None
+            tg.cancel_scope.cancel()
+
     async def _follow(
         self,
         translator: FrameTranslator,
+        history: History,
         after: int,
         running: list[str],
         sub_after: dict[str, int],
@@ -154,7 +173,7 @@ class Connection:
         for child in running:
             children[child] = anyio.Event()
             tg.start_soon(self._follow_child, child, sub_after.get(child, 0), children[child])
-        async for record in self.server.navi.store.subscribe(self.session_id, after_seq=after):
+        async for record in follow_history(self.server.navi.store, history, after):
             event = record.event
             if isinstance(event, SubagentSpawned):
                 done = children[event.child_stream_id] = anyio.Event()

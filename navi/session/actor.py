@@ -10,15 +10,23 @@ and the tools, and ``stop.requested`` is recorded.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import structlog
 
-from actors import Actor, ChildFailed, ChildStopped, Supervision
+from actors import (
+    Actor,
+    ActorRef,
+    ActorStopped,
+    ChildFailed,
+    ChildStopped,
+    MailboxFull,
+    Supervision,
+)
 from events.base import BaseEventStore
 from events.envelope import NewEvent, Recorded
 from events.types import (
@@ -35,12 +43,14 @@ from events.types import (
 )
 from events.writer import StreamWriter
 from navi.llm.stop import StopSignal
+from navi.run import compression
 from navi.run.driver import RunDeps, RunDriver
 from navi.run.state import IllegalTransition, RunState, transition
 from navi.run.workers import Worker, run_workers
 from navi.session import messages as m
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, clean_images
+from navi.session.recovery import recover
 from navi.session.state import SessionState
 from profiles import UnknownProfile, profile_hash
 
@@ -60,11 +70,17 @@ class SessionDeps:
 
 
 class SessionActor(Actor[object]):
+    """One session's stream. A subagent's session is a child actor of its parent's
+    (``parent``); see docs/planning-subagents-compression.md."""
+
     mailbox_size = 32
 
-    def __init__(self, session_id: str, deps: SessionDeps) -> None:
+    def __init__(
+        self, session_id: str, deps: SessionDeps, *, parent: SessionActor | None = None
+    ) -> None:
         self.session_id = session_id
         self.deps = deps
+        self.parent = parent
         self.state = SessionState()
         self.stop_signal = StopSignal()
         self._writer: StreamWriter | None = None
@@ -78,15 +94,11 @@ class SessionActor(Actor[object]):
 
     async def on_start(self) -> None:
         self.state = SessionState()
-        after = 0
-        while True:
-            page = await self.deps.store.read(self.session_id, after_seq=after, limit=RECOVERY_PAGE)
-            for record in page:
-                self.state.apply(record)
-            if len(page) < RECOVERY_PAGE:
-                break
-            after = page[-1].seq
-        self._writer = StreamWriter(self.deps.store, self.session_id, last_seq=self.state.last_seq)
+        # The state folds the session's history (a fork's: its origin's events up to
+        # the fork point, then its own); the writer appends to its own stream.
+        self._writer = await recover(
+            self.deps.store, self.session_id, self.state, page=RECOVERY_PAGE
+        )
         self._run_id = self.state.progress.run_id if self.state.run_active else None
         self._run_child = None
         self.stop_signal = StopSignal()
@@ -106,6 +118,8 @@ class SessionActor(Actor[object]):
     async def _handle(self, message: object) -> Any:
         if isinstance(message, m.Create):
             return await self._create(message)
+        if isinstance(message, m.StartSubtask):
+            return await self._start_subtask(message)
         if self.state.created is None or self.state.deleted:
             if isinstance(message, ChildStopped | ChildFailed):
                 return None
@@ -116,6 +130,10 @@ class SessionActor(Actor[object]):
             return await self.request_stop(message.reason)
         if isinstance(message, m.Resume):
             return await self._resume()
+        if isinstance(message, m.SpawnSubagent):
+            return await self._spawn_subagent(message.child_id)
+        if isinstance(message, m.Recompress):
+            return await self._recompress(message.model)
         if isinstance(message, m.SwitchProfile):
             profile = self.deps.run.profiles.get(message.profile_id)
             await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
@@ -137,6 +155,10 @@ class SessionActor(Actor[object]):
         if isinstance(message, ChildStopped):
             return await self._run_ended(message.name)
         if isinstance(message, ChildFailed):
+            if message.name != self._run_child:
+                # A subagent's session: its parent's tool call reports it as failed.
+                log.error("subagent.crashed", child=message.name, error=repr(message.error))
+                return None
             return await self._run_crashed(message)
         raise SessionError(f"unknown request {type(message).__name__}")
 
@@ -179,10 +201,13 @@ class SessionActor(Actor[object]):
         mode: Any,
         run_id: str | None = None,
     ) -> m.RunStartedReply:
+        # A post-turn compression that a crash interrupted ends before the new turn.
+        await compression.abandon_interrupted(self)
         after = self.state.last_seq
         profile_id = self.state.profile.profile_id or self.deps.run.profiles.default_id
         profile = self.deps.run.profiles.get(profile_id)
         run_id = run_id or self.deps.new_id()
+        backend = await self.deps.run.backend_for(profile)
         self._run_id = run_id
         self.stop_signal = StopSignal()
         await self.record(
@@ -192,13 +217,18 @@ class SessionActor(Actor[object]):
                 profile_hash=profile_hash(profile),
                 mode=mode,
                 max_iterations=profile.max_iterations,
-                backend=self.deps.run.settings.llm.backend,
+                backend=backend.name,
+                model=profile.model or backend.model,
             ),
         )
         await self._spawn_run(resumed=False)
         return m.RunStartedReply(run_id=run_id, after_seq=after)
 
     async def _resume(self) -> bool:
+        if self.is_orphaned_subagent:
+            # Its parent's run resumes it (re-attaching to it as its child actor).
+            self.stop("a subagent session resumes under its parent")
+            return False
         if not self.state.run_active or self._run_child is not None:
             return False
         log.info("run.resuming", session_id=self.session_id, run_id=self._run_id)
@@ -212,10 +242,84 @@ class SessionActor(Actor[object]):
         ref = await self.spawn_child(RunActor(self), name, supervision=Supervision.stop())
         await ref.tell(m._Drive(resumed=resumed))
 
+    # ------------------------------------------------------------------ subagents
+
+    @property
+    def data_owner(self) -> SessionActor:
+        """The session whose files, todo list and notes tools work on: this one, or for a
+        subagent its top-level session."""
+        return self if self.parent is None else self.parent.data_owner
+
+    @property
+    def is_orphaned_subagent(self) -> bool:
+        """A subagent's stream opened as a session of its own (not under its parent)."""
+        created = self.state.created
+        return self.parent is None and created is not None and created.parent_call_id is not None
+
+    async def _spawn_subagent(self, child_id: str) -> ActorRef[object]:
+        existing = self.children.get(child_id)
+        if existing is not None and not existing.is_stopped:
+            return existing
+        child = SessionActor(child_id, self.deps, parent=self)
+        return await self.spawn_child(child, child_id, supervision=Supervision.stop())
+
+    async def _start_subtask(self, message: m.StartSubtask) -> m.SubtaskStarted:
+        """Run the subagent's task; after a crash, go on with the run the log shows."""
+        if self.state.created is None:
+            await self._create(
+                m.Create(
+                    profile_id=message.profile_id,
+                    user_id=message.user_id,
+                    parent_stream_id=message.parent_stream_id,
+                    parent_call_id=message.parent_call_id,
+                )
+            )
+        progress = self.state.progress
+        if progress.run_id is None:
+            reply = await self._start_run(message.task, (), (), "ephemeral")
+            return m.SubtaskStarted(run_id=reply.run_id, after_seq=reply.after_seq)
+        after = progress.started_seq - 1
+        if not self.state.run_active:
+            return m.SubtaskStarted(
+                run_id=progress.run_id, after_seq=after, ended_seq=self.state.last_seq
+            )
+        await self._resume()
+        return m.SubtaskStarted(run_id=progress.run_id, after_seq=after)
+
+    # ------------------------------------------------------------------ jobs at rest
+
+    async def _recompress(self, model: str | None) -> int:
+        """Start a re-summary in a child actor; answers the seq it starts after."""
+        if self.state.run_active or self._run_child is not None:
+            raise RunActive()
+        records = await self.deps.store.read(self.session_id)
+        selection = compression.recompress_selection(
+            self.state.context, records, self.deps.run.settings.compression_keep_recent
+        )
+        if selection is None:
+            raise SessionError("there is nothing to summarise in this session's context yet")
+        after = self.state.last_seq
+
+        async def job(session: SessionActor) -> None:
+            await compression.resummarise(session, session.deps.run, selection, model)
+
+        await self._spawn_job("recompress", job)
+        return after
+
+    async def _spawn_job(self, kind: str, job: Callable[[SessionActor], Awaitable[None]]) -> None:
+        self._runs += 1
+        name = f"{kind}-{self._runs}"
+        self._run_child = name  # a message sent meanwhile waits, as during a run
+        ref = await self.spawn_child(JobActor(self, job), name, supervision=Supervision.stop())
+        await ref.tell(m._Drive())
+
     async def _run_ended(self, name: str) -> None:
         if name != self._run_child:
             return
         self._run_child = None
+        if self.parent is not None and not self._queue:
+            self.stop("subagent run ended")  # a subagent session runs one task
+            return
         if self._queue and not self.state.run_active:
             queued, run_id = self._queue.popleft()
             try:
@@ -236,10 +340,15 @@ class SessionActor(Actor[object]):
             await self.record(RunFailed(error=f"internal error: {message.error}"))
 
     async def request_stop(self, reason: str = "user") -> bool:
-        """Stop the active run: the signal first (it ends a stream at once), then the event."""
+        """Stop the active run: the signal first (it ends a stream at once), then the event.
+        Running subagents get the stop as a message."""
         if not self.state.run_active:
             return False
         self.stop_signal.set(reason)
+        for name, child in self.children.items():
+            if name != self._run_child:
+                with suppress(ActorStopped, MailboxFull):
+                    child.tell_nowait(m.StopRun(reason=reason), priority=True)
         async with self._lock:
             if self.state.run_active and not self.state.progress.stop_requested:
                 await self._append([StopRequested(reason=reason)])
@@ -263,22 +372,34 @@ class SessionActor(Actor[object]):
             self._apply(record)
 
     async def stage(self, event: Event) -> None:
-        """Stage a chunk event: applied now, durable within milliseconds."""
+        """Stage a chunk event: applied now, durable within milliseconds.
+
+        The hot path of a stream. Checking, staging and applying happen without a
+        yield, so no other writer can come between them; the lock is taken only when
+        a ``record`` is in the middle of a commit."""
         assert self._writer is not None
-        async with self._lock:
-            transition(self.state.run_state, event)
-            seq = await self._writer.stage(self._new(event))
-            self._apply(
-                Recorded(
-                    stream_id=self.session_id,
-                    seq=seq,
-                    position=0,
-                    event_id="",
-                    timestamp=self.deps.clock(),
-                    event=event,
-                    run_id=self._run_id,
-                )
+        if self._lock.locked():
+            async with self._lock:
+                self._stage_now(event)
+        else:
+            self._stage_now(event)
+        await self._writer.send_if_due()
+
+    def _stage_now(self, event: Event) -> None:
+        assert self._writer is not None
+        transition(self.state.run_state, event)
+        seq = self._writer.stage_nowait(self._new(event))
+        self._apply(
+            Recorded(
+                stream_id=self.session_id,
+                seq=seq,
+                position=0,
+                event_id="",
+                timestamp=self.deps.clock(),
+                event=event,
+                run_id=self._run_id,
             )
+        )
 
     def ticking(self) -> AbstractAsyncContextManager[None]:
         assert self._writer is not None
@@ -317,3 +438,22 @@ class RunActor(Actor[object]):
                 await run_workers(session, session.deps.workers)
         finally:
             self.stop("run ended")
+
+
+class JobActor(Actor[object]):
+    """Work on a session at rest (a re-summary): runs its job once, then stops."""
+
+    mailbox_size = 2
+
+    def __init__(self, session: SessionActor, job: Callable[[SessionActor], Awaitable[None]]):
+        self.session = session
+        self.job = job
+
+    async def receive(self, message: object) -> None:
+        if not isinstance(message, m._Drive):
+            return
+        try:
+            await self.job(self.session)
+            await self.session.commit()
+        finally:
+            self.stop("job ended")

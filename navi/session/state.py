@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 
 from events.envelope import Recorded
 from events.types import (
+    LLMText,
+    LLMThinking,
     NoteDeleted,
     NoteSaved,
     SessionCreated,
@@ -26,6 +28,10 @@ from projections.tool_state import (
     evolve_scratchpad,
     evolve_todo,
 )
+
+
+# Chunk events that no part of the state but the context folds (the hot path).
+_CONTEXT_ONLY = frozenset({LLMText, LLMThinking})
 
 
 class SessionState:
@@ -52,6 +58,9 @@ class SessionState:
         self.last_seq = record.seq
         self.last_timestamp = record.timestamp
         event = record.event
+        if type(event) in _CONTEXT_ONLY:  # a streamed chunk: only the context keeps it
+            self.context = context_projection.evolve(self.context, record)
+            return
         if isinstance(event, SessionCreated):
             self.created = event
         elif isinstance(event, SessionDeleted):

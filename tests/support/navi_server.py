@@ -55,6 +55,8 @@ def run_server(
     **overrides: Any,
 ) -> Iterator[RunningServer]:
     overrides.setdefault("resume_on_start", True)
+    # Scripted replies stay simple: a test that wants planning passes planning="on".
+    overrides.setdefault("planning", "off")
     settings = navi_settings(root, fake.url, **overrides)
     app = create_app(settings, env={}, users=users)
     port = port or free_port()
@@ -64,6 +66,8 @@ def run_server(
         port=port,
         ws="websockets-sansio",
         ws_max_size=96 * 1024 * 1024,
+        # Compressing every small frame costs more CPU than a local link saves.
+        ws_per_message_deflate=False,
         log_level="warning",
         lifespan="on",
     )

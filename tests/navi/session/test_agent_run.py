@@ -43,7 +43,7 @@ async def run_to_end(navi: Navi, session: str, text: str) -> list[str]:
 async def test_a_plain_question_streams_and_completes(tmp_path: Path) -> None:
     async with FakeLLMServer() as fake:
         fake.script(Reply(thinking="Let me think.", text="Hello there, friend."))
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "Hi!")
             assert seen[:2] == ["user.message", "run.started"]
@@ -77,7 +77,7 @@ async def test_tool_calls_run_and_their_results_go_back_paired(tmp_path: Path) -
             ),
             Reply(text="I wrote note.txt."),
         )
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "write a note")
             assert seen.count("tool.requested") == 2 and seen.count("tool.completed") == 2
@@ -104,7 +104,7 @@ async def test_unknown_tools_and_bad_arguments_fail_the_call_not_the_run(tmp_pat
             ),
             Reply(text="Sorry, I cannot do that."),
         )
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session()
             await run_to_end(navi, session, "go to mars")
             failed = [
@@ -122,7 +122,7 @@ async def test_unknown_tools_and_bad_arguments_fail_the_call_not_the_run(tmp_pat
 async def test_a_second_message_during_a_run_is_refused_or_queued(tmp_path: Path) -> None:
     async with FakeLLMServer() as fake:
         fake.script(Reply(text="slow answer " * 20, delay=0.02), Reply(text="second answer"))
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session()
             first = await navi.send(session, "first")
             with pytest.raises(RunActive, match="already active"):
@@ -144,7 +144,7 @@ async def test_a_second_message_during_a_run_is_refused_or_queued(tmp_path: Path
 async def test_stop_mid_stream_ends_the_run_and_closes_the_stream(tmp_path: Path) -> None:
     async with FakeLLMServer() as fake:
         fake.script(Reply(text="word " * 500, delay=0.01))
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session()
             reply = await navi.send(session, "tell me a long story")
             with anyio.fail_after(10):
@@ -173,7 +173,7 @@ async def test_stop_during_a_tool_fails_the_open_call_with_stopped(tmp_path: Pat
                 ]
             )
         )
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session("server_admin")
             reply = await navi.send(session, "run something slow")
             with anyio.fail_after(15):
@@ -195,7 +195,7 @@ async def test_stop_during_a_tool_fails_the_open_call_with_stopped(tmp_path: Pat
 async def test_the_iteration_limit_ends_the_run_not_normally(tmp_path: Path) -> None:
     call = FakeToolCall(name="todo", arguments={"action": "read"})
     async with FakeLLMServer(default=Reply(tool_calls=[call])) as fake:
-        settings = navi_settings(tmp_path, fake.url)
+        settings = navi_settings(tmp_path, fake.url, planning="off")
         async with open_navi(settings) as navi:
             profile = navi.profiles.get("secretary")
             import msgspec
@@ -221,7 +221,7 @@ async def test_the_iteration_limit_ends_the_run_not_normally(tmp_path: Path) -> 
 async def test_a_dead_llm_server_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
     async with FakeLLMServer() as fake:
         url = fake.url
-    async with open_navi(navi_settings(tmp_path, url, llm_retries=1)) as navi:
+    async with open_navi(navi_settings(tmp_path, url, llm_retries=1, planning="off")) as navi:
         session = await navi.create_session()
         seen = await run_to_end(navi, session, "hello?")
         assert seen.count("llm.failed") == 2 and seen[-1] == "run.failed"
@@ -232,7 +232,7 @@ async def test_a_dead_llm_server_fails_the_run_with_a_clear_message(tmp_path: Pa
 
 
 async def test_bad_input_is_refused_and_loses_nothing(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake, open_navi(navi_settings(tmp_path, fake.url)) as navi:
+    async with FakeLLMServer() as fake, open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
         session = await navi.create_session()
         before = await navi.store.last_seq(session)
         with pytest.raises(BadInput, match="must not be empty"):
@@ -254,7 +254,7 @@ async def test_switch_profile_takes_effect_at_the_next_llm_call(tmp_path: Path) 
             ),
             Reply(text="Now in smart home mode."),
         )
-        async with open_navi(navi_settings(tmp_path, fake.url)) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "turn on the lights")
             assert "profile.switched" in seen

@@ -84,7 +84,7 @@ def lines(path: Path) -> list[str]:
 
 
 async def record_reference(tmp_path: Path, fake_url: str) -> tuple[str, list[Recorded]]:
-    settings = navi_settings(tmp_path, fake_url)
+    settings = navi_settings(tmp_path, fake_url, planning="off")
     async with open_navi(settings) as navi:
         session = await navi.create_session("secretary")
         with anyio.fail_after(20):
@@ -112,7 +112,7 @@ async def resume_from(
                 [NewEvent(event=r.event, run_id=r.run_id) for r in cut],
                 expected_seq=0,
             )
-    settings = navi_settings(root, fake_url, database_url=url, resume_on_start=True)
+    settings = navi_settings(root, fake_url, database_url=url, resume_on_start=True, planning="off")
     async with open_navi(settings) as navi:
         with anyio.fail_after(20):
             while True:

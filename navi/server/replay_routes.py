@@ -1,0 +1,211 @@
+"""REST for replay and debugging (docs/replay.md): time travel, the LLM requests, forks,
+export / import, verify, and the timeline the web client's Replay view draws.
+
+Every endpoint checks the owner first (another user's session is a 404, as everywhere)
+and maps the replay library's errors to JSON errors (``EXCEPTION_HANDLERS``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+from starlette.routing import Route
+
+from events.types import SessionCreated
+from navi.replay.errors import (
+    BrokenForkError,
+    ExportFormatError,
+    ReplayError,
+    SeqOutOfRangeError,
+    SessionExistsError,
+    SessionNotFoundError,
+)
+from navi.replay.export import export_lines
+from navi.replay.fork import fork
+from navi.replay.history import load_history
+from navi.replay.import_ import import_session
+from navi.replay.inspect import llm_request, state_at
+from navi.replay.jsonl import line_decoder
+from navi.replay.verify import verify_session
+from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
+from navi.server.replay_timeline import build_timeline
+from projections.sessions import cut_title
+
+if TYPE_CHECKING:
+    from navi.server.app import ServerState
+
+
+class ForkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    at: int
+    title: str | None = None
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+def _server(request: Request) -> ServerState:
+    server: ServerState = request.app.state.navi_server
+    return server
+
+
+async def _owned(request: Request) -> tuple[ServerState, str]:
+    """The server and the session id of the path, if the session is the caller's."""
+    server = _server(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    return server, session_id
+
+
+def _seq(raw: str | None, name: str) -> int | None:
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HTTPError(400, f"{name} must be a whole number, not {raw!r}") from None
+    if value < 0:
+        raise HTTPError(400, f"{name} must be 0 or more, not {value}")
+    return value
+
+
+def _raw_json(body: bytes, status: int = 200) -> Response:
+    return Response(body, status_code=status, media_type="application/json")
+
+
+async def session_state(request: Request) -> Response:
+    """The session as it was right after event ``?at=<seq>`` (default: now): run state,
+    messages, context, todo, scratchpad, profile, LLM requests."""
+    server, session_id = await _owned(request)
+    at = _seq(request.query_params.get("at"), "at")
+    if at is None:
+        at = (await load_history(server.navi.store, session_id)).head
+    return _raw_json(_encode(await state_at(server.navi.store, session_id, at)))
+
+
+async def session_llm_request(request: Request) -> Response:
+    """The exact request of the LLM call recorded at an ``llm.requested`` seq."""
+    server, session_id = await _owned(request)
+    seq = _seq(request.path_params["seq"], "seq")
+    assert seq is not None
+    try:
+        view = await llm_request(server.navi.store, session_id, seq)
+    except ValueError as exc:
+        raise HTTPError(400, str(exc)) from None
+    return _raw_json(_encode(view))
+
+
+async def session_timeline(request: Request) -> Response:
+    """The session's events on the replay clock, by lane (subagents nested), with spans."""
+    server, session_id = await _owned(request)
+    return _raw_json(_encode(await build_timeline(server.navi.store, session_id)))
+
+
+async def fork_session(request: Request) -> Response:
+    """Fork: ``{"at": <seq>, "title"?}`` → 201, a new session whose history is this one's
+    up to ``at`` (linked, not copied)."""
+    server, session_id = await _owned(request)
+    body = await body_as(request, ForkBody)
+    summary = await server.sessions.get(session_id, user_of(request))
+    title = body.title if body.title is not None else summary.title or cut_title(summary.preview)
+    result = await fork(
+        server.navi.store, session_id, body.at, str(uuid.uuid4()), title=title.strip()[:200]
+    )
+    server.on_session_created()
+    return _raw_json(_encode(result), 201)
+
+
+async def export_session(request: Request) -> Response:
+    """The whole log as JSON lines (a header, the history, then subagent streams)."""
+    server, session_id = await _owned(request)
+    lines = export_lines(server.navi.store, session_id)
+    first = await anext(lines)  # errors (a broken fork) before the response starts
+    filename = f"navi-session-{session_id}.jsonl"
+
+    async def body() -> AsyncIterator[bytes]:
+        yield first
+        async for line in lines:
+            yield line
+
+    return StreamingResponse(
+        body(),
+        media_type="application/x-ndjson",
+        headers={"Content-Disposition": f'attachment; filename="{filename}"'},
+    )
+
+
+def _owner_of(lines: list[bytes]) -> str | None:
+    """The user the exported session belongs to (from its ``session.created``), if the
+    file says; a malformed line is left for the import's own check to report."""
+    if len(lines) < 2:
+        return None
+    try:
+        event = line_decoder.decode(lines[1]).to_recorded().event
+    except Exception:
+        return None
+    return event.user_id if isinstance(event, SessionCreated) else None
+
+
+async def import_export(request: Request) -> Response:
+    """Import an export file (the request body, JSON lines) → 201; ``?as_new=true``
+    imports it under a new id. Every line is checked before anything is written."""
+    server = _server(request)
+    as_new = request.query_params.get("as_new", "false").lower()
+    if as_new not in ("true", "false", "1", "0"):
+        raise HTTPError(400, f"as_new must be true or false, not {as_new!r}")
+    raw = await request.body()
+    if not raw.strip():
+        raise HTTPError(400, "the request body is empty: send an export file (JSON lines)")
+    lines = raw.splitlines()
+    user = user_of(request)
+    owner = _owner_of(lines)
+    if owner is not None and owner != user.id:
+        raise HTTPError(422, f"this export belongs to user {owner!r}, not to you ({user.id!r})")
+    new_id = str(uuid.uuid4()) if as_new in ("true", "1") else None
+    result = await import_session(server.navi.store, lines, new_session_id=new_id)
+    server.on_session_created()
+    return _raw_json(_encode(result), 201)
+
+
+async def verify(request: Request) -> Response:
+    """Fold the session's log from scratch and compare with its stored snapshots."""
+    server, session_id = await _owned(request)
+    report = await verify_session(server.navi.store, session_id)
+    out = msgspec.to_builtins(report)
+    out["ok"] = report.ok
+    return json_response(out)
+
+
+ROUTES = [
+    Route("/sessions/import", import_export, methods=["POST"]),
+    Route("/sessions/{session_id}/state", session_state, methods=["GET"]),
+    Route("/sessions/{session_id}/llm-requests/{seq}", session_llm_request, methods=["GET"]),
+    Route("/sessions/{session_id}/timeline", session_timeline, methods=["GET"]),
+    Route("/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+    Route("/sessions/{session_id}/export", export_session, methods=["GET"]),
+    Route("/sessions/{session_id}/verify", verify, methods=["GET"]),
+]
+
+
+def _status(exc: ReplayError) -> int:
+    if isinstance(exc, SessionNotFoundError):
+        return 404
+    if isinstance(exc, SessionExistsError | BrokenForkError):
+        return 409
+    if isinstance(exc, ExportFormatError):
+        return 422
+    if isinstance(exc, SeqOutOfRangeError):
+        return 400
+    return 400  # e.g. a subagent's stream cannot be forked
+
+
+async def _replay_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, ReplayError)
+    return json_error(_status(exc), str(exc))
+
+
+EXCEPTION_HANDLERS = {ReplayError: _replay_error}

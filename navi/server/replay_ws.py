@@ -1,0 +1,295 @@
+"""The replay WebSocket ``/ws/sessions/{id}/replay?from=<seq>&to=<seq>&speed=<x|max>``.
+
+It plays a recorded session again in the live protocol: the frames the live socket
+sent (the same ``FrameTranslator``, primed with the events before ``from``; subagents'
+frames interleaved and marked ``is_subagent``), each with its ``seq``, paced by the
+recorded timestamps divided by ``speed`` (on the replay clock: idle time between runs
+is cut short, see replay_timeline.py). No LLM is called and nothing is written.
+
+- ``from``: the first seq whose frames are sent (default 1); ``to``: the last (default
+  the head); ``speed``: a factor (default 1) or ``max`` (no waiting).
+- The client may send ``{"type": "pause"}``, ``{"type": "resume"}``,
+  ``{"type": "seek", "seq": N}`` (play on from seq N, inclusive, like ``from``) and
+  ``{"type": "speed", "speed": x | "max"}``; each is answered by a ``replay_status``
+  frame ``{state: playing | paused | ended, seq, next_seq, from, to, head, speed}``.
+- The end of ``to`` sends ``replay_end``; the socket stays open (a seek plays again).
+- A bad message gets an ``error`` frame and the connection lives on; bad query
+  parameters get an ``error`` frame and close 4400; an unknown session closes 4004.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.lowlevel
+import msgspec
+import structlog
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from navi.replay.history import History, load_history
+from navi.server.frames import Frame
+from navi.server.http import user_of
+from navi.server.replay_feed import ReplayFeed
+from navi.session.errors import SessionNotFound
+
+if TYPE_CHECKING:
+    from navi.server.app import ServerState
+
+log = structlog.get_logger(__name__)
+
+CLOSE_BAD_REQUEST = 4400
+CLOSE_NOT_FOUND = 4004
+CLOSE_TOO_SLOW = 4008
+SEND_TIMEOUT = 10.0
+MAX_SPEED = 1000.0
+MAX_MESSAGE_BYTES = 64 * 1024
+
+_encode = msgspec.json.Encoder().encode
+
+
+class BadReplayRequest(ValueError):
+    pass
+
+
+class ControlMessage(msgspec.Struct, kw_only=True):
+    type: str
+    seq: int | None = None
+    speed: float | str | None = None
+
+
+def parse_speed(raw: object) -> float | None:
+    """A speed factor, or ``None`` for ``max``; raises ``BadReplayRequest``."""
+    if isinstance(raw, str):
+        if raw.strip().lower() == "max":
+            return None
+        try:
+            raw = float(raw)
+        except ValueError:
+            raise BadReplayRequest(f"speed must be a number or 'max', not {raw!r}") from None
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        raise BadReplayRequest(f"speed must be a number or 'max', not {raw!r}")
+    if not 0 < raw <= MAX_SPEED:
+        raise BadReplayRequest(f"speed must be above 0 and at most {MAX_SPEED:g}, not {raw}")
+    return float(raw)
+
+
+def _seq_param(websocket: WebSocket, name: str) -> int | None:
+    raw = websocket.query_params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadReplayRequest(f"{name} must be a whole number, not {raw!r}") from None
+
+
+async def replay_socket(websocket: WebSocket) -> None:
+    server: ServerState = websocket.app.state.navi_server
+    session_id = websocket.path_params["session_id"]
+    await websocket.accept()
+    try:
+        await server.sessions.get(session_id, user_of(websocket))  # type: ignore[arg-type]
+    except SessionNotFound:
+        await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
+        return
+    history = await load_history(server.navi.store, session_id)
+    try:
+        start = _seq_param(websocket, "from") or 1
+        to = _seq_param(websocket, "to")
+        to = history.head if to is None else to
+        speed = parse_speed(websocket.query_params.get("speed", "1"))
+        if not 1 <= start <= max(1, history.head) or not start <= to <= history.head:
+            raise BadReplayRequest(
+                f"from and to must satisfy 1 <= from <= to <= {history.head} "
+                f"(got from={start}, to={to})"
+            )
+    except BadReplayRequest as exc:
+        await websocket.send_text(_encode({"type": "error", "message": str(exc)}).decode())
+        await websocket.close(code=CLOSE_BAD_REQUEST, reason="bad replay request")
+        return
+    player = ReplayPlayer(server, websocket, history, start=start, to=to, speed=speed)
+    await player.serve()
+
+
+class ReplayPlayer:
+    def __init__(
+        self,
+        server: ServerState,
+        websocket: WebSocket,
+        history: History,
+        *,
+        start: int,
+        to: int,
+        speed: float | None,
+    ) -> None:
+        self.server = server
+        self.websocket = websocket
+        self.history = history
+        self.start = start
+        self.to = to
+        self.speed = speed
+        self.next_seq = start  # the next session seq to play
+        self.paused = False
+        self.ended = False
+        self.generation = 0  # bumped by every seek: the feed in progress is dropped
+        self._wake = anyio.Event()
+        self._sending = anyio.Lock()
+        self._scope = anyio.CancelScope()
+        self.log = log.bind(session_id=history.session_id)
+
+    async def serve(self) -> None:
+        with self._scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._play)
+                await self._receive_loop()
+                tg.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ playing
+
+    def _changed(self) -> None:
+        self._wake.set()
+        self._wake = anyio.Event()
+
+    async def _play(self) -> None:
+        await self._status()
+        while True:
+            generation = self.generation
+            feed = ReplayFeed(
+                self.server.navi.store,
+                self.history,
+                start=self.next_seq,
+                to=self.to,
+                max_context_tokens=self.server.max_context_tokens,
+            )
+            await feed.prime()
+            t = 0.0
+            finished = True
+            async for step in feed.steps():
+                if not await self._wait(step.t - t, generation):
+                    finished = False
+                    break
+                t = step.t
+                if step.frames:
+                    await self._send(step.frames)
+                self.next_seq = step.seq + 1
+            if finished and generation == self.generation:
+                self.ended = True
+                await self._send([{"type": "replay_end", "seq": self.to, "from": self.start,
+                                   "to": self.to, "head": self.history.head}])  # fmt: skip
+            while generation == self.generation:  # until a seek plays again
+                wake = self._wake
+                await wake.wait()
+
+    async def _wait(self, gap: float, generation: int) -> bool:
+        """Wait ``gap`` seconds of the replay clock at the current speed, through pauses
+        and speed changes; ``False`` if a seek made this feed obsolete."""
+        remaining = max(0.0, gap)
+        while True:
+            if generation != self.generation:
+                return False
+            wake = self._wake
+            if self.paused:
+                await wake.wait()
+                continue
+            if self.speed is None or remaining <= 0:
+                await anyio.lowlevel.checkpoint()  # let control messages in at max speed
+                return generation == self.generation
+            speed = self.speed
+            started = anyio.current_time()
+            with anyio.move_on_after(remaining / speed):
+                await wake.wait()
+                remaining -= (anyio.current_time() - started) * speed
+                continue
+            return generation == self.generation
+
+    # ------------------------------------------------------------------ sending
+
+    async def _send(self, frames: list[Frame]) -> None:
+        async with self._sending:
+            for frame in frames:
+                with anyio.move_on_after(SEND_TIMEOUT) as timer:
+                    try:
+                        await self.websocket.send_text(_encode(frame).decode())
+                    except (WebSocketDisconnect, RuntimeError, OSError):
+                        self._scope.cancel()
+                        return
+                if timer.cancelled_caught:
+                    self.log.warning("replay.slow_client_dropped")
+                    self._scope.cancel()
+                    with anyio.move_on_after(1, shield=True):
+                        await self.websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow")
+                    return
+
+    async def _status(self) -> None:
+        state = "paused" if self.paused else "ended" if self.ended else "playing"
+        await self._send(
+            [
+                {
+                    "type": "replay_status",
+                    "state": state,
+                    "seq": self.next_seq - 1,
+                    "next_seq": self.next_seq,
+                    "from": self.start,
+                    "to": self.to,
+                    "head": self.history.head,
+                    "speed": "max" if self.speed is None else self.speed,
+                }
+            ]
+        )
+
+    async def _error(self, message: str) -> None:
+        await self._send([{"type": "error", "message": message}])
+
+    # ------------------------------------------------------------------ receiving
+
+    async def _receive_loop(self) -> None:
+        while True:
+            try:
+                message = await self.websocket.receive()
+            except (WebSocketDisconnect, RuntimeError):
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:
+                await self._error("binary frames are not understood: send JSON text")
+                continue
+            if len(text) > MAX_MESSAGE_BYTES:
+                await self._error(f"message too large ({len(text)} bytes)")
+                continue
+            try:
+                request = msgspec.json.decode(text, type=ControlMessage)
+            except msgspec.ValidationError as exc:
+                await self._error(f"malformed message: {exc}")
+                continue
+            except msgspec.DecodeError:
+                await self._error("malformed message: not valid JSON")
+                continue
+            try:
+                self._handle(request)
+            except BadReplayRequest as exc:
+                await self._error(str(exc))
+                continue
+            await self._status()
+
+    def _handle(self, request: ControlMessage) -> Any:
+        if request.type == "pause":
+            self.paused = True
+        elif request.type == "resume":
+            self.paused = False
+        elif request.type == "speed":
+            if request.speed is None:
+                raise BadReplayRequest("a speed message needs 'speed': a number or 'max'")
+            self.speed = parse_speed(request.speed)
+        elif request.type == "seek":
+            if request.seq is None or not 1 <= request.seq <= self.to:
+                raise BadReplayRequest(f"a seek needs 'seq' from 1 to {self.to}")
+            self.next_seq = request.seq
+            self.ended = False
+            self.generation += 1
+        else:
+            raise BadReplayRequest(
+                f"unknown message type {request.type!r}: send pause, resume, seek or speed"
+            )
+        self._changed()
