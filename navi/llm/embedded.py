@@ -2,7 +2,9 @@
 
 Generation runs in a worker thread and streams back to the event loop through a
 bounded memory object stream (``anyio.from_thread.run`` with the loop's token, so
-the thread blocks when the loop falls behind). The thread is a plain thread rather
+the thread blocks when the loop falls behind). The loop side owns both ends of the
+stream and closes them; once a call is over or stopped, the worker never waits on
+the loop again (a loop that has ended would leave it blocked for good). The thread is a plain thread rather
 than ``anyio.to_thread.run_sync`` in a task group because a task group would have
 to stay open across the ``yield``s of the chunk generator, and cancel scopes must
 never span a ``yield``; the stop and the timeouts stay in the stream guard.
@@ -27,7 +29,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncGenerator, Callable, Sequence
-from contextlib import aclosing, suppress
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,8 @@ class GenerationStats(msgspec.Struct, kw_only=True):
 
     tokens: int = 0
     stopped: bool = False
+    # Tokens sampled after the stop was visible to the worker (at most one).
+    tokens_after_stop: int = 0
 
 
 class _Request(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,17 +203,25 @@ class EmbeddedBackend:
             daemon=True,
         )
         worker.start()
+        ended = False  # the worker sent its last item (final chunk or error)
         try:
             with receive:
                 async for item in receive:
                     if isinstance(item, LLMError):
+                        ended = True
                         raise item
+                    ended = type(item) is FinalChunk
                     yield (item,)
         finally:
-            # Reached on stop, timeout, error or normal end alike. The worker closes its
-            # end too, but may not get to before the loop ends: close it here as well.
+            # Reached on stop, timeout, error or normal end alike.
             abort.set()
             send.close()
+            if ended:
+                # The worker no longer needs the loop and ends at once: wait, so that
+                # the backend is idle when the stream is over. After a stop it is not
+                # awaited (a stop must be prompt); it ends within one token.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(worker.join)
 
     # ------------------------------------------------------------ worker-thread side
 
@@ -224,6 +236,9 @@ class EmbeddedBackend:
         switch: AbortSwitch | None = None
 
         def emit(item: _Item) -> bool:
+            # Once aborted, never wait on the loop again: it may be gone for good.
+            if abort.is_set():
+                return False
             try:
                 anyio.from_thread.run(send.send, item, token=token)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.RunFinishedError):
@@ -237,6 +252,7 @@ class EmbeddedBackend:
             stats.tokens += 1
             if abort.is_set() and switch is not None:
                 stats.stopped = True
+                stats.tokens_after_stop += 1
                 switch.arm()
             return scores
 
@@ -263,8 +279,6 @@ class EmbeddedBackend:
             emit(StreamError(f"the embedded model failed: {type(exc).__name__}: {exc}"))
         finally:
             self.last_generation = stats
-            with suppress(anyio.RunFinishedError):
-                anyio.from_thread.run_sync(send.close, token=token)
             with self._changed:
                 self._running -= 1
                 self._changed.notify_all()

@@ -8,6 +8,7 @@ lazily, only when the embedded backend really runs.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -77,7 +78,7 @@ def load_llama(path: Path, *, n_ctx: int, n_threads: int) -> Any:
     # busy machine with as many threads as cores, generation slows down tenfold.
     threads = n_threads or max(1, (os.cpu_count() or 2) // 2)
     try:
-        return Llama(
+        llama = Llama(
             model_path=str(path),
             n_ctx=n_ctx,
             n_threads=threads,
@@ -87,6 +88,10 @@ def load_llama(path: Path, *, n_ctx: int, n_threads: int) -> Any:
         )
     except (ValueError, RuntimeError) as exc:
         raise EmbeddedUnavailable(f"the model {path} could not be loaded ({exc})") from exc
+    # llama.cpp writes its own lines to stderr (one per stop, for instance); its
+    # failures reach us as exceptions, so its log is silenced.
+    logging.getLogger("llama-cpp-python").setLevel(logging.CRITICAL)
+    return llama
 
 
 class AbortSwitch:

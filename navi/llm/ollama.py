@@ -12,14 +12,8 @@ import structlog
 from navi.llm.collect import collect
 from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
 from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import line_blocks, make_client, open_stream, request_json
-from navi.llm.ollama_wire import (
-    OllamaStreamParser,
-    build_chat_request,
-    error_detail,
-    ollama_error,
-    parse_tags,
-)
+from navi.llm.http import error_detail, line_blocks, make_client, open_stream, request_json
+from navi.llm.ollama_wire import OllamaStreamParser, build_chat_request, ollama_error, parse_tags
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, Completion, LLMOptions, ModelInfo, StreamChunk, ToolSpec

@@ -42,7 +42,6 @@ from navi.llm.types import (
 __all__ = [
     "OllamaStreamParser",
     "build_chat_request",
-    "error_detail",
     "ollama_error",
     "parse_tags",
     "strip_data_url",

