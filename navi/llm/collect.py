@@ -6,20 +6,24 @@ same quirk handling, timeouts and stop as the streaming ones.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
+from navi.llm.stop import StopSignal
 from navi.llm.types import (
+    ChatMessage,
     Completion,
     FinalChunk,
+    LLMOptions,
     StreamChunk,
     TextPiece,
     ThinkingPiece,
     ToolCall,
     ToolCallsChunk,
+    ToolSpec,
 )
 
-__all__ = ["collect"]
+__all__ = ["CompletesFromStream", "collect"]
 
 
 async def collect(stream: AsyncGenerator[StreamChunk, None], *, model: str) -> Completion:
@@ -46,3 +50,32 @@ async def collect(stream: AsyncGenerator[StreamChunk, None], *, model: str) -> C
         completion_tokens=final.completion_tokens,
         model=model,
     )
+
+
+class CompletesFromStream:
+    """Gives a backend its ``complete()``: its own stream, gathered."""
+
+    @property
+    def model(self) -> str:
+        raise NotImplementedError
+
+    def stream_complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> AsyncGenerator[StreamChunk, None]:
+        raise NotImplementedError
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> Completion:
+        model = (options.model if options else None) or self.model
+        return await collect(self.stream_complete(messages, tools, options, stop=stop), model=model)

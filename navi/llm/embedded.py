@@ -40,7 +40,7 @@ import structlog
 from anyio.lowlevel import EventLoopToken, current_token
 from anyio.streams.memory import MemoryObjectSendStream
 
-from navi.llm.collect import collect
+from navi.llm.collect import CompletesFromStream
 from navi.llm.embedded_model import AbortSwitch, check_available, load_llama
 from navi.llm.errors import LLMError, MalformedToolCall, StreamError
 from navi.llm.guard import RawBatches, guard_stream
@@ -49,7 +49,6 @@ from navi.llm.stop import StopSignal
 from navi.llm.tool_ids import stable_tool_call_id
 from navi.llm.types import (
     ChatMessage,
-    Completion,
     FinalChunk,
     LLMOptions,
     ModelInfo,
@@ -87,7 +86,7 @@ class _Request(msgspec.Struct, frozen=True, kw_only=True):
     max_tokens: int | None
 
 
-class EmbeddedBackend:
+class EmbeddedBackend(CompletesFromStream):
     """Runs a GGUF model in this process with llama-cpp-python."""
 
     def __init__(self, settings: LLMSettings, *, model_path: Path | None = None) -> None:
@@ -140,18 +139,6 @@ class EmbeddedBackend:
         async with aclosing(guarded) as chunks:
             async for chunk in chunks:
                 yield chunk
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: LLMOptions | None = None,
-        *,
-        stop: StopSignal | None = None,
-    ) -> Completion:
-        return await collect(
-            self.stream_complete(messages, tools, options, stop=stop), model=self.model
-        )
 
     async def list_models(self) -> list[ModelInfo]:
         path = self.model_path()

@@ -9,14 +9,14 @@ import httpx
 import msgspec
 import structlog
 
-from navi.llm.collect import collect
+from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
 from navi.llm.guard import RawBatches, guard_stream
 from navi.llm.http import error_detail, line_blocks, make_client, open_stream, request_json
 from navi.llm.ollama_wire import OllamaStreamParser, build_chat_request, ollama_error, parse_tags
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
-from navi.llm.types import ChatMessage, Completion, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
 
 __all__ = ["OllamaBackend"]
 
@@ -24,7 +24,7 @@ log = structlog.get_logger()
 _encoder = msgspec.json.Encoder()
 
 
-class OllamaBackend:
+class OllamaBackend(CompletesFromStream):
     """Talks to an Ollama server exactly as the ``ollama`` CLI and client do.
 
     When ``LLMOptions.think`` is not given, the ``OLLAMA_THINK`` default applies;
@@ -103,17 +103,6 @@ class OllamaBackend:
                 self._refuses_thinking.add(model)
                 log.warning("llm.thinking_unsupported", model=model, url=self._url)
                 think = None
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: LLMOptions | None = None,
-        *,
-        stop: StopSignal | None = None,
-    ) -> Completion:
-        model = (options.model if options else None) or self._model
-        return await collect(self.stream_complete(messages, tools, options, stop=stop), model=model)
 
     async def list_models(self) -> list[ModelInfo]:
         body = await request_json(

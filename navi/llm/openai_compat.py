@@ -12,21 +12,21 @@ from contextlib import aclosing
 import httpx
 import msgspec
 
-from navi.llm.collect import collect
+from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError
 from navi.llm.guard import RawBatches, guard_stream
 from navi.llm.http import error_detail, line_blocks, make_client, open_stream, request_json
 from navi.llm.openai_wire import OpenAIStreamParser, build_chat_request, openai_error, parse_models
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
-from navi.llm.types import ChatMessage, Completion, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
 
 __all__ = ["OpenAICompatibleBackend"]
 
 _encoder = msgspec.json.Encoder()
 
 
-class OpenAICompatibleBackend:
+class OpenAICompatibleBackend(CompletesFromStream):
     """Talks to any server that implements OpenAI's chat-completions API.
 
     ``LLMOptions.think`` as a level becomes ``reasoning_effort``; ``True`` /
@@ -92,17 +92,6 @@ class OpenAICompatibleBackend:
         async with aclosing(guarded) as chunks:
             async for chunk in chunks:
                 yield chunk
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: LLMOptions | None = None,
-        *,
-        stop: StopSignal | None = None,
-    ) -> Completion:
-        model = (options.model if options else None) or self._model
-        return await collect(self.stream_complete(messages, tools, options, stop=stop), model=model)
 
     async def list_models(self) -> list[ModelInfo]:
         body = await request_json(
