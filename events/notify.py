@@ -77,6 +77,13 @@ class StreamNotifier:
         self._recent.pop(stream_id, None)
         self.wake(stream_id)
 
+    def invalidate_all(self) -> None:
+        """Notifications from other processes may have been missed (the listening
+        connection was down): forget every cached stream and wake every reader."""
+        self._recent.clear()
+        for stream_id in list(self._waiters):
+            self.wake(stream_id)
+
     def recent_after(self, stream_id: str, after_seq: int) -> list[Recorded] | None:
         """Cached events after ``after_seq``; ``None`` when the cache cannot answer."""
         recent = self._recent.get(stream_id)

@@ -4,22 +4,34 @@ Writers serialise on a transaction-scoped advisory lock, so positions are assign
 in commit order and a global reader never skips an event committed late. After a
 commit, ``NOTIFY navi_events`` wakes subscribers in other processes; its payload only
 says which stream to re-read (and which node wrote, so a node ignores its own).
+
+A database restart does not lose or double an append: a commit that fails because the
+connection broke is retried on a fresh one (with backoff, for up to ``retry_for_s``),
+and before a retry the store checks whether the failed attempt did commit after all
+(the connection can die between COMMIT and its answer) by looking for the event ids it
+had planned. The LISTEN connection reconnects too, and then forgets every cached
+stream head, since notifications sent meanwhile were missed.
 """
 
 from __future__ import annotations
 
 import time
 import uuid
+import weakref
+from types import TracebackType
 from typing import Any
 
 import anyio
 import asyncpg
 import structlog
+from anyio.abc import TaskStatus
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
+from events.envelope import Recorded
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
 log = structlog.get_logger(__name__)
@@ -34,6 +46,32 @@ def asyncpg_dsn(url: str) -> str:
     return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
 
 
+def is_disconnect(exc: BaseException) -> bool:
+    """True when ``exc`` says the connection to PostgreSQL broke or the server is not
+    accepting connections (a restart): worth retrying on a fresh connection."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(
+            current,
+            OSError
+            | TimeoutError
+            | asyncpg.PostgresConnectionError
+            | asyncpg.exceptions.OperatorInterventionError,
+        ):
+            return True
+        if isinstance(current, asyncpg.InterfaceError) and "closed" in str(current):
+            return True
+        if isinstance(current, DBAPIError) and current.connection_invalidated:
+            return True
+        orig = getattr(current, "orig", None)
+        current = (
+            orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+        )
+    return False
+
+
 def sqlalchemy_url(url: str) -> str:
     parsed = make_url(url)
     if parsed.drivername in {"postgresql", "postgres"}:
@@ -42,6 +80,11 @@ def sqlalchemy_url(url: str) -> str:
 
 
 class PostgresEventStore(SqlEventStore):
+    # How long commits are retried while the database is unreachable, from the first
+    # failure of an outage; after that they fail at once until one succeeds again.
+    retry_for_s = 30.0
+    listen_check_s = 5.0
+
     def __init__(
         self,
         url: str,
@@ -54,6 +97,14 @@ class PostgresEventStore(SqlEventStore):
         self.node_id = uuid.uuid4().hex[:12]
         self._pool_size = pool_size
         self._listener: asyncpg.Connection | None = None
+        self._listen_scope: anyio.CancelScope | None = None
+        self._down_since: float | None = None
+        # The event ids a request was given by an attempt whose outcome is unknown.
+        self._attempted: weakref.WeakKeyDictionary[AppendRequest, list[str]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._foreign_notifies = 0
+        self.reconnects = 0
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
         writer = create_async_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=True)
@@ -75,6 +126,7 @@ class PostgresEventStore(SqlEventStore):
             )
             heads = {sid: int(seq) for sid, seq in rows if seq is not None}
             position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM navi_events")
+            batch = [r for r in batch if not await self._landed_before(conn, r)]
             used: dict[tuple[str, str], tuple[int, int]] = {}
             keyed = [r for r in batch if r.idempotency_key is not None]
             if keyed:
@@ -86,6 +138,8 @@ class PostgresEventStore(SqlEventStore):
                 )
                 used = {(s, k): (f, la) for s, k, f, la in found}
             planned, records, new_keys = self.plan_rows(batch, heads, int(position), used)
+            for item in planned:  # if the COMMIT's answer is lost, a retry looks for these
+                self._attempted[item.request] = [rec.event_id for rec in item.records]
             if records:
                 # COPY: the fastest bulk path PostgreSQL has, inside the transaction.
                 await conn.copy_records_to_table(
@@ -103,18 +157,138 @@ class PostgresEventStore(SqlEventStore):
                 )
         return planned
 
+    async def _landed_before(self, conn: asyncpg.Connection, request: AppendRequest) -> bool:
+        """Whether an earlier attempt of ``request``, whose COMMIT went unanswered, did
+        commit: its planned event ids are in the log at its seqs. Then it is not written
+        again, and ``result()`` reads what it wrote."""
+        ids = self._attempted.get(request)
+        if ids is None:
+            return False
+        first, last = request.expected_seq + 1, request.expected_seq + len(ids)
+        rows = await conn.fetch(
+            "SELECT event_id FROM navi_events WHERE stream_id = $1 AND seq BETWEEN $2 AND $3 "
+            "ORDER BY seq",
+            request.stream_id,
+            first,
+            last,
+        )
+        if [row[0] for row in rows] != ids:
+            return False
+        request.replay_range = (first, last)
+        log.info("append.landed_before_reconnect", stream_id=request.stream_id, seqs=(first, last))
+        return True
+
+    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+        delay = 0.05
+        while True:
+            try:
+                planned = await super()._commit(batch)
+            except Exception as exc:
+                if not is_disconnect(exc):
+                    raise
+                now = time.monotonic()
+                if self._down_since is None:
+                    self._down_since = now
+                    log.warning("postgres.connection_lost", error=str(exc))
+                if now - self._down_since > self.retry_for_s:
+                    raise
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            if self._down_since is not None:
+                log.warning(
+                    "postgres.reconnected", after_s=round(time.monotonic() - self._down_since, 2)
+                )
+                self._down_since = None
+                self.reconnects += 1
+            for request in batch:
+                self._attempted.pop(request, None)
+                if request.replay_range is not None and request.idempotency_key is None:
+                    # Committed by the lost attempt: not in this process's cache yet.
+                    self.notifier.invalidate(request.stream_id)
+            return planned
+
+    async def read(
+        self,
+        stream_id: str,
+        *,
+        after_seq: int = 0,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Recorded]:
+        # A full read remembers the stream's head. If another node's NOTIFY arrived while
+        # the read ran, the head it saw may already be old: forget it, or a subscriber
+        # would wait for a wake-up that has already come and gone.
+        before = self._foreign_notifies
+        records = await super().read(stream_id, after_seq=after_seq, to_seq=to_seq, limit=limit)
+        if to_seq is None and limit is None and self._foreign_notifies != before:
+            self.notifier.invalidate(stream_id)
+        return records
+
+    # ---------------------------------------------------------------- LISTEN
+
     async def _started(self) -> None:
-        self._listener = await asyncpg.connect(asyncpg_dsn(self.url))
-        await self._listener.add_listener(CHANNEL, self._on_notify)
+        self._listen_scope = anyio.CancelScope()
+        await self.task_group.start(self._listen)
+
+    async def _listen(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Hold the LISTEN connection; when it breaks, open another one (with backoff)."""
+        assert self._listen_scope is not None
+        started = False
+        delay = 0.1
+        with self._listen_scope:
+            while True:
+                try:
+                    conn = await asyncpg.connect(asyncpg_dsn(self.url), timeout=10)
+                except Exception as exc:
+                    if not started or not is_disconnect(exc):
+                        raise  # at start-up a wrong URL is an error, not something to wait for
+                    await anyio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
+                try:
+                    lost = anyio.Event()
+                    conn.add_termination_listener(lambda _c, lost=lost: lost.set())
+                    await conn.add_listener(CHANNEL, self._on_notify)
+                    self._listener = conn
+                    if started:
+                        log.warning("postgres.listen_reconnected")
+                        self.notifier.invalidate_all()  # what was notified meanwhile is lost
+                    else:
+                        started = True
+                        task_status.started()
+                    delay = 0.1
+                    await self._until_lost(conn, lost)
+                finally:
+                    self._listener = None
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                        await conn.close()
+
+    async def _until_lost(self, conn: asyncpg.Connection, lost: anyio.Event) -> None:
+        while True:
+            with anyio.move_on_after(self.listen_check_s):
+                await lost.wait()
+                return
+            try:  # a dead peer does not always close the socket: ask
+                with anyio.fail_after(self.listen_check_s):
+                    await conn.fetchval("SELECT 1")
+            except Exception as exc:
+                if not is_disconnect(exc):
+                    raise
+                return
 
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         node, _, stream_id = payload.partition(":")
         if node != self.node_id:
+            self._foreign_notifies += 1
             self.notifier.invalidate(stream_id)
 
-    async def _close(self) -> None:
-        if self._listener is not None:
-            with anyio.CancelScope(shield=True):
-                await self._listener.close()
-            self._listener = None
-        await super()._close()
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._listen_scope is not None:
+            self._listen_scope.cancel()  # the committer drains; the listener just ends
+        await super().__aexit__(exc_type, exc, tb)

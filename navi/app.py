@@ -3,6 +3,7 @@ and the entry points everything else (server, CLI, subagents) uses."""
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -18,10 +19,12 @@ from events.base import BaseEventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
 from events.types import TERMINAL_RUN_EVENTS, FileRef, RunCompleted, RunFailed, RunMode
+from navi.cluster import open_placement
 from navi.config import Settings
 from navi.llm.base import LLMBackend
 from navi.llm.selection import select_backend
 from navi.memory import MemoryService, MemoryWorker, memory_tools
+from navi.run.compression import CompressionWorker
 from navi.run.context_builder import ContextBuilder
 from navi.run.driver import RunDeps
 from navi.run.workers import Worker
@@ -30,6 +33,7 @@ from navi.session.actor import SessionDeps
 from navi.session.errors import SessionError
 from navi.session.manager import SessionManager
 from navi.session_tools import navi_tools
+from navi.subagents import spawn_hooks
 from profiles import Profile, ProfileRegistry
 from tools import ToolRegistry, create_registry
 
@@ -77,7 +81,14 @@ class Navi:
         tools = create_registry(settings.tools)
         store = store or store_for_url(settings.database_url)
         llm = backend or await select_backend(settings.llm)
-        async with store, ActorSystem() as system, anyio.create_task_group() as tg:
+        # The placement (navi/cluster) outlives the actors: on PostgreSQL it holds the
+        # locks that say this node owns their sessions.
+        async with (
+            store,
+            open_placement(store, settings) as placement,
+            ActorSystem() as system,
+            anyio.create_task_group() as tg,
+        ):
             navi: Navi
             memory = MemoryService(store)
             memory_worker = MemoryWorker(
@@ -90,13 +101,16 @@ class Navi:
                 builder=ContextBuilder(profiles, tools, memory.summary_message),
                 backend_for=lambda p: navi.backend_for(p),
                 files_root=settings.files_root,
+                tool_hooks=lambda host, call_id: spawn_hooks(navi, host, call_id),
             )
+            # Compression first: a later worker sees the compressed context.
+            post_turn: tuple[Worker, ...] = (CompressionWorker(run_deps), *workers)
             deps = SessionDeps(
                 store=store,
                 run=run_deps,
                 new_id=lambda: str(uuid.uuid4()),
                 clock=clock,  # type: ignore[arg-type]
-                workers=workers,
+                workers=post_turn,
             )
             navi = cls(
                 settings=settings,
@@ -111,8 +125,10 @@ class Navi:
             )
             for tool in [*navi_tools(navi), *memory_tools(memory)]:
                 tools.register_builtin(tool)
+            placement.attach(navi.sessions)
             if settings.resume_on_start:
                 await navi.sessions.resume_all()
+            tg.start_soon(functools.partial(placement.serve, background=background))
             if background:
                 tg.start_soon(memory_worker.run_periodic)
                 tg.start_soon(tools.watch)

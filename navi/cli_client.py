@@ -8,10 +8,6 @@ from typing import Any
 
 import anyio
 
-DIM = "\033[2m"
-BOLD = "\033[1m"
-RESET = "\033[0m"
-
 
 def add_commands(sub: Any) -> None:
     chat = sub.add_parser("chat", help="run one turn in the terminal")
@@ -40,53 +36,20 @@ def _open(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
-    from events.types import (
-        LLMText,
-        LLMThinking,
-        RunCompleted,
-        RunFailed,
-        RunStopped,
-        ToolCompleted,
-        ToolFailed,
-        ToolRequested,
-    )
+    from events.types import RunFailed
     from navi.app import Navi
+    from navi.cli_print import RunPrinter
 
     settings, env = _open(args)
-    color = sys.stdout.isatty()
-
-    def out(text: str, style: str = "") -> None:
-        sys.stdout.write(f"{style}{text}{RESET}" if color and style else text)
-        sys.stdout.flush()
 
     async def run() -> int:
         async with Navi.open(settings, env=env) as navi:
             session = args.session or await navi.create_session(args.profile)
-            thinking = False
+            printer = RunPrinter(sys.stdout)
             async for record in navi.run_stream(session, args.message):
-                e = record.event
-                if isinstance(e, LLMThinking):
-                    thinking = True
-                    out(e.text, DIM)
-                    continue
-                if thinking:
-                    out("\n")
-                    thinking = False
-                if isinstance(e, LLMText):
-                    out(e.text)
-                elif isinstance(e, ToolRequested):
-                    out(f"\n⚙ {e.name} {e.arguments}\n", DIM)
-                elif isinstance(e, ToolCompleted):
-                    out(f"  ✓ {e.output[:200]}\n", DIM)
-                elif isinstance(e, ToolFailed):
-                    out(f"  ✗ {e.error[:200]}\n", DIM)
-                elif isinstance(e, RunFailed):
-                    out(f"\nerror: {e.error}\n", BOLD)
+                printer.show(record.event)
+                if isinstance(record.event, RunFailed):
                     return 1
-                elif isinstance(e, RunStopped):
-                    out("\n[stopped]\n", DIM)
-                elif isinstance(e, RunCompleted):
-                    out("\n")
             sys.stderr.write(f"session: {session}\n")
             return 0
 
@@ -106,9 +69,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
             state = await LogProjectionRunner(store, SESSIONS).catch_up()
             for s in state.listing():
                 pin = "📌 " if s.pinned else "   "
+                lineage = (
+                    f"  (fork of {s.forked_from} at {s.forked_at_seq})" if s.forked_from else ""
+                )
                 sys.stdout.write(
                     f"{pin}{s.session_id}  {s.last_active[:19]}  {s.profile_id:<13} "
-                    f"{s.message_count:>4} msgs  {s.title}\n"
+                    f"{s.message_count:>4} msgs  {s.title}{lineage}\n"
                 )
 
     anyio.run(run)

@@ -49,6 +49,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # NAVI_PLANNING: "on" plans when a profile asks for it; "off" never; "auto" is "on"
     # except with the embedded model (too small to plan usefully).
     planning: str = "auto"
+    # NAVI_EMBEDDED_TOOLS: offer tools to the embedded model too (off: it only chats).
+    embedded_tools: bool = False
+    # Several nodes on one PostgreSQL (navi/cluster, docs/deployment.md): how often each
+    # node looks for sessions whose owner is gone, and when it lets go of an idle one.
+    cluster_sweep_s: float = 1.0
+    cluster_idle_release_s: float = 600.0
     llm: LLMSettings = msgspec.field(default_factory=LLMSettings)
     tools: ToolSettings = msgspec.field(default_factory=ToolSettings)
 
@@ -96,6 +102,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             llm_retry_backoff_s=get("LLM_RETRY_BACKOFF_S", _float, d.llm_retry_backoff_s),
             memory_idle_minutes=get("MEMORY_IDLE_MINUTES", _float, d.memory_idle_minutes),
             planning=get("NAVI_PLANNING", _choice("auto", "on", "off"), d.planning),
+            embedded_tools=get("NAVI_EMBEDDED_TOOLS", _bool, d.embedded_tools),
+            cluster_sweep_s=get("NAVI_CLUSTER_SWEEP_S", _float, d.cluster_sweep_s),
+            cluster_idle_release_s=get(
+                "NAVI_CLUSTER_IDLE_RELEASE_S", _float, d.cluster_idle_release_s
+            ),
             llm=_llm(env),
             tools=tools,
         )

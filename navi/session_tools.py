@@ -1,4 +1,5 @@
-"""Tools that act on the session itself, so they need Navi (``switch_profile``)."""
+"""Tools that act on the session itself, so they need Navi (``switch_profile``,
+``spawn_agent`` from ``navi.subagents``)."""
 
 from __future__ import annotations
 
@@ -47,4 +48,6 @@ class SwitchProfileTool(Tool):
 
 
 def navi_tools(navi: Navi) -> list[Tool]:
-    return [SwitchProfileTool(navi)]
+    from navi.subagents import SpawnAgentTool
+
+    return [SwitchProfileTool(navi), SpawnAgentTool(navi)]

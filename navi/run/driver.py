@@ -283,6 +283,10 @@ class RunDriver:
         backend = await self.deps.backend_for(profile)
         subagent = self._subagent()
         names = self.deps.builder.tool_names(profile, subagent=subagent)
+        if backend.name == "embedded" and not self.deps.settings.embedded_tools:
+            # The small packaged model cannot drive tools (it loops on them), and their
+            # schemas triple its prompt: it chats unless NAVI_EMBEDDED_TOOLS=true.
+            names = []
         messages = await self.deps.builder.messages(
             self.state.context.as_list(), profile, user_id=self.state.user_id, subagent=subagent
         )
@@ -390,8 +394,13 @@ class RunDriver:
         profile = self._profile()
         owner = self.host.data_owner
         # A subagent works on its top-level session's files, todo list and notes; its
-        # scratchpad stays its own (isolated from its parent and its siblings).
-        files_dir = self.deps.files_root / owner.session_id
+        # scratchpad stays its own (isolated from its parent and its siblings). A child
+        # session run on its own (run_ephemeral) uses the files of the session it names.
+        created = state.created
+        files_owner = owner.session_id
+        if owner is self.host and created is not None and created.parent_stream_id:
+            files_owner = created.parent_stream_id
+        files_dir = self.deps.files_root / files_owner
         files_dir.mkdir(parents=True, exist_ok=True)
         hooks = self.deps.tool_hooks(self.host, call.id)
         shared = owner is not self.host

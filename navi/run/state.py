@@ -26,6 +26,8 @@ Design notes (also in docs/state-machine.md):
   ``llm.completed``, ``tool.completed``/``tool.failed``), but nothing new may start.
 - Post-turn compression runs after ``run.completed``: ``done`` → ``compressing_after_run``
   → ``done``. A ``user.message`` must wait until it ends (the session actor holds it).
+  A re-summary asked for at rest (``recompress``) may also start from ``stopped`` or
+  ``failed``; it ends in ``done`` (a resting state like the others).
 - LLM calls with purpose ``memory`` belong to the memory workers' own stream, never to a
   session's run: ``llm.requested+memory`` is legal in no state.
 """
@@ -208,10 +210,12 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
     STOPPED: {
         "user.message":               IDLE,
         "profile.switched":           STOPPED,
+        "context.compressing":        COMPRESSING_AFTER_RUN,  # a re-summary (recompress)
     },
     FAILED: {
         "user.message":               IDLE,
         "profile.switched":           FAILED,
+        "context.compressing":        COMPRESSING_AFTER_RUN,  # a re-summary (recompress)
     },
 }
 # fmt: on

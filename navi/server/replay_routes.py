@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from events.types import SessionCreated
+from events.types import ContextCompressed, SessionCreated
 from navi.replay.errors import (
     BrokenForkError,
     ExportFormatError,
@@ -33,6 +33,7 @@ from navi.replay.inspect import llm_request, state_at
 from navi.replay.jsonl import line_decoder
 from navi.replay.verify import verify_session
 from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
+from navi.server.recompress import recompress_and_wait
 from navi.server.replay_timeline import build_timeline
 from projections.sessions import cut_title
 
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 class ForkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     at: int
     title: str | None = None
+
+
+class RecompressBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    model: str | None = None
 
 
 _encode = msgspec.json.Encoder().encode
@@ -180,6 +185,23 @@ async def verify(request: Request) -> Response:
     return json_response(out)
 
 
+async def recompress_session(request: Request) -> Response:
+    """Summarise the latest compressed range again (``{"model"?}``; with no summary yet,
+    compress now), superseding the old summary; answers when it is recorded."""
+    server, session_id = await _owned(request)
+    body = await body_as(request, RecompressBody, empty_ok=True)
+    record = await recompress_and_wait(server.navi, session_id, body.model)
+    compressed = isinstance(record.event, ContextCompressed)
+    return json_response(
+        {
+            "session_id": session_id,
+            "status": "compressed" if compressed else "failed",
+            "seq": record.seq,
+            "event": msgspec.to_builtins(record.event),
+        }
+    )
+
+
 ROUTES = [
     Route("/sessions/import", import_export, methods=["POST"]),
     Route("/sessions/{session_id}/state", session_state, methods=["GET"]),
@@ -188,6 +210,7 @@ ROUTES = [
     Route("/sessions/{session_id}/fork", fork_session, methods=["POST"]),
     Route("/sessions/{session_id}/export", export_session, methods=["GET"]),
     Route("/sessions/{session_id}/verify", verify, methods=["GET"]),
+    Route("/sessions/{session_id}/recompress", recompress_session, methods=["POST"]),
 ]
 
 

@@ -25,6 +25,7 @@ from actors import (
     ChildFailed,
     ChildStopped,
     MailboxFull,
+    Reply,
     Supervision,
 )
 from events.base import BaseEventStore
@@ -89,6 +90,8 @@ class SessionActor(Actor[object]):
         self._runs = 0
         self._queue: deque[tuple[m.Send, str]] = deque()
         self._run_id: str | None = None
+        # A re-summary asked for while the last run was winding down: (model, its reply).
+        self._pending_recompress: tuple[str | None, Reply] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -178,6 +181,8 @@ class SessionActor(Actor[object]):
         return self.session_id
 
     async def _send(self, message: m.Send) -> m.RunStartedReply:
+        if self.is_orphaned_subagent:
+            raise SessionError("this is a subagent's session: it runs only under its parent")
         images = clean_images(message.images)
         text = check_text(message.text, images)
         files = check_files(message.files)
@@ -188,10 +193,10 @@ class SessionActor(Actor[object]):
             # (post-turn workers) — a message sent after stream_end is never refused.
             if len(self._queue) >= MAX_QUEUED:
                 raise QueueFull(f"{MAX_QUEUED} messages are already waiting in this session")
-            run_id = self.deps.new_id()
+            run_id = message.run_id or self.deps.new_id()
             self._queue.append((message, run_id))
             return m.RunStartedReply(run_id=run_id, after_seq=self.state.last_seq, queued=True)
-        return await self._start_run(text, images, files, message.mode)
+        return await self._start_run(text, images, files, message.mode, message.run_id)
 
     async def _start_run(
         self,
@@ -257,6 +262,8 @@ class SessionActor(Actor[object]):
         return self.parent is None and created is not None and created.parent_call_id is not None
 
     async def _spawn_subagent(self, child_id: str) -> ActorRef[object]:
+        if self.stop_signal.is_set():
+            raise SessionError("the run is stopping: no subagent starts now")
         existing = self.children.get(child_id)
         if existing is not None and not existing.is_stopped:
             return existing
@@ -265,6 +272,8 @@ class SessionActor(Actor[object]):
 
     async def _start_subtask(self, message: m.StartSubtask) -> m.SubtaskStarted:
         """Run the subagent's task; after a crash, go on with the run the log shows."""
+        if self.parent is not None and self.parent.stop_signal.is_set():
+            raise SessionError("the parent's run is stopping: the subagent does not start")
         if self.state.created is None:
             await self._create(
                 m.Create(
@@ -288,10 +297,14 @@ class SessionActor(Actor[object]):
 
     # ------------------------------------------------------------------ jobs at rest
 
-    async def _recompress(self, model: str | None) -> int:
-        """Start a re-summary in a child actor; answers the seq it starts after."""
-        if self.state.run_active or self._run_child is not None:
+    async def _recompress(self, model: str | None) -> int | None:
+        """Start a re-summary in a child actor; answers the seq it starts after. Asked
+        while the last run winds down (post-turn workers), it starts when that ends."""
+        if self.state.run_active or self._pending_recompress is not None:
             raise RunActive()
+        if self._run_child is not None:
+            self._pending_recompress = (model, self.defer_reply())
+            return None
         records = await self.deps.store.read(self.session_id)
         selection = compression.recompress_selection(
             self.state.context, records, self.deps.run.settings.compression_keep_recent
@@ -310,6 +323,7 @@ class SessionActor(Actor[object]):
         self._runs += 1
         name = f"{kind}-{self._runs}"
         self._run_child = name  # a message sent meanwhile waits, as during a run
+        self.stop_signal = StopSignal()  # the last run's stop is not this job's
         ref = await self.spawn_child(JobActor(self, job), name, supervision=Supervision.stop())
         await ref.tell(m._Drive())
 
@@ -317,6 +331,14 @@ class SessionActor(Actor[object]):
         if name != self._run_child:
             return
         self._run_child = None
+        if self._pending_recompress is not None:
+            model, reply = self._pending_recompress
+            self._pending_recompress = None
+            try:
+                reply.set(await self._recompress(model))
+                return  # queued messages start when the re-summary has ended
+            except (SessionError, IllegalTransition) as refused:
+                reply.set(m.Refusal(refused))
         if self.parent is not None and not self._queue:
             self.stop("subagent run ended")  # a subagent session runs one task
             return

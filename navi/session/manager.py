@@ -3,17 +3,20 @@ from the log; and the resume of unfinished runs at start-up."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 import anyio
 import structlog
 
 from actors import ActorRef, ActorSystem, Supervision
 from actors.errors import ActorNameTaken, ActorStopped
-from events.types import TERMINAL_RUN_EVENTS
+from events.types import TERMINAL_RUN_EVENTS, SessionCreated
+from navi.replay.history import load_history
 from navi.session import messages as m
 from navi.session.actor import SessionActor, SessionDeps
-from navi.session.errors import SessionNotFound
+from navi.session.errors import SessionError, SessionNotFound
 
 log = structlog.get_logger(__name__)
 
@@ -23,11 +26,29 @@ NOT_A_SESSION = ":"
 NOT_RESUMABLE = frozenset({"session.created", "session.deleted", "session.pinned"})
 
 
+class Placement(Protocol):
+    """Where a session's actor runs (navi/cluster): on this node, or on another one
+    sharing the database, which then gets the request through its durable inbox."""
+
+    def local(self, session_id: str, message: object) -> AbstractAsyncContextManager[bool]:
+        """While the block runs: whether this node's actor takes ``message`` (the node
+        owns the session, claiming it if nobody does, and keeps it meanwhile); if not,
+        ``forward`` it."""
+        ...
+
+    async def forward(self, session_id: str, message: object, wait_s: float) -> Any:
+        """Deliver a request to the node that owns the session; answer as it would."""
+        ...
+
+
 class SessionManager:
     def __init__(self, system: ActorSystem, deps: SessionDeps) -> None:
         self.system = system
         self.deps = deps
+        # Set by navi/cluster on a shared PostgreSQL; None: every session is here.
+        self.placement: Placement | None = None
         self._spawning = anyio.Lock()
+        self._offsets: dict[str, int] = {}
 
     async def ref(self, session_id: str) -> ActorRef[object]:
         existing = self.system.lookup(session_id)
@@ -53,18 +74,52 @@ class SessionManager:
 
     async def create(self, request: m.Create, session_id: str | None = None) -> str:
         session_id = session_id or self.deps.new_id()
+        if self.placement is not None:
+            async with self.placement.local(session_id, request) as here:
+                if not here:
+                    raise SessionError(f"session {session_id!r} already exists on another node")
+                return await self._create(request, session_id)
+        return await self._create(request, session_id)
+
+    async def _create(self, request: m.Create, session_id: str) -> str:
         ref = await self._spawn(session_id)
         _answer(await ref.ask(request, timeout=ASK_TIMEOUT))
         return session_id
 
     async def ask(self, session_id: str, message: object, wait_s: float = ASK_TIMEOUT) -> Any:
+        if self.placement is not None:
+            async with self.placement.local(session_id, message) as here:
+                if not here:
+                    return await self.placement.forward(session_id, message, wait_s)
+                return await self._ask(session_id, message, wait_s)
+        return await self._ask(session_id, message, wait_s)
+
+    async def _ask(self, session_id: str, message: object, wait_s: float) -> Any:
         ref = await self.ref(session_id)
         try:
-            return _answer(await ref.ask(message, timeout=wait_s))
+            reply = _answer(await ref.ask(message, timeout=wait_s))
         except ActorStopped:
             # It stopped between lookup and ask (a restart gave up): one fresh try.
             ref = await self._spawn(session_id)
-            return _answer(await ref.ask(message, timeout=wait_s))
+            reply = _answer(await ref.ask(message, timeout=wait_s))
+        if isinstance(reply, m.RunStartedReply):
+            reply = await self._for_subscribers(session_id, reply)
+        return reply
+
+    async def _for_subscribers(self, session_id: str, reply: m.RunStartedReply) -> Any:
+        """The reply with ``after_seq`` as ``store.subscribe`` counts it. A fork's actor
+        speaks history seqs (navi/session/recovery.py); its own stream is numbered from
+        the fork point on: ``stored seq = history seq - offset``."""
+        offset = self._offsets.get(session_id)
+        if offset is None:
+            first = await self.deps.store.read(session_id, to_seq=1)
+            link = first[0].event if first else None
+            forked = isinstance(link, SessionCreated) and link.forked_from is not None
+            offset = (await load_history(self.deps.store, session_id)).offset if forked else 0
+            self._offsets[session_id] = offset  # a fork link never changes
+        if offset == 0:
+            return reply
+        return dataclasses.replace(reply, after_seq=max(0, reply.after_seq - offset))
 
     async def resume_all(self) -> int:
         """Resume every run the log shows as unfinished; returns how many."""

@@ -25,6 +25,9 @@ class Send:
     files: tuple[FileRef, ...] = ()
     mode: RunMode = "stream"
     queue: bool = False
+    # The run's id, when the sender fixed it (navi/cluster: the durable inbox row's id,
+    # so a redelivered message is recognised in the log).
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,3 +82,40 @@ class _Drive:
 
     resumed: bool = False
     workers: tuple[object, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class SpawnSubagent:
+    """To a parent session: start (or find) the session actor of subagent stream
+    ``child_id`` as a child actor. Answers its ``ActorRef``."""
+
+    child_id: str
+
+
+@dataclass(frozen=True)
+class StartSubtask:
+    """To a subagent session: be created for ``task`` if not yet, then run it (or go on
+    with the run a crash interrupted). Answers a ``SubtaskStarted``."""
+
+    task: str
+    profile_id: str
+    parent_stream_id: str
+    parent_call_id: str
+    user_id: str = "local"
+
+
+@dataclass(frozen=True)
+class SubtaskStarted:
+    """The subagent's run: its id and the seq before its ``run.started``; ``ended`` is
+    the seq of its terminal event if it had already ended."""
+
+    run_id: str
+    after_seq: int
+    ended_seq: int | None = None
+
+
+@dataclass(frozen=True)
+class Recompress:
+    """Summarise the latest compressed range again (or compress now), at rest."""
+
+    model: str | None = None

@@ -320,3 +320,96 @@ def test_bad_seqs_are_400(navi_server: RunningServer, path: str) -> None:
         sid = new_session(http)
         response = http.get(path.format(sid=sid))
         assert response.status_code == 400 and response.json()["error"]
+
+
+def test_recompress_summarises_again_and_waits(tmp_path: Path) -> None:
+    with navi_server_for(tmp_path, compression_keep_recent=1) as server, client(server) as http:
+        server.fake_llm.script(Reply(text="One."), Reply(text="Two."), Reply(text="Three."))
+        sid = new_session(http)
+        for text in ("first", "second", "third"):
+            chat(http, sid, text)
+        fork = http.post(f"/sessions/{sid}/fork", json={"at": events_of(http, sid)[-1]["seq"]})
+        fork_id = fork.json()["session_id"]
+
+        server.fake_llm.script(Reply(text="- the user asked three things"))
+        done = http.post(f"/sessions/{sid}/recompress", json={"model": "other-model:latest"})
+        assert done.status_code == 200, done.text
+        body = done.json()
+        assert body["status"] == "compressed" and body["event"]["model"] == "other-model:latest"
+        assert body["event"]["summary"].endswith("- the user asked three things")
+        assert server.fake_llm.requests[-1]["model"] == "other-model:latest"
+        context = http.get(f"/sessions/{sid}/context").json()["messages"]
+        assert context[0]["is_summary"] and "three things" in context[0]["content"]
+
+        # A fork's re-summary is its own; the origin keeps its summary.
+        server.fake_llm.script(Reply(text="- a fork's summary"))
+        forked = http.post(f"/sessions/{fork_id}/recompress")
+        assert forked.status_code == 200, forked.text
+        assert forked.json()["seq"] == events_of(http, fork_id)[-1]["seq"]  # a history seq
+        assert (
+            "fork's summary"
+            in http.get(f"/sessions/{fork_id}/context").json()["messages"][0]["content"]
+        )
+        assert (
+            "three things" in http.get(f"/sessions/{sid}/context").json()["messages"][0]["content"]
+        )
+
+        bad = http.post(f"/sessions/{sid}/recompress", json={"model": 3})
+        assert bad.status_code == 422
+        assert http.post("/sessions/nope/recompress").status_code == 404
+        empty = new_session(http)
+        nothing = http.post(f"/sessions/{empty}/recompress")
+        assert nothing.status_code == 400 and "nothing to summarise" in nothing.json()["error"]
+
+
+def test_the_openapi_document_describes_the_replay_endpoints(navi_server: RunningServer) -> None:
+    with client(navi_server) as http:
+        paths = http.get("/openapi.json").json()["paths"]
+    fork = paths["/sessions/{session_id}/fork"]["post"]
+    assert fork["requestBody"]["content"]["application/json"]["schema"]["required"] == ["at"]
+    imported = paths["/sessions/import"]["post"]
+    assert "application/x-ndjson" in imported["requestBody"]["content"]
+    assert [p["name"] for p in imported["parameters"]] == ["as_new"]
+    state = paths["/sessions/{session_id}/state"]["get"]
+    assert {p["name"] for p in state["parameters"]} == {"session_id", "at"}
+    for path in ("timeline", "export", "verify", "recompress", "llm-requests/{seq}"):
+        assert f"/sessions/{{session_id}}/{path}" in paths
+
+
+def test_a_fork_recovers_after_a_server_restart(tmp_path: Path) -> None:
+    with navi_server_for(tmp_path) as server, client(server) as http:
+        origin = two_turns(server, http)
+        second = seq_of(events_of(http, origin), "user.message", 1)
+        fork = http.post(f"/sessions/{origin}/fork", json={"at": second - 1}).json()["session_id"]
+        server.fake_llm.script(Reply(text="Fork one."))
+        chat(http, fork, "fork question")
+    with navi_server_for(tmp_path) as server, client(server) as http:
+        # A new process: the fork's actor recovers from its history, appends at its own seq.
+        server.fake_llm.script(Reply(text="Fork two."))
+        assert chat(http, fork, "another fork question") == "Fork two."
+        sent = [m["content"] for m in server.fake_llm.requests[-1]["messages"]]
+        assert sent[-5:] == ["first question", "One.", "fork question", "Fork one.",
+                             "another fork question"]  # fmt: skip
+        events = events_of(http, fork)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert http.get(f"/sessions/{fork}/verify").json()["ok"] is True
+        assert shown(http.get(f"/sessions/{origin}").json())[-1] == ("assistant", "Two.")
+
+
+def test_another_users_replay_socket_is_closed_as_not_found(tmp_path: Path) -> None:
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    from navi.server.auth import User, Users
+
+    users = Users([User(id="alice", token="a" * 20), User(id="bob", token="b" * 20)],
+                  open_access=False)  # fmt: skip
+    with navi_server_for(tmp_path, users=users) as server:
+        with client(server, "a" * 20) as alice:
+            sid = new_session(alice)
+        url = f"{server.ws_url}/ws/sessions/{sid}/replay"
+        with connect(f"{url}?token={'b' * 20}") as ws, pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4004
+        with connect(f"{url}?token={'a' * 20}") as ws:
+            assert json.loads(ws.recv(timeout=10))["type"] == "replay_status"

@@ -84,6 +84,12 @@ export const api = {
   switchProfile: (sessionId, profileId) =>
     request('PATCH', `/sessions/${id(sessionId)}/profile`, { json: { profile_id: profileId } }),
   uploadFile,
+  // Replay and debugging (docs/replay.md).
+  sessionState: (sessionId, at) => request('GET', `/sessions/${id(sessionId)}/state`, { query: { at } }),
+  llmRequest: (sessionId, seq) => request('GET', `/sessions/${id(sessionId)}/llm-requests/${seq}`),
+  timeline: (sessionId) => request('GET', `/sessions/${id(sessionId)}/timeline`),
+  forkSession: (sessionId, at, title) =>
+    request('POST', `/sessions/${id(sessionId)}/fork`, { json: title === undefined ? { at } : { at, title } }),
 };
 
 /**

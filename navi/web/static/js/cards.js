@@ -37,7 +37,7 @@ export function fileChip(file) {
     size && h('span', { class: 'file-size', text: size }));
 }
 
-export function userMessage({ content = '', images = [], files = [] }, { pending = false } = {}) {
+export function userMessage({ content = '', images = [], files = [], seq = null }, { pending = false } = {}) {
   const thumbs = images.length
     ? h('div', { class: 'message-images' },
       images.map((image) => {
@@ -46,7 +46,10 @@ export function userMessage({ content = '', images = [], files = [] }, { pending
       }))
     : null;
   const chips = files.length ? h('div', { class: 'message-files' }, files.map(fileChip)) : null;
-  return h('div', { class: pending ? 'message user pending' : 'message user', 'data-role': 'user' },
+  return h('div', {
+    class: pending ? 'message user pending' : 'message user', 'data-role': 'user',
+    'data-seq': Number.isInteger(seq) ? seq : null, // its log seq: edit & resend forks before it
+  },
     thumbs, chips, content && h('div', { class: 'bubble', text: content }));
 }
 

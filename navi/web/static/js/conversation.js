@@ -97,6 +97,7 @@ export class ConversationView {
     if (index >= 0) {
       const [{ el }] = this.pendingUser.splice(index, 1);
       el.classList.remove('pending');
+      if (Number.isInteger(message.seq)) el.dataset.seq = String(message.seq);
       return;
     }
     this.addUser(message);

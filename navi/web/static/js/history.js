@@ -25,7 +25,9 @@ export function renderHistory(view, messages, { running = false } = {}) {
       close();
       turn = null;
       lastText = '';
-      view.addUser({ content: message.content || '', images: message.images || [], files: message.files || [] });
+      view.addUser({
+        content: message.content || '', images: message.images || [], files: message.files || [], seq: message.seq,
+      });
       continue;
     }
     if (message.role === 'system' || message.is_summary) {

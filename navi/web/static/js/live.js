@@ -43,6 +43,7 @@ export class LiveRenderer {
       content: frame.content ?? frame.text ?? '',
       images: frame.images || [],
       files: frame.files || [],
+      seq: frame.seq,
     });
   }
 

@@ -11,10 +11,13 @@ import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTo
 import { highestSeq, renderHistory } from './history.js';
 import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
+import { ReplayView } from './replay.js';
+import { mountForkActions } from './replay_actions.js';
 import { Sidebar, sessionTitle } from './sessions.js';
 import { profileById, state, subscribe, update } from './state.js';
 
 const PROFILE_KEY = 'navi.profile';
+const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
 const FOCUS_REFRESH_MS = 5000;
 
 const app = $('#app');
@@ -22,6 +25,7 @@ const view = new ConversationView($('#conversation'), $('#conversation-inner'), 
 let connection = null;
 let loading = 0; // bumps on every navigation, so a slow load never draws over a newer one
 let creating = null;
+let route; // the hash target shown: a session id, `replay/<id>` or null
 
 // ---------------------------------------------------------------- views
 
@@ -76,6 +80,16 @@ const live = new LiveRenderer(view, {
   },
 });
 
+const replay = new ReplayView($('#replay'), {
+  onBack: (sessionId) => navigate(sessionId),
+  onForked: (sessionId) => {
+    sidebar.refresh();
+    navigate(sessionId);
+  },
+  onFork: forkAndResend,
+});
+mountForkActions(view.inner, { sessionId: () => state.sessionId, onFork: forkAndResend });
+
 mountProfileSwitcher($('#profile-select'), changeProfile);
 mountContextMeter($('#context-meter'));
 mountConnectionBanner($('#connection-banner'));
@@ -87,17 +101,18 @@ function sessionFromHash() {
   return decodeURIComponent(location.hash.slice(1)) || null;
 }
 
-/** Go to a session (or to a new chat with null); the hash is the source of truth. */
+/** Go to a session (or to a new chat with null, or to `replay/<id>`); the hash is the
+ *  source of truth. Resolves once the session is shown. */
 function navigate(sessionId, { replace = false } = {}) {
-  const url = sessionId ? `#${encodeURIComponent(sessionId)}` : location.pathname + location.search;
+  const url = sessionId ? `#${sessionId.split('/').map(encodeURIComponent).join('/')}` : location.pathname + location.search;
   if (replace) history.replaceState(null, '', url);
   else history.pushState(null, '', url);
-  openSession(sessionId);
+  return openSession(sessionId);
 }
 
 function onLocationChange() {
-  const sessionId = sessionFromHash();
-  if (sessionId !== state.sessionId) openSession(sessionId);
+  const target = sessionFromHash();
+  if (target !== route) openSession(target);
 }
 
 function disconnect() {
@@ -112,7 +127,10 @@ function showEmpty() {
 
 async function openSession(sessionId) {
   const token = ++loading;
+  route = sessionId;
   disconnect();
+  if (sessionId && sessionId.startsWith(REPLAY)) return openReplay(sessionId.slice(REPLAY.length));
+  leaveReplay();
   update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null });
   composer.showError(null);
   if (!sessionId) {
@@ -153,6 +171,39 @@ async function openSession(sessionId) {
   connect(sessionId, Number.isInteger(session.last_seq) ? session.last_seq : highestSeq(messages));
   view.scrollToBottom();
   composer.focus();
+}
+
+// ---------------------------------------------------------------- replay and forks
+
+function openReplay(sessionId) {
+  app.classList.add('replaying');
+  $('#replay').hidden = false;
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null });
+  $('#replay-button').hidden = true;
+  const listed = state.sessions.find((s) => s.session_id === sessionId);
+  const title = listed ? sessionTitle(listed) : '';
+  document.title = `Replay${title ? ` · ${title}` : ''} · Navi`;
+  return replay.open(sessionId, title);
+}
+
+function leaveReplay() {
+  if (!app.classList.contains('replaying')) return;
+  replay.close();
+  app.classList.remove('replaying');
+  $('#replay').hidden = true;
+}
+
+/** Edit and resend, regenerate: a fork just before the user message at `seq`, where the
+ *  message is sent again (`text`, or as it was). */
+async function forkAndResend(originId, seq, text) {
+  const origin = await api.getSession(originId);
+  const message = (origin.messages || []).find((m) => m.role === 'user' && m.seq === seq);
+  if (!message) throw new Error('that message is not in this chat');
+  const fork = await api.forkSession(originId, seq - 1);
+  sidebar.refresh();
+  await navigate(fork.session_id);
+  const sent = await send({ content: text ?? message.content, images: message.images || [], files: message.files || [] });
+  if (!sent) throw new Error('the new chat was created, but the message could not be sent');
 }
 
 function connect(sessionId, after) {
@@ -344,6 +395,15 @@ window.addEventListener('focus', () => {
 window.addEventListener('error', (event) => view.error(`Page error: ${event.message}`));
 window.addEventListener('unhandledrejection', (event) => {
   view.error(`Page error: ${event.reason?.message || event.reason}`);
+});
+
+const replayButton = $('#replay-button');
+replayButton.append(icon('replay'));
+replayButton.addEventListener('click', () => {
+  if (state.sessionId) navigate(`${REPLAY}${state.sessionId}`);
+});
+subscribe(['sessionId', 'running'], () => {
+  replayButton.hidden = !state.sessionId || app.classList.contains('replaying');
 });
 
 subscribe('sessions', () => {

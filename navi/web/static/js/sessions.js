@@ -163,12 +163,23 @@ export class Sidebar {
       onclick: () => this.onNavigate(),
     },
     session.pinned && icon('pin', 'icon pin-mark'),
+    session.forked_from && this.lineage(session),
     h('span', { class: 'session-title', text: sessionTitle(session) }));
     return h('div', {
       class: `session-item${active ? ' active' : ''}${session.pinned ? ' pinned' : ''}`,
       'data-session-id': id,
       'aria-current': active ? 'page' : false,
     }, link, h('span', { class: 'session-actions' }, pin, remove));
+  }
+
+  /** A fork's mark: what it was forked from, and where. */
+  lineage(session) {
+    const origin = state.sessions.find((s) => s.session_id === session.forked_from);
+    const name = origin ? `“${sessionTitle(origin)}”` : 'a deleted chat';
+    const mark = icon('fork', 'icon fork-mark');
+    mark.setAttribute('title', `Fork of ${name} at event ${session.forked_at_seq}`);
+    mark.dataset.forkedFrom = session.forked_from;
+    return mark;
   }
 
   async togglePin(event, session) {

@@ -1,0 +1,62 @@
+"""Navi on several nodes: session ownership, the durable inbox, takeover and the sweeps
+that keep runs going (docs/deployment.md).
+
+``open_placement`` is what ``Navi.open`` uses: on PostgreSQL a ``ClusterNode`` (any
+number of ``navi serve`` processes may share the database); on any other store a
+single node, whose watchdog restarts a run left without a driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+from events.base import BaseEventStore
+from navi.cluster.node import ClusterNode
+from navi.cluster.sweep import LocalWatchdog
+from navi.config import Settings
+from navi.session.manager import SessionManager
+
+__all__ = ["ClusterNode", "LocalWatchdog", "NodePlacement", "open_placement"]
+
+
+class NodePlacement:
+    """What ``Navi.open`` holds: the cluster node (PostgreSQL) or nothing but the
+    watchdog (a single node)."""
+
+    def __init__(self, settings: Settings, node: ClusterNode | None) -> None:
+        self.settings = settings
+        self.node = node
+
+    def attach(self, manager: SessionManager) -> None:
+        self._manager = manager
+        if self.node is not None:
+            self.node.attach(manager)
+
+    async def serve(self, *, background: bool) -> None:
+        """Run until cancelled: the inbox delivery, and with ``background`` the sweeps."""
+        if self.node is not None:
+            await self.node.serve(background=background)
+        elif background:
+            await LocalWatchdog(self._manager, interval=self.settings.cluster_sweep_s).run()
+        else:
+            await anyio.sleep_forever()
+
+
+@asynccontextmanager
+async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIterator[NodePlacement]:
+    from events.postgres import PostgresEventStore, asyncpg_dsn
+
+    if not isinstance(store, PostgresEventStore):
+        yield NodePlacement(settings, None)
+        return
+    node = ClusterNode(
+        store,
+        asyncpg_dsn(store.url),
+        sweep_s=settings.cluster_sweep_s,
+        idle_release_s=settings.cluster_idle_release_s,
+    )
+    async with node.open():
+        yield NodePlacement(settings, node)

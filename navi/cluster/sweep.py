@@ -1,0 +1,156 @@
+"""The periodic sweeps that keep every run going.
+
+``Sweeper`` (several nodes on PostgreSQL), every ``interval`` on every node:
+
+1. sessions this node owns whose log shows an unfinished run get ``Resume`` — a no-op
+   while a run actor drives it, a restart of the run after its actor crashed (a store
+   outage, a bug);
+2. sessions with an unfinished run, or with inbox rows waiting, that *no* node owns
+   (their owner died: PostgreSQL dropped its locks with its connection) are taken
+   over: claimed, resumed by the resume rules, their inbox delivered. A session must be
+   seen free by two sweeps in a row, so that a node reconnecting after a database
+   restart takes its own sessions back before anyone else does;
+3. sessions idle here for ``idle_release_s`` are let go (their actor stopped, then the
+   lock released), so a node never holds more locks than it has live sessions;
+4. old finished inbox rows are deleted.
+
+``LocalWatchdog`` (one node, any store) does 1. for the sessions whose actors live in
+this process, with a growing pause for a session whose run keeps failing (a full disk).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+import anyio
+import structlog
+
+from actors import ActorSystem
+from navi.cluster.ownership import ClusterUnavailable
+from navi.session import messages as m
+from navi.session.errors import SessionError
+
+if TYPE_CHECKING:
+    from navi.cluster.node import ClusterNode
+    from navi.session.manager import SessionManager
+
+log = structlog.get_logger(__name__)
+
+RESUME_ASK_S = 5.0
+PRUNE_EVERY_S = 300.0
+KEEP_DONE_ROWS_S = 3600.0
+
+
+class Sweeper:
+    def __init__(self, node: ClusterNode, *, interval: float, idle_release_s: float) -> None:
+        self.node = node
+        self.interval = interval
+        self.idle_release_s = idle_release_s
+        self.takeovers = 0
+        self._free_before: set[str] = set()
+        self._subagent: dict[str, bool] = {}
+        self._pruned_at = 0.0
+
+    async def run(self) -> None:
+        while True:
+            await anyio.sleep(self.interval)
+            try:
+                await self.sweep()
+            except ClusterUnavailable:
+                pass
+            except Exception as exc:  # the database is restarting, …: next time
+                log.warning("cluster.sweep_failed", error=str(exc))
+
+    async def sweep(self) -> None:
+        node = self.node
+        open_runs = await node.runs.open_runs()
+        waiting = await node.inbox.waiting_sessions(older_than_s=self.interval)
+        candidates = {s for s in open_runs.keys() | waiting if not await self._is_subagent(s)}
+        held = node.ownership.held
+        for session_id in sorted(candidates & held & open_runs.keys()):
+            await self._resume(session_id)
+        others = candidates - held
+        free = others - await node.ownership.locked(others)
+        ready, self._free_before = free & self._free_before, free - self._free_before
+        if ready:
+            claimed = await node.ownership.claim(ready)
+            for session_id in sorted(claimed):
+                self.takeovers += 1
+                log.warning("cluster.takeover", node=node.node_id, session_id=session_id)
+                if session_id in open_runs:
+                    await self._resume(session_id)
+            node.delivery.wake()
+        await self._release_idle(open_runs.keys() | waiting)
+        now = time.monotonic()
+        if now - self._pruned_at > PRUNE_EVERY_S:
+            self._pruned_at = now
+            await node.inbox.prune(KEEP_DONE_ROWS_S)
+
+    async def _resume(self, session_id: str) -> None:
+        try:
+            if await self.node.ask_here(session_id, m.Resume(), wait_s=RESUME_ASK_S):
+                log.warning("run.resumed_by_sweep", node=self.node.node_id, session_id=session_id)
+        except Exception as exc:
+            log.warning("run.resume_failed", session_id=session_id, error=str(exc))
+
+    async def _is_subagent(self, session_id: str) -> bool:
+        """A subagent's session runs under its parent's actor: never taken on its own."""
+        known = self._subagent.get(session_id)
+        if known is None:
+            first = await self.node.store.read(session_id, to_seq=1)
+            created = first[0].event if first else None
+            known = getattr(created, "parent_call_id", None) is not None
+            if first:
+                self._subagent[session_id] = known
+        return known
+
+    async def _release_idle(self, busy: set[str]) -> None:
+        node = self.node
+        now = time.monotonic()
+        for session_id in sorted(node.ownership.held - busy):
+            if node.idle_for(session_id, now) > self.idle_release_s:
+                await node.release(session_id)
+
+
+class LocalWatchdog:
+    """One node: restart the runs of this process's sessions whose run actor is gone."""
+
+    def __init__(self, manager: SessionManager, *, interval: float) -> None:
+        self.manager = manager
+        self.system: ActorSystem = manager.system
+        self.interval = interval
+        self._pause: dict[str, tuple[float, float]] = {}  # session → (next try, pause)
+        self._known: set[str] = set()
+
+    async def run(self) -> None:
+        while True:
+            await anyio.sleep(self.interval)
+            await self.sweep()
+
+    async def sweep(self) -> None:
+        live = {p for p in self.system.paths if "/" not in p}
+        # A session whose actor stopped for good (its restarts ran out) is asked too:
+        # the ask brings it back from the log.
+        self._known |= live
+        now = time.monotonic()
+        for session_id in sorted(self._known):
+            next_try, pause = self._pause.get(session_id, (0.0, self.interval))
+            if now < next_try:
+                continue
+            try:
+                resumed = await self.manager.ask(session_id, m.Resume(), wait_s=RESUME_ASK_S)
+            except SessionError:  # deleted, or never created
+                self._known.discard(session_id)
+                continue
+            except Exception as exc:
+                resumed = True  # it needs another try
+                log.warning("run.resume_failed", session_id=session_id, error=str(exc))
+            if resumed:
+                # A run that had no driver: again later, a little later each time in a row.
+                log.warning("run.resumed_by_watchdog", session_id=session_id)
+                self._pause[session_id] = (now + pause, min(pause * 2, 30.0))
+            else:
+                self._pause.pop(session_id, None)
+                if session_id not in live:
+                    self._known.discard(session_id)
