@@ -36,5 +36,6 @@ def configure_logging(level: str = "INFO", *, json: bool | None = None) -> None:
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),  # type: ignore[arg-type]
-        cache_logger_on_first_use=True,
+        # No caching: a later configure (tests, reloads) must reach loggers used before.
+        cache_logger_on_first_use=False,
     )
