@@ -48,6 +48,22 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Recorded]:
     yield Recorded(db=db, session_id=sid, root=root)
 
 
+@pytest.fixture(autouse=True)
+def logging_as_it_was() -> Iterator[None]:
+    """``main`` configures logging for the process: put it back for the next tests."""
+    import logging
+
+    import structlog
+
+    config = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    structlog.configure(**config)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
 def navi(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     code = main(list(args))
     out, err = capsys.readouterr()

@@ -240,3 +240,41 @@ def test_continue_from_here_edit_and_regenerate_are_forks(
         ["Make me a camping list", "Thanks"]
     )
     expect(page.locator("#conversation")).to_contain_text("Have a good trip!")
+
+
+def test_a_subagent_has_its_own_nested_lane(
+    navi_page: NaviPage, llm: LLMScript, navi_server: Any
+) -> None:
+    tools = {t["name"] for t in httpx.get(f"{navi_server.url}/agents/tools", timeout=10).json()}
+    if "spawn_agent" not in tools:
+        pytest.skip("this server has no spawn_agent tool")
+    llm(
+        Reply(tool_calls=[FakeToolCall(name="spawn_agent", arguments={"task": "Find otters"})]),
+        Reply(
+            tool_calls=[
+                FakeToolCall(
+                    name="scratchpad",
+                    arguments={"action": "write", "section": "notes", "content": "Otters."},
+                )
+            ]
+        ),
+        Reply(text="Otters hold hands."),
+        Reply(text="They hold hands while they sleep."),
+    )
+    with httpx.Client(base_url=navi_server.url, timeout=30) as http:
+        sid = http.post("/sessions", json={"title": "Otters"}).json()["session_id"]
+        http.post(f"/sessions/{sid}/messages", json={"content": "otters?"}).raise_for_status()
+    page = open_replay(navi_page, sid)
+    lanes = page.locator(".tl-lane")
+    expect(lanes).to_have_count(2)
+    expect(lanes.nth(1)).to_have_class(re.compile(r"\bsubagent\b"))
+    expect(lanes.nth(1).locator(".tl-label")).to_have_text("↳ Find otters")
+    expect(lanes.nth(1).locator('.tl-span[data-kind="tool"]')).to_have_count(1)
+    expect(lanes.nth(0).locator('.tl-span[data-kind="subagent"]')).to_have_count(1)
+    # Played back, the subagent's frames land inside its spawn_agent card, as live.
+    page.select_option("#replay-speed", "max")
+    page.locator("#replay-play").click()
+    expect(page.locator("#replay-play")).to_have_attribute("data-state", "paused")
+    agent = page.locator('#replay-conversation .tool-card[data-tool="spawn_agent"]')
+    expect(agent.locator('.subagent .tool-card[data-tool="scratchpad"]')).to_have_count(1)
+    navi_page.shot("subagent")

@@ -27,6 +27,7 @@ export class ReplayView {
     this.speed = '1';
     this.playing = false;
     this.pausing = false;
+    this.liveAt = null; // the seq the conversation drawn by live frames is at (null: drawn from a state)
     this.socket = null;
     this.showing = 0; // bumps per state request: only the latest one is drawn
     this.requests = new Map(); // llm.requested seq → its request (with messages)
@@ -101,6 +102,8 @@ export class ReplayView {
     this.stopSocket();
     this.playing = false;
     this.pausing = false;
+    this.live = null;
+    this.liveAt = null;
     this.sessionId = null;
     this.showing += 1;
     this.updateControls();
@@ -144,6 +147,8 @@ export class ReplayView {
 
   moveTo(seq) {
     if (this.playing) this.pause({ keepPosition: true });
+    this.pausing = false;
+    this.liveAt = null;
     this.cursor = Math.max(0, Math.min(seq, this.timeline.head));
     this.timeline.setCursor(this.cursor);
     this.updateControls();
@@ -162,7 +167,8 @@ export class ReplayView {
     const label = this.playing ? 'Pause' : 'Play';
     this.playButton.title = label;
     this.playButton.setAttribute('aria-label', label);
-    this.playButton.dataset.state = this.playing ? 'playing' : 'paused';
+    // "pausing": until the server says where it stopped (the cursor moves there).
+    this.playButton.dataset.state = this.playing ? 'playing' : this.pausing ? 'pausing' : 'paused';
     this.forkButton.disabled = this.cursor < 1 || !this.sessionId;
   }
 
@@ -170,19 +176,27 @@ export class ReplayView {
 
   async play() {
     if (this.playing || !this.sessionId) return;
-    if (this.cursor >= this.timeline.head) this.cursor = 0; // from the start again
+    if (this.cursor >= this.timeline.head) { // from the start again
+      this.cursor = 0;
+      this.liveAt = null;
+    }
     this.timeline.setCursor(this.cursor);
-    const shown = await this.show(this.cursor);
-    if (!shown) return;
-    let running = shown.running;
-    this.live = new LiveRenderer(this.panes.view, {
-      isRunning: () => running,
-      setRunning: (value) => { running = value; },
-      setContext: () => {},
-      setProfile: () => {},
-      setTodo: () => {},
-      runEnded: () => {},
-    });
+    if (this.liveAt !== this.cursor || !this.live) {
+      // Draw the conversation at the cursor; the live renderer goes on from there (as the
+      // chat does after a reload). Otherwise it goes on where it paused.
+      const shown = await this.show(this.cursor);
+      if (!shown) return;
+      let running = shown.running;
+      this.live = new LiveRenderer(this.panes.view, {
+        isRunning: () => running,
+        setRunning: (value) => { running = value; },
+        setContext: () => {},
+        setProfile: () => {},
+        setTodo: () => {},
+        runEnded: () => {},
+      });
+    }
+    this.liveAt = null;
     this.playing = true;
     this.pausing = false;
     this.updateControls();
@@ -201,7 +215,8 @@ export class ReplayView {
     });
   }
 
-  /** Pause at the event the server says it reached (frames in flight are dropped). */
+  /** Pause at the event the server says it reached (the frames sent until then are
+   *  drawn); `keepPosition`: the cursor is being moved, drop them. */
   pause({ keepPosition = false } = {}) {
     if (!this.playing) return;
     this.playing = false;
@@ -221,21 +236,18 @@ export class ReplayView {
     if (frame.type === 'replay_status') {
       if (frame.state === 'paused' && this.pausing) {
         this.pausing = false;
-        this.cursor = frame.seq;
-        this.timeline.setCursor(this.cursor);
-        this.show(this.cursor);
+        this.settle(frame.seq);
       }
       return;
     }
     if (frame.type === 'replay_end') {
-      if (!this.playing) return;
-      this.playing = false;
-      this.cursor = frame.seq;
-      this.timeline.setCursor(this.cursor);
-      this.show(this.cursor);
+      if (this.playing) {
+        this.playing = false;
+        this.settle(frame.seq);
+      }
       return;
     }
-    if (!this.playing) return; // sent before our pause or seek reached the server
+    if (!this.playing && !this.pausing) return; // sent before our seek reached the server
     if (frame.type === 'error' && !Number.isInteger(frame.seq)) {
       this.showError(frame.message || 'The replay failed.');
       return;
@@ -247,6 +259,16 @@ export class ReplayView {
       this.updateControls();
       this.refreshSoon();
     }
+  }
+
+  /** Stopped at `seq` with the conversation drawn by live frames: keep it (it has what a
+   *  state cannot give, like subagents' cards), refresh the rest. */
+  settle(seq) {
+    this.cursor = seq;
+    this.liveAt = seq;
+    this.timeline.setCursor(seq);
+    this.updateControls();
+    this.show(seq, { conversation: false });
   }
 
   refreshSoon() {

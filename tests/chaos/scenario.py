@@ -1,0 +1,252 @@
+"""Chaos scenarios on real processes, shared by the tests and bench/chaos.py.
+
+``crash_loop``: one ``navi serve``; runs in several sessions, each followed by a
+client; the server is SIGKILLed (at a random moment, or when the log shows a chosen
+moment: mid-stream, mid-tool, during a compression, with a subagent running) and
+started again, over and over; then every run must end and the checks of
+``harness.check`` must pass.
+
+``takeover``: two nodes on one PostgreSQL; sessions created on A, messages sent to B
+(through A's inbox), a client on each node; A is SIGKILLed mid-run and B must take
+its sessions over and finish their runs while the clients watch.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from tests.chaos.harness import (
+    Findings,
+    LogProbe,
+    NaviProcess,
+    ServerConfig,
+    Watcher,
+    check,
+    create_session,
+    read_logs,
+    send_message,
+)
+from tests.chaos.llm import spec_line
+
+# The moments a kill can aim at, as the log shows them: (the event that opens the
+# moment, the events that close it); "mid-stream" and "mid-tool" look at the last event.
+MOMENTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "compression": ("context.compressing", ("context.compressed", "context.compression_failed")),
+    "subagent": ("subagent.spawned", ("subagent.finished",)),
+}
+LAST_EVENT: dict[str, tuple[str, ...]] = {
+    "mid-stream": ("llm.text", "llm.thinking", "llm.tool_calls"),
+    "mid-tool": ("tool.started",),
+}
+
+
+@dataclass
+class ChaosResult:
+    kills: int = 0
+    aimed: dict[str, int] = field(default_factory=dict)
+    recoveries: list[float] = field(default_factory=list)
+    takeovers: list[float] = field(default_factory=list)
+    findings: Findings = field(default_factory=Findings)
+    seconds: float = 0.0
+
+    def figures(self) -> dict[str, Any]:
+        f = self.findings
+        return {
+            "kills": self.kills,
+            "runs": f.runs,
+            "runs_finished": f.runs_finished,
+            "events_lost": f.events_lost,
+            "duplicate_effects": f.duplicate_effects,
+            "missing_effects": f.missing_effects,
+            "interrupted_calls": f.interrupted_calls,
+            "calls": f.calls,
+            "frames_checked": f.frames_checked,
+        }
+
+
+def script(index: int, *, steps: int = 6, sleep: float = 0.1, extras: bool = True) -> str:
+    """Session ``index``'s run: every third one spawns a subagent, every third one
+    (another) compresses its context."""
+    fields: dict[str, object] = {"steps": steps, "calls": 2, "sleep": sleep}
+    if extras and index % 3 == 1:
+        fields["sub"] = 1
+    if extras and index % 3 == 2:
+        fields["compress"] = 1
+    return spec_line(f"r{index}", **fields)
+
+
+async def wait_for_moment(probe: LogProbe, sessions: list[str], moment: str, wait_s: float) -> bool:
+    """Until one of the sessions is at ``moment`` (False: timed out)."""
+    with anyio.move_on_after(wait_s):
+        while True:
+            if moment in LAST_EVENT:
+                lasts = await probe.last_types(sessions)
+                if any(t in LAST_EVENT[moment] for t in lasts.values()):
+                    return True
+            else:
+                opens, closes = MOMENTS[moment]
+                if await probe.inside(sessions, opens, closes):
+                    return True
+            await anyio.sleep(0.005)
+    return False
+
+
+async def time_to_first_event(
+    probe: LogProbe, before: dict[str, int], since: float, wait_s: float = 60.0
+) -> float | None:
+    """Seconds from ``since`` (wall clock) to the first event after ``before``."""
+    with anyio.move_on_after(wait_s):
+        while True:
+            first = await probe.first_after(before)
+            if first is not None:
+                return first - since
+            await anyio.sleep(0.02)
+    return None
+
+
+async def wait_ended(watchers: list[Watcher], wait_s: float) -> None:
+    with anyio.move_on_after(wait_s):
+        for watcher in watchers:
+            await watcher.ended.wait()
+        await anyio.sleep(0.2)  # the last frames of the last events
+        return
+    waiting = [
+        f"{w.session_id} (frames {len(w.frames)}, last seq {w.last_seq}, "
+        f"connections {w.connections}, via {w.bases})"
+        for w in watchers
+        if not w.ended.is_set()
+    ]
+    raise TimeoutError(f"runs did not end within {wait_s} s; still waiting: {waiting}")
+
+
+async def crash_loop(
+    config: ServerConfig,
+    *,
+    sessions: int,
+    kills: int,
+    moments: list[str] | None = None,
+    rng: random.Random | None = None,
+    steps: int = 6,
+    sleep: float = 0.1,
+    gap: tuple[float, float] = (0.2, 1.0),
+    finish_timeout: float = 120.0,
+    on_kill: Callable[[int, str, float | None], None] | None = None,
+) -> ChaosResult:
+    rng = rng or random.Random(0)
+    result = ChaosResult()
+    started = time.monotonic()
+    server = NaviProcess(config)
+    probe = LogProbe(config.database_url)
+    server.start()
+    await server.wait_up()
+    try:
+        ids = [await create_session(server.url) for _ in range(sessions)]
+        watchers = [Watcher(s, [server.ws_url]) for s in ids]
+        async with anyio.create_task_group() as tg:
+            for watcher in watchers:
+                tg.start_soon(watcher.run)
+            for i, session_id in enumerate(ids):
+                await send_message(server.ws_url, session_id, script(i, steps=steps, sleep=sleep))
+            plan = list(moments or [])
+            for k in range(kills):
+                if all(w.ended.is_set() for w in watchers):
+                    break
+                moment = plan[k] if k < len(plan) else "random"
+                if moment == "random" or not await wait_for_moment(probe, ids, moment, 10):
+                    await anyio.sleep(rng.uniform(*gap))
+                    moment = "random"
+                server.kill()
+                result.kills += 1
+                result.aimed[moment] = result.aimed.get(moment, 0) + 1
+                heads = await probe.heads()
+                in_flight = await probe.open_runs(ids)
+                server.start()
+                recovery = None
+                if in_flight:
+                    before = {s: heads.get(s, 0) for s in in_flight}
+                    recovery = await time_to_first_event(probe, before, server.started_at)
+                    if recovery is not None:
+                        result.recoveries.append(recovery)
+                if on_kill is not None:
+                    on_kill(k + 1, moment, recovery)
+                await server.wait_up()
+            await wait_ended(watchers, finish_timeout)
+            tg.cancel_scope.cancel()
+    finally:
+        server.terminate()
+    logs = await read_logs(config.database_url, ids)
+    result.findings = check(logs, config.effects, watchers)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+@dataclass
+class TakeoverResult(ChaosResult):
+    pids_a: int = 0  # effects written by node A's process
+    pids_b: int = 0
+    b_watched_live: bool = False
+
+
+async def takeover(
+    config: ServerConfig,
+    *,
+    sessions: int,
+    steps: int = 6,
+    sleep: float = 0.2,
+    queued: bool = True,
+    finish_timeout: float = 120.0,
+) -> TakeoverResult:
+    """Two nodes; sessions made on A, messages sent to B, A killed mid-run."""
+    result = TakeoverResult()
+    started = time.monotonic()
+    a, b = NaviProcess(config, "a"), NaviProcess(config, "b")
+    probe = LogProbe(config.database_url)
+    a.start()
+    b.start()
+    await a.wait_up()
+    await b.wait_up()
+    try:
+        ids = [await create_session(a.url) for _ in range(sessions)]
+        runs = 2 if queued else 1
+        on_a = [Watcher(s, [a.ws_url, b.ws_url], runs=runs) for s in ids]
+        on_b = [Watcher(s, [b.ws_url], runs=runs) for s in ids]
+        async with anyio.create_task_group() as tg:
+            for watcher in [*on_a, *on_b]:
+                tg.start_soon(watcher.run)
+            await anyio.sleep(0.3)  # the clients are connected
+            for i, session_id in enumerate(ids):
+                await send_message(b.ws_url, session_id, script(i, steps=steps, sleep=sleep))
+                if queued:
+                    text = spec_line(f"q{i}", steps=2, calls=2, sleep=sleep)
+                    await send_message(b.ws_url, session_id, text, queue=True)
+            if not await wait_for_moment(probe, ids, "mid-tool", 20):
+                raise AssertionError("no run got to a tool call on node A")
+            result.b_watched_live = any(w.frames for w in on_b)
+            a.kill()
+            killed_at = time.time()
+            heads = await probe.heads()
+            in_flight = await probe.open_runs(ids)
+            result.kills = 1
+            before = {s: heads.get(s, 0) for s in in_flight}
+            takeover_s = await time_to_first_event(probe, before, killed_at)
+            if takeover_s is not None:
+                result.takeovers.append(takeover_s)
+            await wait_ended([*on_a, *on_b], finish_timeout)
+            tg.cancel_scope.cancel()
+    finally:
+        a.kill()
+        b.terminate()
+    logs = await read_logs(config.database_url, ids)
+    result.findings = check(logs, config.effects, [*on_a, *on_b])
+    pids = [p.read_text() for p in config.effects.iterdir()]
+    assert a.process is not None and b.process is not None
+    result.pids_a = pids.count(str(a.process.pid))
+    result.pids_b = pids.count(str(b.process.pid))
+    result.seconds = time.monotonic() - started
+    return result
