@@ -29,7 +29,6 @@ from projections.tool_state import (
     evolve_todo,
 )
 
-
 # Chunk events that no part of the state but the context folds (the hot path).
 _CONTEXT_ONLY = frozenset({LLMText, LLMThinking})
 
