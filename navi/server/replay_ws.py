@@ -30,6 +30,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from navi.replay.history import History, load_history
 from navi.server.frames import Frame
 from navi.server.http import user_of
+from navi.server.incoming import incoming
 from navi.server.replay_feed import ReplayFeed
 from navi.session.errors import SessionNotFound
 
@@ -244,28 +245,9 @@ class ReplayPlayer:
     # ------------------------------------------------------------------ receiving
 
     async def _receive_loop(self) -> None:
-        while True:
-            try:
-                message = await self.websocket.receive()
-            except (WebSocketDisconnect, RuntimeError):
-                return
-            if message["type"] == "websocket.disconnect":
-                return
-            text = message.get("text")
-            if text is None:
-                await self._error("binary frames are not understood: send JSON text")
-                continue
-            if len(text) > MAX_MESSAGE_BYTES:
-                await self._error(f"message too large ({len(text)} bytes)")
-                continue
-            try:
-                request = msgspec.json.decode(text, type=ControlMessage)
-            except msgspec.ValidationError as exc:
-                await self._error(f"malformed message: {exc}")
-                continue
-            except msgspec.DecodeError:
-                await self._error("malformed message: not valid JSON")
-                continue
+        async for request in incoming(
+            self.websocket, ControlMessage, max_bytes=MAX_MESSAGE_BYTES, error=self._error
+        ):
             try:
                 self._handle(request)
             except BadReplayRequest as exc:

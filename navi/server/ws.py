@@ -20,6 +20,7 @@ from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, Subagen
 from navi.replay.history import History, load_history
 from navi.server.frames import Frame, FrameTranslator
 from navi.server.http import user_of
+from navi.server.incoming import incoming
 from navi.server.views import follow_history
 from navi.session.errors import SessionError, SessionNotFound
 
@@ -216,30 +217,9 @@ class Connection:
             done.set()
 
     async def _receive_loop(self) -> None:
-        while True:
-            try:
-                message = await self.websocket.receive()
-            except (WebSocketDisconnect, RuntimeError):
-                return
-            if message["type"] == "websocket.disconnect":
-                return
-            text = message.get("text")
-            if text is None:
-                await self._error("binary frames are not understood: send JSON text")
-                continue
-            if len(text) > MAX_FRAME_BYTES:
-                await self._error(
-                    f"frame too large ({len(text)} bytes; the limit is {MAX_FRAME_BYTES})"
-                )
-                continue
-            try:
-                request = msgspec.json.decode(text, type=ClientMessage)
-            except msgspec.ValidationError as exc:
-                await self._error(f"malformed frame: {exc}")
-                continue
-            except msgspec.DecodeError:
-                await self._error("malformed frame: not valid JSON")
-                continue
+        async for request in incoming(
+            self.websocket, ClientMessage, max_bytes=MAX_FRAME_BYTES, error=self._error
+        ):
             await self._handle(request)
 
     async def _handle(self, request: ClientMessage) -> None:
