@@ -21,6 +21,14 @@ def add_commands(sub: Any) -> None:
     sessions.add_argument("--db", help="database URL")
     sessions.set_defaults(func=cmd_sessions)
 
+    memory = sub.add_parser(
+        "reextract", help="rebuild long-term memory from every session's log (admin)"
+    )
+    memory.add_argument("--model", help="extract with this model instead of the default")
+    memory.add_argument("--prompt-file", help="a file with another extraction prompt")
+    memory.add_argument("--db", help="database URL")
+    memory.set_defaults(func=cmd_reextract)
+
     doctor = sub.add_parser("doctor", help="check the database, the LLM, profiles and tools")
     doctor.add_argument("--db", help="database URL")
     doctor.set_defaults(func=cmd_doctor)
@@ -132,3 +140,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     anyio.run(run)
     sys.stdout.write("All good.\n" if problems == 0 else f"{problems} problem(s) found.\n")
     return 0 if problems == 0 else 1
+
+
+def cmd_reextract(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from navi.app import Navi
+
+    settings, env = _open(args)
+    prompt = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else None
+
+    async def run() -> None:
+        async with Navi.open(settings, env=env, background=False) as navi:
+            report = await navi.memory_worker.reextract_all(model=args.model, prompt=prompt)
+            sys.stdout.write(
+                f"re-extracted {len(report.sessions)} sessions: {report.facts} facts, "
+                f"{report.failed_calls} failed calls, {report.broken_answers} broken answers\n"
+            )
+
+    anyio.run(run)
+    return 0
