@@ -63,6 +63,8 @@ def is_disconnect(exc: BaseException) -> bool:
             return True
         if isinstance(current, asyncpg.InterfaceError) and "closed" in str(current):
             return True
+        if isinstance(current, asyncpg.exceptions.InternalClientError):
+            return True  # the protocol lost track on a dying connection: use a fresh one
         if isinstance(current, DBAPIError) and current.connection_invalidated:
             return True
         orig = getattr(current, "orig", None)

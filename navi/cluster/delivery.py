@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import anyio
 import structlog
 
+from events.postgres import is_disconnect
 from navi.cluster.inbox import InboxRow
 from navi.cluster.ownership import ClusterUnavailable
 from navi.cluster.requests import answer, ask_message, refusal, send_message
@@ -47,7 +48,10 @@ class InboxDelivery:
             except ClusterUnavailable:
                 pass  # reconnecting; the rows wait in the database
             except Exception as exc:
-                log.warning("inbox.delivery_failed", error=str(exc), exc_info=exc)
+                if is_disconnect(exc):  # the database is restarting: the next round
+                    log.warning("inbox.delivery_failed", error=str(exc))
+                else:
+                    log.warning("inbox.delivery_failed", error=str(exc), exc_info=exc)
             with anyio.move_on_after(self.poll_s):
                 await self._wake.wait()
 

@@ -64,7 +64,8 @@ class Forwarder:
         check_text(message.text, clean_images(message.images))
         check_files(message.files)
         row_id = str(uuid.uuid4())
-        await self.inbox.put(row_id, session_id, "send", send_payload(message))
+        with anyio.CancelScope(shield=True):  # a client gone meanwhile does not undo it
+            await self.inbox.put(row_id, session_id, "send", send_payload(message))
         row = await self.wait(row_id, self.accept_wait_s)
         if row is not None and row.error is not None:
             raise_refusal(row.error)

@@ -19,6 +19,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -229,15 +231,18 @@ async def create_session(base: str) -> str:
 
 
 async def send_message(ws_base: str, session_id: str, text: str, *, queue: bool = False) -> None:
-    """Send a message over a WebSocket of its own; an ``error`` frame (a refusal) in the
-    next moments raises."""
+    """Send a message over a WebSocket of its own and wait for the log to show it (its
+    ``user_message`` frame); a queued one only for a refusal in the next moments. An
+    ``error`` frame (a refusal) raises."""
     async with connect(f"{ws_base}/ws/sessions/{session_id}", open_timeout=10) as ws:
         await ws.send(json.dumps({"type": "message", "content": text, "queue": queue}))
-        with anyio.move_on_after(0.3):
+        with anyio.move_on_after(0.3) if queue else anyio.fail_after(30):
             async for raw in ws:
                 frame = json.loads(raw)
                 if frame.get("type") == "error" and "seq" not in frame:
                     raise RuntimeError(f"the message was refused: {frame.get('message')}")
+                if frame.get("type") == "user_message" and frame.get("content") == text:
+                    return
 
 
 class Watcher:
@@ -254,6 +259,11 @@ class Watcher:
         self.connections = 0
         self.ended = anyio.Event()
         self._ends = 0
+
+    def expect_another_run(self) -> None:
+        self.runs += 1
+        if self._ends < self.runs:
+            self.ended = anyio.Event()
 
     async def run(self) -> None:
         turn = 0
@@ -336,19 +346,31 @@ class LogProbe:
                 return True
         return False
 
+    async def first_after_each(self, before: dict[str, int]) -> dict[str, float]:
+        """Per stream, the time of its first event after ``before[stream]`` (if any)."""
+        if not before:
+            return {}
+        items = list(before.items())
+        pairs = ", ".join(f"(${2 * i + 1}, ${2 * i + 2}::bigint)" for i in range(len(items)))
+        if self.url.startswith("sqlite"):
+            pairs = pairs.replace("::bigint", "")
+        rows = await self._query(
+            f"WITH b(s, q) AS (VALUES {pairs}) SELECT e.stream_id, min(e.timestamp) "
+            "FROM navi_events e JOIN b ON e.stream_id = b.s AND e.seq > b.q GROUP BY e.stream_id",
+            *[v for item in items for v in item],
+        )
+        return {str(r[0]): float(r[1]) for r in rows}
+
     async def open_runs(self, session_ids: list[str]) -> list[str]:
         """Of these sessions, those whose last run has not ended."""
-        open_ = []
-        for session_id in session_ids:
-            rows = await self._query(
-                "SELECT type FROM navi_events WHERE stream_id = $1 AND type IN "
-                "('run.started', 'run.completed', 'run.failed', 'run.stopped') "
-                "ORDER BY seq DESC LIMIT 1",
-                session_id,
-            )
-            if rows and rows[0][0] == "run.started":
-                open_.append(session_id)
-        return open_
+        rows = await self._query(
+            "SELECT e.stream_id, e.type FROM navi_events e JOIN ("
+            "  SELECT stream_id, max(seq) AS seq FROM navi_events WHERE type IN "
+            "  ('run.started', 'run.completed', 'run.failed', 'run.stopped') GROUP BY stream_id"
+            ") last ON e.stream_id = last.stream_id AND e.seq = last.seq"
+        )
+        started = {str(s) for s, t in rows if t == "run.started"}
+        return [s for s in session_ids if s in started]
 
     async def _query(self, sql: str, *args: Any) -> list[tuple[Any, ...]]:
         if self.url.startswith("sqlite"):
@@ -517,3 +539,41 @@ def _check_frames(watcher: Watcher, logs: dict[str, list[Recorded]], found: Find
 
 def _key(frame: dict[str, Any]) -> str:
     return json.dumps(frame, sort_keys=True)
+
+
+# ---------------------------------------------------------------- one server, one run
+
+
+@asynccontextmanager
+async def single_server(
+    root: Path, llm: ChaosLLM, *, database_url: str | None = None, **env: str
+) -> AsyncIterator[NaviProcess]:
+    """A ``navi serve`` (SQLite unless told) with the chaos tools; terminated after."""
+    tools, effects = install_tools(root)
+    config = ServerConfig(
+        root=root,
+        database_url=database_url or f"sqlite:///{root / 'navi.db'}",
+        llm_url=llm.url,
+        effects=effects,
+        tools=tools,
+        extra_env=env,
+    )
+    server = NaviProcess(config)
+    server.start()
+    try:
+        await server.wait_up()
+        yield server
+    finally:
+        server.terminate()
+
+
+@asynccontextmanager
+async def watched_run(server: NaviProcess, text: str) -> AsyncIterator[Watcher]:
+    """A new session running ``text``, followed by a client for as long as the block."""
+    session_id = await create_session(server.url)
+    watcher = Watcher(session_id, [server.ws_url])
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watcher.run)
+        await send_message(server.ws_url, session_id, text)
+        yield watcher
+        tg.cancel_scope.cancel()

@@ -11,9 +11,11 @@ with the tokens ``T-i-0``, ``T-i-1``, … alternating ``touch`` (idempotent) and
 ``mark`` (not idempotent); after ``steps`` steps it answers "done T". With ``sub=1``
 step 0 also spawns a subagent running ``steps=2 calls=1`` under the tag ``Ts``. With
 ``compress=1`` some replies report a prompt near the context limit, so that Navi
-compresses (the summary carries the script and the last step forward). ``stall=i``:
+compresses (the summary carries the script and the last step forward). ``delay``:
+seconds between streamed pieces (0.01). ``stall=i``:
 the first request for step ``i`` stalls mid-stream (once per process); ``dead=1``:
-every request stalls.
+every request stalls; ``hang=1``: step 0 runs ``code_exec`` with a process that
+ignores SIGTERM and sleeps (its pid in ``hang.pid`` in the session's files). A run's tag must not end with "s" (a subagent's does).
 
     python -m tests.chaos.llm --port 0     # prints "fake-llm listening on URL"
 """
@@ -35,6 +37,14 @@ SUMMARY_SYSTEM_START = "You compress the earlier part"
 # OLLAMA_NUM_CTX the chaos servers run with; 0.8 of it triggers a compression.
 NUM_CTX = 4096
 WORDS = [f"{w} " for w in ("working", "on", "it", "step", "by", "step", "and", "keeping")]
+
+HANG = """\
+import os, signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+with open(os.path.join(os.environ["NAVI_FILES_DIR"], "hang.pid"), "w") as f:
+    f.write(str(os.getpid()))
+time.sleep(120)
+"""
 
 _stalled: set[str] = set()
 
@@ -110,8 +120,9 @@ def chaos_reply(request: RecordedRequest) -> Reply:
         _stalled.add(f"{tag}/{step}")
         return Reply(text=WORDS[:6], delay=0.01, stall_after=3)
     words = WORDS[: 4 + step % 6]
+    delay = spec.get("delay", 0.01)
     if step >= steps:
-        return Reply(text=[*words, f" done {tag}"], delay=0.01)
+        return Reply(text=[*words, f" done {tag}"], delay=delay)
     calls = []
     sleep = spec.get("sleep", 0.0)
     for j in range(int(spec.get("calls", 2))):
@@ -119,6 +130,8 @@ def chaos_reply(request: RecordedRequest) -> Reply:
         calls.append(
             FakeToolCall(name=name, arguments={"token": f"{tag}-{step}-{j}", "sleep": sleep})
         )
+    if spec.get("hang") and step == 0:  # a tool process that ignores SIGTERM
+        calls = [FakeToolCall(name="code_exec", arguments={"code": HANG, "timeout_s": 120})]
     if spec.get("sub") and step == 0:
         task = spec_line(f"{tag}s", steps=2, calls=1, sleep=sleep)
         calls.append(FakeToolCall(name="spawn_agent", arguments={"task": task}))
@@ -129,7 +142,7 @@ def chaos_reply(request: RecordedRequest) -> Reply:
         thinking=["planning ", f"step {step}"],
         text=words,
         tool_calls=calls,
-        delay=0.01,
+        delay=delay,
         prompt_tokens=prompt_tokens,
     )
 

@@ -70,7 +70,9 @@ class ChaosResult:
         }
 
 
-def script(index: int, *, steps: int = 6, sleep: float = 0.1, extras: bool = True) -> str:
+def script(
+    index: int, *, steps: int = 6, sleep: float = 0.1, extras: bool = True, tag: str = ""
+) -> str:
     """Session ``index``'s run: every third one spawns a subagent, every third one
     (another) compresses its context."""
     fields: dict[str, object] = {"steps": steps, "calls": 2, "sleep": sleep}
@@ -78,7 +80,7 @@ def script(index: int, *, steps: int = 6, sleep: float = 0.1, extras: bool = Tru
         fields["sub"] = 1
     if extras and index % 3 == 2:
         fields["compress"] = 1
-    return spec_line(f"r{index}", **fields)
+    return spec_line(tag or f"r{index}", **fields)
 
 
 async def wait_for_moment(probe: LogProbe, sessions: list[str], moment: str, wait_s: float) -> bool:
@@ -110,6 +112,20 @@ async def time_to_first_event(
     return None
 
 
+async def recovery_times(
+    probe: LogProbe, before: dict[str, int], since: float, wait_s: float = 60.0
+) -> list[float]:
+    """For each stream of ``before``: seconds from ``since`` to its first new event
+    (streams that write nothing within ``wait_s`` are left out)."""
+    found: dict[str, float] = {}
+    with anyio.move_on_after(wait_s):
+        while len(found) < len(before):
+            pending = {s: q for s, q in before.items() if s not in found}
+            found.update(await probe.first_after_each(pending))
+            await anyio.sleep(0.02)
+    return sorted(t - since for t in found.values())
+
+
 async def wait_ended(watchers: list[Watcher], wait_s: float) -> None:
     with anyio.move_on_after(wait_s):
         for watcher in watchers:
@@ -135,9 +151,14 @@ async def crash_loop(
     steps: int = 6,
     sleep: float = 0.1,
     gap: tuple[float, float] = (0.2, 1.0),
+    keep_busy: bool = False,
     finish_timeout: float = 120.0,
-    on_kill: Callable[[int, str, float | None], None] | None = None,
+    on_kill: Callable[[int, str, list[float]], None] | None = None,
+    fault: Callable[[], None] | None = None,
 ) -> ChaosResult:
+    """``keep_busy``: a session whose run ended gets another message before the next
+    kill. ``fault``: instead of killing the server, call this (a database restart);
+    the server lives on, and "recovery" counts from the fault's end."""
     rng = rng or random.Random(0)
     result = ChaosResult()
     started = time.monotonic()
@@ -154,29 +175,91 @@ async def crash_loop(
             for i, session_id in enumerate(ids):
                 await send_message(server.ws_url, session_id, script(i, steps=steps, sleep=sleep))
             plan = list(moments or [])
+
+            async def more_work(k: int) -> None:
+                for i, watcher in enumerate(watchers):
+                    if keep_busy and watcher.ended.is_set():
+                        watcher.expect_another_run()
+                        text = script(i, steps=steps, sleep=sleep, tag=f"r{i}k{k}")
+                        await send_message(server.ws_url, watcher.session_id, text)
+
             for k in range(kills):
+                await more_work(k)
                 if all(w.ended.is_set() for w in watchers):
                     break
                 moment = plan[k] if k < len(plan) else "random"
                 if moment == "random" or not await wait_for_moment(probe, ids, moment, 10):
+                    await more_work(k)
                     await anyio.sleep(rng.uniform(*gap))
                     moment = "random"
-                server.kill()
                 result.kills += 1
                 result.aimed[moment] = result.aimed.get(moment, 0) + 1
-                heads = await probe.heads()
-                in_flight = await probe.open_runs(ids)
-                server.start()
-                recovery = None
-                if in_flight:
-                    before = {s: heads.get(s, 0) for s in in_flight}
-                    recovery = await time_to_first_event(probe, before, server.started_at)
-                    if recovery is not None:
-                        result.recoveries.append(recovery)
+                if fault is not None:
+                    in_flight = await probe.open_runs(ids)
+                    await anyio.to_thread.run_sync(fault)
+                    since = time.time()
+                    heads = await probe.heads()
+                    still = set(await probe.open_runs(ids))
+                    in_flight = [s for s in in_flight if s in still]
+                else:
+                    server.kill()
+                    heads = await probe.heads()
+                    in_flight = await probe.open_runs(ids)
+                    server.start()
+                    since = server.started_at
+                before = {s: heads.get(s, 0) for s in in_flight}
+                recoveries = await recovery_times(probe, before, since, 30)
+                result.recoveries.extend(recoveries)
                 if on_kill is not None:
-                    on_kill(k + 1, moment, recovery)
+                    on_kill(k + 1, moment, recoveries)
                 await server.wait_up()
             await wait_ended(watchers, finish_timeout)
+            tg.cancel_scope.cancel()
+    finally:
+        server.terminate()
+    logs = await read_logs(config.database_url, ids)
+    result.findings = check(logs, config.effects, watchers)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+async def recover_many(
+    config: ServerConfig, *, runs: int = 100, steps: int = 6, sleep: float = 2.0
+) -> ChaosResult:
+    """``runs`` sessions with a run in flight each; one SIGKILL; every run's time from
+    the restart to its first resumed event; then every run must end, checked."""
+    result = ChaosResult()
+    started = time.monotonic()
+    server = NaviProcess(config)
+    probe = LogProbe(config.database_url)
+    server.start()
+    await server.wait_up()
+    try:
+        ids = [await create_session(server.url) for _ in range(runs)]
+        watchers = [Watcher(s, [server.ws_url]) for s in ids]
+        async with anyio.create_task_group() as tg:
+            for watcher in watchers:
+                tg.start_soon(watcher.run)
+            limiter = anyio.CapacityLimiter(20)
+
+            async def send(i: int, session_id: str) -> None:
+                async with limiter:
+                    text = script(i, steps=steps, sleep=sleep, extras=False)
+                    await send_message(server.ws_url, session_id, text)
+
+            async with anyio.create_task_group() as senders:
+                for i, session_id in enumerate(ids):
+                    senders.start_soon(send, i, session_id)
+            server.kill()  # every run has started (its message is in the log)
+            result.kills = 1
+            heads = await probe.heads()
+            in_flight = await probe.open_runs(ids)
+            server.start()
+            before = {s: heads.get(s, 0) for s in in_flight}
+            result.recoveries = await recovery_times(probe, before, server.started_at)
+            result.aimed["in_flight"] = len(in_flight)
+            await server.wait_up()
+            await wait_ended(watchers, 180)
             tg.cancel_scope.cancel()
     finally:
         server.terminate()

@@ -13,10 +13,11 @@ import pytest
 
 from events.envelope import NewEvent
 from events.factory import store_for_url
-from events.types import TERMINAL_RUN_EVENTS, RunStarted, SessionCreated, UserMessage
+from events.types import RunStarted, SessionCreated, UserMessage
 from navi.app import Navi
 from navi.cluster.node import ClusterNode
 from navi.cluster.requests import ForwardedRefusal
+from navi.session import messages as m
 from navi.session.errors import BadInput, SessionNotFound
 from tests.support.fake_llm import FakeLLMServer, Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -29,6 +30,16 @@ async def node(root: Path, url: str, fake: FakeLLMServer) -> AsyncIterator[Navi]
     settings = navi_settings(root, fake.url, database_url=url, cluster_sweep_s=0.2)
     async with open_navi(settings, background=True) as navi:
         yield navi
+
+
+@asynccontextmanager
+async def two_nodes(root: Path, url: str, default: Reply) -> AsyncIterator[tuple[Navi, Navi]]:
+    async with (
+        FakeLLMServer(default=default) as fake,
+        node(root / "a", url, fake) as a,
+        node(root / "b", url, fake) as b,
+    ):
+        yield a, b
 
 
 def cluster_of(navi: Navi) -> ClusterNode:
@@ -50,93 +61,123 @@ async def wait_for(navi: Navi, session_id: str, event_type: str, count: int = 1)
 async def test_a_message_sent_to_the_other_node_runs_on_the_owner_and_is_watched_from_both(
     tmp_path: Path, cluster_db: str
 ) -> None:
-    async with FakeLLMServer(default=Reply(text="Hello there", delay=0.01)) as fake:
-        async with node(tmp_path / "a", cluster_db, fake) as a, node(tmp_path / "b", cluster_db, fake) as b:
-            session = await a.create_session()
-            assert session in cluster_of(a).ownership.held
-            reply = await b.send(session, "hi from b")
-            assert not reply.queued
-            # B follows the run that A's actor drives, live, from the log.
-            with anyio.fail_after(15):
-                end = await b.wait_for_end(session, reply)
-            assert end.type == "run.completed" and end.run_id == reply.run_id
-            assert session not in cluster_of(b).ownership.held
-            records = await a.store.read(session)
-            assert [r.run_id for r in records if r.type == "user.message"] == [reply.run_id]
+    async with two_nodes(tmp_path, cluster_db, Reply(text="Hello there", delay=0.01)) as (a, b):
+        session = await a.create_session()
+        assert session in cluster_of(a).ownership.held
+        reply = await b.send(session, "hi from b")
+        assert not reply.queued
+        # B follows the run that A's actor drives, live, from the log.
+        with anyio.fail_after(15):
+            end = await b.wait_for_end(session, reply)
+        assert end.type == "run.completed" and end.run_id == reply.run_id
+        assert session not in cluster_of(b).ownership.held
+        records = await a.store.read(session)
+        assert [r.run_id for r in records if r.type == "user.message"] == [reply.run_id]
 
 
-async def test_refusals_and_answers_come_back_from_the_owner(tmp_path: Path, cluster_db: str) -> None:
-    async with FakeLLMServer(default=Reply(text=["slow "] * 40, delay=0.05)) as fake:
-        async with node(tmp_path / "a", cluster_db, fake) as a, node(tmp_path / "b", cluster_db, fake) as b:
-            session = await a.create_session()
-            with pytest.raises(BadInput):
-                await b.send(session, "   ")
-            with pytest.raises(SessionNotFound):
-                await b.send("no-such-session", "hi")
-            assert await b.sessions.ask(session, __import__("navi.session.messages", fromlist=["Pin"]).Pin(pinned=True)) is True
-            first = await a.send(session, "a long answer please")
-            with pytest.raises(ForwardedRefusal) as refused:
-                await b.send(session, "and another thing")
-            assert refused.value.status == 409 and "already active" in refused.value.message
-            queued = await b.send(session, "after that, this", queue=True)
-            assert queued.queued
-            assert await b.stop(session) is True
-            with anyio.fail_after(15):
-                end = await a.wait_for_end(session, first)
-            assert end.type == "run.stopped"
-            # The queued message runs once the stopped run has ended, with its row's id.
-            with anyio.fail_after(15):
-                await b.stop(session)  # stops the queued run too: it has started by now?
-                end2 = await b.wait_for_end(session, queued)
-            assert end2.run_id == queued.run_id and end2.type in TERMINAL_RUN_EVENTS
-            assert await b.stop(session) is False  # nothing runs
+async def test_refusals_and_answers_come_back_from_the_owner(
+    tmp_path: Path, cluster_db: str
+) -> None:
+    async with two_nodes(tmp_path, cluster_db, Reply(text=["slow "] * 40, delay=0.05)) as (a, b):
+        session = await a.create_session()
+        with pytest.raises(BadInput):
+            await b.send(session, "   ")
+        with pytest.raises(SessionNotFound):
+            await b.send("no-such-session", "hi")
+        assert await b.sessions.ask(session, m.Pin(pinned=True)) is True
+        assert await b.sessions.ask(session, m.Rename(title="named on b")) is None
+        first = await a.send(session, "a long answer please")
+        with pytest.raises(ForwardedRefusal) as refused:
+            await b.send(session, "and another thing")
+        assert refused.value.status == 409 and "already active" in refused.value.message
+        queued = await b.send(session, "after that, this", queue=True)
+        assert queued.queued
+        assert await b.stop(session) is True
+        with anyio.fail_after(15):
+            end = await a.wait_for_end(session, first)
+        assert end.type == "run.stopped"
+        # The queued message runs once the stopped run has ended, with its row's id.
+        with anyio.fail_after(15):
+            end2 = await b.wait_for_end(session, queued)
+        assert end2.run_id == queued.run_id and end2.type == "run.completed"
+        assert await b.stop(session) is False  # nothing runs
+        summary = await a.sessions.ask(session, m.Pin(pinned=None))  # toggles: was pinned
+        assert summary is False
 
 
 async def test_a_row_delivered_before_is_not_run_again(tmp_path: Path, cluster_db: str) -> None:
     """The owner died after the actor took a message but before the row was marked:
     the next delivery finds the run in the log and only marks the row."""
-    async with FakeLLMServer(default=Reply(text="ok")) as fake:
-        async with node(tmp_path / "a", cluster_db, fake) as a, node(tmp_path / "b", cluster_db, fake) as b:
-            session = await a.create_session()
-            reply = await b.send(session, "once")
-            with anyio.fail_after(15):
-                await b.wait_for_end(session, reply)
-            conn = await asyncpg.connect(cluster_db)
-            try:
-                await conn.execute(
-                    "UPDATE navi_inbox SET accepted_at = NULL, done_at = NULL, result = NULL"
-                )
-                cluster_of(a).delivery.wake()
-                with anyio.fail_after(10):
-                    while await conn.fetchval("SELECT count(*) FROM navi_inbox WHERE done_at IS NULL"):
-                        await anyio.sleep(0.02)
-                result = await conn.fetchval("SELECT result::text FROM navi_inbox")
-            finally:
-                await conn.close()
-            assert (await run_types(a, session)).count("run.started") == 1
-            assert '"after_seq": 1' in result
+    async with two_nodes(tmp_path, cluster_db, Reply(text="ok")) as (a, b):
+        session = await a.create_session()
+        reply = await b.send(session, "once")
+        with anyio.fail_after(15):
+            await b.wait_for_end(session, reply)
+        conn = await asyncpg.connect(cluster_db)
+        try:
+            await conn.execute(
+                "UPDATE navi_inbox SET accepted_at = NULL, done_at = NULL, result = NULL"
+            )
+            cluster_of(a).delivery.wake()
+            with anyio.fail_after(10):
+                while await conn.fetchval("SELECT count(*) FROM navi_inbox WHERE done_at IS NULL"):
+                    await anyio.sleep(0.02)
+            result = await conn.fetchval("SELECT result::text FROM navi_inbox")
+        finally:
+            await conn.close()
+        assert (await run_types(a, session)).count("run.started") == 1
+        assert '"after_seq": 1' in result
 
 
-async def test_a_run_nobody_drives_is_taken_over_and_resumed(tmp_path: Path, cluster_db: str) -> None:
-    """A session whose run is open in the log and whose owner is gone (no lock) is
-    claimed by a sweep (after two sweeps see it free) and resumed by the resume rules."""
-    async with FakeLLMServer(default=Reply(text="resumed")) as fake:
+async def test_a_run_nobody_drives_is_taken_over_and_resumed(
+    tmp_path: Path, cluster_db: str
+) -> None:
+    """A session whose run is open in the log but whose owner is gone (no lock held)
+    is claimed by a sweep (once two sweeps saw it free) and resumed."""
+    async with (
+        FakeLLMServer(default=Reply(text="resumed")) as fake,
+        node(tmp_path / "b", cluster_db, fake) as b,
+    ):
+        # What a node that died mid-run leaves behind.
         async with store_for_url(cluster_db) as store:
-            created = SessionCreated(profile_id="secretary")
-            started = RunStarted(profile_id="secretary", backend="ollama", model="fake-model:latest")
+            started = RunStarted(profile_id="secretary", backend="ollama", model="m")
             await store.append(
                 "orphan",
                 [
-                    NewEvent(event=created),
+                    NewEvent(event=SessionCreated(profile_id="secretary")),
                     NewEvent(event=UserMessage(text="go on"), run_id="r1"),
                     NewEvent(event=started, run_id="r1"),
                 ],
                 expected_seq=0,
             )
-        async with node(tmp_path / "b", cluster_db, fake) as b:
-            cluster_of(b).ownership.held.discard("orphan")  # not claimed at start-up…
-            await cluster_of(b).ownership.release("orphan")
-            with anyio.fail_after(15):
-                await wait_for(b, "orphan", "run.completed")
-            assert "orphan" in cluster_of(b).ownership.held
-            assert cluster_of(b).sweeper.takeovers >= 0
+        with anyio.fail_after(15):
+            await wait_for(b, "orphan", "run.completed")
+        assert "orphan" in cluster_of(b).ownership.held
+        assert cluster_of(b).sweeper.takeovers == 1
+
+
+async def test_an_idle_session_is_let_go_and_claimed_again_when_needed(
+    tmp_path: Path, cluster_db: str
+) -> None:
+    async with FakeLLMServer(default=Reply(text="ok")) as fake:
+        settings = navi_settings(
+            tmp_path,
+            fake.url,
+            database_url=cluster_db,
+            cluster_sweep_s=0.1,
+            cluster_idle_release_s=0.3,
+        )
+        async with open_navi(settings, background=True) as a:
+            session = await a.create_session()
+            reply = await a.send(session, "hello")
+            with anyio.fail_after(10):
+                await a.wait_for_end(session, reply)
+            with anyio.fail_after(10):
+                while session in cluster_of(a).ownership.held:
+                    await anyio.sleep(0.05)
+            assert a.sessions.system.lookup(session) is None  # its actor stopped first
+            again = await a.send(session, "still there?")
+            assert session in cluster_of(a).ownership.held
+            with anyio.fail_after(10):
+                end = await a.wait_for_end(session, again)
+            assert end.type == "run.completed"

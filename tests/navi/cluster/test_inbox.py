@@ -78,7 +78,10 @@ async def test_the_run_index_answers_from_the_log(cluster_db: str, pool: asyncpg
     async with PostgresEventStore(cluster_db) as store:
         await store.append(
             "open",
-            [NewEvent(event=UserMessage(text="x"), run_id="r1"), NewEvent(event=started, run_id="r1")],
+            [
+                NewEvent(event=UserMessage(text="x"), run_id="r1"),
+                NewEvent(event=started, run_id="r1"),
+            ],
             expected_seq=0,
         )
         await store.append(

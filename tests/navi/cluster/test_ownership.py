@@ -20,7 +20,9 @@ pytestmark = pytest.mark.postgres
 
 
 @asynccontextmanager
-async def node(url: str, name: str, lost: list[set[str]] | None = None) -> AsyncIterator[PostgresOwnership]:
+async def node(
+    url: str, name: str, lost: list[set[str]] | None = None
+) -> AsyncIterator[PostgresOwnership]:
     async def on_lost(sessions: set[str]) -> None:
         if lost is not None:
             lost.append(sessions)
