@@ -232,7 +232,10 @@ async def test_a_dead_llm_server_fails_the_run_with_a_clear_message(tmp_path: Pa
 
 
 async def test_bad_input_is_refused_and_loses_nothing(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake, open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+    async with (
+        FakeLLMServer() as fake,
+        open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi,
+    ):
         session = await navi.create_session()
         before = await navi.store.last_seq(session)
         with pytest.raises(BadInput, match="must not be empty"):
