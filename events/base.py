@@ -37,13 +37,12 @@ class EventIds:
     (``uuid4()`` per streamed chunk costs more than the rest of an append.)"""
 
     def __init__(self) -> None:
-        self._prefix = uuid.uuid4().hex[:20]
+        p = uuid.uuid4().hex[:20]
+        self._head = f"{p[:8]}-{p[8:12]}-4{p[13:16]}-{p[16:20]}-"
         self._next = itertools.count(1)
 
     def __call__(self) -> str:
-        p = self._prefix
-        n = next(self._next)
-        return f"{p[:8]}-{p[8:12]}-4{p[13:16]}-{p[16:20]}-{n:012x}"
+        return f"{self._head}{next(self._next):012x}"
 
 
 new_uuid = EventIds()
