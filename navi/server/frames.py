@@ -216,3 +216,26 @@ class FrameTranslator:
             "message_index": max(0, count - 1),
             "completed_normally": normally,
         }
+
+
+_DELTAS = frozenset({"stream_delta", "thinking_delta"})
+
+
+def coalesce(frames: list[Frame]) -> list[Frame]:
+    """Merge runs of consecutive deltas of one kind (and one stream) into one frame
+    carrying their text and the last one's seq. Used only when a client lags behind:
+    it then gets the same text in fewer WebSocket messages, and ``after=seq`` still
+    resumes exactly (every merged event is at or before the seq)."""
+    out: list[Frame] = []
+    for frame in frames:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and frame["type"] in _DELTAS
+            and last["type"] == frame["type"]
+            and last.get("subagent_id") == frame.get("subagent_id")
+        ):
+            out[-1] = {**last, "delta": last["delta"] + frame["delta"], "seq": frame["seq"]}
+        else:
+            out.append(frame)
+    return out

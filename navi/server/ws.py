@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
 from navi.replay.history import History, load_history
-from navi.server.frames import Frame, FrameTranslator
+from navi.server.frames import Frame, FrameTranslator, coalesce
 from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.views import follow_history
@@ -31,6 +31,8 @@ log = structlog.get_logger(__name__)
 
 SEND_QUEUE = 2048
 SEND_TIMEOUT = 10.0
+# Frames waiting for a client before runs of deltas are merged (see frames.coalesce).
+COALESCE_BACKLOG = 64
 MAX_FRAME_BYTES = 80 * 1024 * 1024
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
@@ -85,7 +87,7 @@ class Connection:
         self.websocket = websocket
         self.session_id = session_id
         self.log = log.bind(session_id=session_id)
-        send, receive = anyio.create_memory_object_stream[bytes](SEND_QUEUE)
+        send, receive = anyio.create_memory_object_stream[Frame](SEND_QUEUE)
         self._send = send
         self._receive = receive
         self._slow = False
@@ -98,12 +100,11 @@ class Connection:
         if self._slow:
             return
         for frame in frames:
-            data = _encode(frame)
             try:
-                self._send.send_nowait(data)
+                self._send.send_nowait(frame)
             except anyio.WouldBlock:
                 with anyio.move_on_after(SEND_TIMEOUT) as timer:
-                    await self._send.send(data)
+                    await self._send.send(frame)
                 if timer.cancelled_caught:
                     self._slow = True
                     self._scope.cancel()
@@ -151,10 +152,20 @@ class Connection:
 
         async with self._receive, anyio.create_task_group() as tg:
             tg.start_soon(watchdog)
-            async for data in self._receive:
+            async for frame in self._receive:
+                batch = [frame]
+                if self._receive.statistics().current_buffer_used >= COALESCE_BACKLOG:
+                    # The client lags: send what waits with runs of deltas merged.
+                    while len(batch) < SEND_QUEUE:
+                        try:
+                            batch.append(self._receive.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    batch = coalesce(batch)
                 sending_since = anyio.current_time()
                 try:
-                    await self.websocket.send_text(data.decode())
+                    for out in batch:
+                        await self.websocket.send_text(_encode(out).decode())
                 except (WebSocketDisconnect, RuntimeError, OSError):
                     self._scope.cancel()
                     return
