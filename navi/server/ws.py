@@ -31,8 +31,9 @@ log = structlog.get_logger(__name__)
 
 SEND_QUEUE = 2048
 SEND_TIMEOUT = 10.0
-# Frames waiting for a client before runs of deltas are merged (see frames.coalesce).
-COALESCE_BACKLOG = 64
+# Frames waiting for a client before runs of deltas are merged (see frames.coalesce):
+# a few suffice to show the client lags.
+COALESCE_BACKLOG = 8
 MAX_FRAME_BYTES = 80 * 1024 * 1024
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
