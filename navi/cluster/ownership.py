@@ -167,11 +167,11 @@ class PostgresOwnership:
 
     async def _take_back(self) -> None:
         """After a reconnect: take the locks of our sessions again; give up the others."""
-        self.reconnects += 1
         wanted = set(self.held)
         got = await self._try_lock(wanted)
         lost = wanted - got
         self.held -= lost
+        self.reconnects += 1  # counted once the locks are back (or given up)
         log.warning("cluster.reconnected", node=self.node_id, kept=len(got), lost=len(lost))
         if lost:
             await self._on_lost(lost)
