@@ -28,7 +28,6 @@ class StreamNotifier:
         self._recent: OrderedDict[str, _Recent] = OrderedDict()
         self._recent_per_stream = recent_per_stream
         self._max_streams = max_streams
-        self._any = anyio.Event()
 
     def waiter(self, stream_id: str) -> anyio.Event:
         """The event that the next commit to ``stream_id`` sets. Take it *before* reading."""
@@ -36,9 +35,6 @@ class StreamNotifier:
         if event is None:
             event = self._waiters[stream_id] = anyio.Event()
         return event
-
-    def any_waiter(self) -> anyio.Event:
-        return self._any
 
     def committed(self, stream_id: str, records: Sequence[Recorded]) -> None:
         recent = self._recent.get(stream_id)
@@ -59,8 +55,6 @@ class StreamNotifier:
         event = self._waiters.pop(stream_id, None)
         if event is not None:
             event.set()
-        self._any.set()
-        self._any = anyio.Event()
 
     def seen(self, stream_id: str, head: int) -> None:
         """A full read found ``head`` as the stream's last seq. Remember it, unless the

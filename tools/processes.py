@@ -33,10 +33,6 @@ class ProcessOutcome:
     output: str
     ended_by: EndedBy
 
-    @property
-    def succeeded(self) -> bool:
-        return self.ended_by == "exit" and self.exit_code == 0
-
 
 class _CappedOutput:
     def __init__(self, limit_bytes: int) -> None:

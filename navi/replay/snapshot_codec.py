@@ -220,7 +220,3 @@ CODECS: dict[str, StateCodec] = {
         ),
     )
 }
-
-
-def schema_versions(names: tuple[str, ...] | list[str]) -> dict[str, int]:
-    return {name: CODECS[name].schema_version for name in names}

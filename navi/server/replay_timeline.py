@@ -18,7 +18,6 @@ subagents, each with its first and last event and its recorded duration.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
@@ -225,7 +224,3 @@ async def build_timeline(store: EventStore, session_id: str) -> Timeline:
         types=list(types),
         lanes=lanes,
     )
-
-
-def timeline_json(timeline: Timeline) -> Any:
-    return msgspec.to_builtins(timeline)
