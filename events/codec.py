@@ -14,13 +14,13 @@ from events.errors import EventDecodeError
 from events.types import EVENT_TYPES, AnyEvent, Event, tag_of
 from events.upcasting import upcast
 
-_encoder = msgspec.json.Encoder()
+encoder = msgspec.json.Encoder()
 _decoder: msgspec.json.Decoder[AnyEvent] = msgspec.json.Decoder(AnyEvent)
 _raw_decoder = msgspec.json.Decoder(dict[str, Any])
 
 
 def encode(event: Event) -> bytes:
-    return _encoder.encode(event)
+    return encoder.encode(event)
 
 
 def version_of(event_type: str) -> int:

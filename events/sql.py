@@ -16,10 +16,10 @@ from sqlalchemy import Row, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
-from events.codec import decode, encode
+from events.codec import decode, encoder
 from events.envelope import Recorded
 from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
-from events.types import tag_of
+from events.types import Event, tag_of
 
 log = structlog.get_logger(__name__)
 
@@ -54,22 +54,35 @@ def row_to_recorded(row: Row[Any] | Sequence[Any]) -> Recorded:
     )
 
 
-def record_to_row(record: Recorded) -> tuple[Any, ...]:
-    """A row in the column order of ``INSERT_COLUMNS``."""
-    event = record.event
-    return (
-        record.position,
-        record.stream_id,
-        record.seq,
-        record.event_id,
-        tag_of(event),
-        type(event).schema_version,
-        record.timestamp,
-        record.run_id,
-        record.causation_id,
-        encode(event),
-    )
+def records_to_rows(records: Sequence[Recorded]) -> list[tuple[Any, ...]]:
+    """Rows in the column order of ``INSERT_COLUMNS``: once per appended event, so the
+    type and schema version of each event class are looked up once, not per row."""
+    rows = []
+    for record in records:
+        event = record.event
+        cls = type(event)
+        meta = _TYPE_AND_VERSION.get(cls)
+        if meta is None:
+            meta = _TYPE_AND_VERSION[cls] = (tag_of(event), cls.schema_version)
+        rows.append(
+            (
+                record.position,
+                record.stream_id,
+                record.seq,
+                record.event_id,
+                meta[0],
+                meta[1],
+                record.timestamp,
+                record.run_id,
+                record.causation_id,
+                _encode(event),
+            )
+        )
+    return rows
 
+
+_TYPE_AND_VERSION: dict[type[Event], tuple[str, int]] = {}
+_encode = encoder.encode
 
 INSERT_COLUMNS = (
     "position",
@@ -178,7 +191,7 @@ class SqlEventStore(BaseEventStore):
         used_keys: dict[tuple[str, str], tuple[int, int]],
     ) -> tuple[list[Planned], list[tuple[Any, ...]], list[tuple[str, str, int, int]]]:
         planned, new_keys = self.plan(batch, heads, position, used_keys)
-        rows = [record_to_row(rec) for item in planned for rec in item.records]
+        rows = records_to_rows([rec for item in planned for rec in item.records])
         return planned, rows, new_keys
 
     # ---------------------------------------------------------------- read

@@ -19,7 +19,7 @@ from contextlib import asynccontextmanager
 import anyio
 
 from events.base import AppendRequest, BaseEventStore
-from events.envelope import NewEvent, Recorded, as_new
+from events.envelope import NewEvent, Recorded, Staged
 from events.errors import EventStoreError
 from events.types import Event
 
@@ -42,7 +42,7 @@ class StreamWriter:
         self.store = store
         self.stream_id = stream_id
         self._seq = last_seq  # the seq of the last event staged
-        self._staged: list[NewEvent] = []
+        self._staged: list[Staged] = []
         self._staged_at = 0.0
         self._in_flight: deque[AppendRequest] = deque()
         self._max_batch = max_batch
@@ -67,13 +67,14 @@ class StreamWriter:
     def stage_nowait(self, *events: Event | NewEvent) -> int:
         """Stage events without yielding: the seq order is fixed here. Call
         ``send_if_due()`` after (the caller may first apply the events elsewhere)."""
-        self._check()
-        if not self._staged:
+        if self._failed is not None:
+            self._check()
+        staged = self._staged
+        if not staged:
             self._staged_at = time.monotonic()
         for item in events:
-            new = as_new(item)
-            self._staged.append(new)
-            if type(new.event).boundary:
+            staged.append(item)
+            if item.boundary:
                 self._due = True
         self._seq += len(events)
         return self._seq

@@ -293,6 +293,33 @@ class DurableStoreContract(StoreContract):
             next_one = await store.append("s", [chunk(3)], expected_seq=3)
             assert next_one[0].position > again[0].position
 
+    async def test_two_stores_on_one_storage_take_turns(self) -> None:
+        """Two writers (two processes, say) on the same storage, each sometimes writing
+        a stream the other wrote last, in batches large enough to be planned ahead:
+        every append lands at the head the log really has, positions stay unique."""
+        async with self.open_store() as first, self.open_store(reopen=True) as second:
+            seqs = {"a": 0, "b": 0}
+            for turn in range(6):
+                for store, stream in ((first, "a"), (second, "a"), (second, "b"), (first, "b")):
+                    size = 100 + turn
+                    got = await store.append(
+                        stream, [chunk(i) for i in range(size)], expected_seq=seqs[stream]
+                    )
+                    assert [r.seq for r in got] == list(
+                        range(seqs[stream] + 1, seqs[stream] + size + 1)
+                    )
+                    seqs[stream] += size
+                with pytest.raises(ConcurrencyError):
+                    await first.append("a", [chunk(0)] * 100, expected_seq=seqs["a"] - 1)
+            everything = await first.read_all()
+            positions = [r.position for r in everything]
+            assert positions == sorted(set(positions))
+            assert len(everything) == sum(seqs.values())
+            for stream in seqs:
+                assert [r.seq for r in await second.read(stream, after_seq=0, limit=10**6)] == list(
+                    range(1, seqs[stream] + 1)
+                )
+
     async def insert_raw(
         self, store: BaseEventStore, stream: str, seq: int, type_: str, version: int, payload: bytes
     ) -> None:
