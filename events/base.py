@@ -8,11 +8,8 @@ woken only after the commit.
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Sequence
 from types import TracebackType
 from typing import Self
 
@@ -21,64 +18,24 @@ import structlog
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from events.envelope import NewEvent, Recorded, Staged
-from events.errors import ConcurrencyError, StoreClosedError
+from events.envelope import NewEvent, Recorded
+from events.errors import StoreClosedError
 from events.notify import StreamNotifier
+from events.planning import (
+    AppendRequest,
+    Clock,
+    Guess,
+    IdFactory,
+    NewKey,
+    Planned,
+    new_uuid,
+    plan,
+)
 from events.types import Event
 
+__all__ = ["AppendRequest", "BaseEventStore", "Clock", "IdFactory", "Planned", "new_uuid"]
+
 log = structlog.get_logger(__name__)
-
-Clock = Callable[[], float]
-IdFactory = Callable[[], str]
-
-
-class EventIds:
-    """Unique ids in UUID form, cheaply: a random 80-bit prefix per process and a counter.
-    (``uuid4()`` per streamed chunk costs more than the rest of an append.)"""
-
-    # The counter starts at 16**11 so that ``hex()`` always gives the 12 digits of the
-    # UUID's last group without padding (a third of the cost of a format spec).
-    _FIRST = 16**11
-
-    def __init__(self) -> None:
-        p = uuid.uuid4().hex[:20]
-        self._head = f"{p[:8]}-{p[8:12]}-4{p[13:16]}-{p[16:20]}-"
-        self._last = self._FIRST
-        self._lock = threading.Lock()  # SQLite plans a large batch in a worker thread
-
-    def __call__(self) -> str:
-        return self.many(1)[0]
-
-    def many(self, n: int) -> list[str]:
-        with self._lock:
-            first = self._last
-            self._last += n
-        head = self._head
-        return [head + hex(i)[2:] for i in range(first, first + n)]
-
-
-new_uuid = EventIds()
-
-
-@dataclass(eq=False)
-class AppendRequest:
-    stream_id: str
-    events: list[Staged]
-    expected_seq: int
-    idempotency_key: str | None
-    done: anyio.Event = field(default_factory=anyio.Event)
-    result: list[Recorded] | None = None
-    error: BaseException | None = None
-    # Set by the committer when the idempotency key was already used: (first, last) seq.
-    replay_range: tuple[int, int] | None = None
-
-
-@dataclass
-class Planned:
-    """The rows one request will write, decided under the store's write lock."""
-
-    request: AppendRequest
-    records: list[Recorded]
 
 
 class BaseEventStore:
@@ -194,26 +151,49 @@ class BaseEventStore:
         return request.result
 
     async def _committer(self, receive: MemoryObjectReceiveStream[AppendRequest]) -> None:
-        async with receive:
-            async for first in receive:
-                batch = [first]
-                size = len(first.events)
-                while size < self.max_batch_events:
+        """Two stages: this one takes what is queued and plans it ahead; the other
+        commits. So a batch is planned (ids, seqs, encoding) while the one before it is
+        being written, and a store whose writes wait on a thread or a server spends
+        that wait on the next batch."""
+        send, planned = anyio.create_memory_object_stream[
+            tuple[list[AppendRequest], Guess | None]
+        ]()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._commit_planned, planned)
+            async with send, receive:
+                async for first in receive:
+                    batch = [first]
+                    size = len(first.events)
+                    while size < self.max_batch_events:
+                        try:
+                            request = receive.receive_nowait()
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                        batch.append(request)
+                        size += len(request.events)
                     try:
-                        request = receive.receive_nowait()
-                    except (anyio.WouldBlock, anyio.EndOfStream):
-                        break
-                    batch.append(request)
-                    size += len(request.events)
-                await self._commit_batch(batch)
+                        guess = self._plan_ahead(batch)
+                    except Exception:  # e.g. an event that cannot be encoded: its commit
+                        guess = None  # fails it alone, as it would without planning ahead
+                    await send.send((batch, guess))
+                    if guess is None:
+                        for request in batch:
+                            await request.done.wait()
 
-    async def _commit_batch(self, batch: list[AppendRequest]) -> None:
+    async def _commit_planned(
+        self, planned: MemoryObjectReceiveStream[tuple[list[AppendRequest], Guess | None]]
+    ) -> None:
+        async with planned:
+            async for batch, guess in planned:
+                await self._commit_batch(batch, guess)
+
+    async def _commit_batch(self, batch: list[AppendRequest], guess: Guess | None = None) -> None:
         for request in batch:
             request.error = None
             request.replay_range = None
         try:
             with anyio.CancelScope(shield=True):  # a commit is never half-observed
-                planned = await self._commit(batch)
+                planned = await self._commit(batch, guess)
             self.commit_count += 1
         except Exception as exc:  # the transaction rolled back: nothing of the batch is written
             if len(batch) > 1:
@@ -238,76 +218,17 @@ class BaseEventStore:
         heads: dict[str, int],
         position: int,
         used_keys: dict[tuple[str, str], tuple[int, int]],
-    ) -> tuple[list[Planned], list[tuple[str, str, int, int]]]:
-        """Decide, under the write lock, which requests are written and with which seqs.
+    ) -> tuple[list[Planned], list[NewKey]]:
+        """``events.planning.plan`` with this store's clock and ids."""
+        return plan(batch, heads, position, used_keys, now=self._clock(), new_id=self._new_id)
 
-        ``heads`` holds each stream's current last seq; requests whose ``expected_seq``
-        is stale get a ``ConcurrencyError`` and write nothing. Returns the plan and the
-        new idempotency keys to record.
-        """
-        planned: list[Planned] = []
-        new_keys: list[tuple[str, str, int, int]] = []
-        now = self._clock()
-        for request in batch:
-            key = request.idempotency_key
-            if key is not None:
-                used = used_keys.get((request.stream_id, key))
-                if used is not None:
-                    request.replay_range = used
-                    continue
-            head = heads.get(request.stream_id, 0)
-            if request.expected_seq != head:
-                request.error = ConcurrencyError(request.stream_id, request.expected_seq, head)
-                continue
-            records = self._records(request, head, position, now)
-            head += len(records)
-            position += len(records)
-            heads[request.stream_id] = head
-            if key is not None:
-                rng = (records[0].seq, records[-1].seq)
-                used_keys[(request.stream_id, key)] = rng
-                new_keys.append((request.stream_id, key, *rng))
-            planned.append(Planned(request, records))
-        return planned, new_keys
+    def _plan_ahead(self, batch: list[AppendRequest]) -> Guess | None:
+        """Plan ``batch`` while the batch before it commits, or ``None``: then the
+        committer plans it in its transaction, and no later batch is planned ahead
+        until it has committed."""
+        return None
 
-    def _records(
-        self, request: AppendRequest, head: int, position: int, now: float
-    ) -> list[Recorded]:
-        """The records of one request, after ``head`` and ``position``. The hot loop of
-        every append (once per streamed chunk), so it is kept to the bare minimum."""
-        stream_id = request.stream_id
-        events = request.events
-        new_id = self._new_id
-        ids = new_id.many(len(events)) if isinstance(new_id, EventIds) else None
-        records = []
-        for i, item in enumerate(events):
-            if type(item) is NewEvent:
-                records.append(
-                    Recorded(
-                        stream_id=stream_id,
-                        seq=head + i + 1,
-                        position=position + i + 1,
-                        event_id=item.event_id or (new_id() if ids is None else ids[i]),
-                        timestamp=now if item.timestamp is None else item.timestamp,
-                        event=item.event,
-                        run_id=item.run_id,
-                        causation_id=item.causation_id,
-                    )
-                )
-            else:
-                records.append(
-                    Recorded(
-                        stream_id=stream_id,
-                        seq=head + i + 1,
-                        position=position + i + 1,
-                        event_id=new_id() if ids is None else ids[i],
-                        timestamp=now,
-                        event=item,  # type: ignore[arg-type]
-                    )
-                )
-        return records
-
-    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ read

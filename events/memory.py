@@ -8,6 +8,7 @@ import time
 from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
 from events.codec import encode
 from events.envelope import Recorded
+from events.planning import Guess
 
 
 class InMemoryEventStore(BaseEventStore):
@@ -20,7 +21,7 @@ class InMemoryEventStore(BaseEventStore):
         self._all: list[Recorded] = []
         self._keys: dict[tuple[str, str], tuple[int, int]] = {}
 
-    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         heads = {r.stream_id: len(self._streams.get(r.stream_id, ())) for r in batch}
         keys = dict(self._keys)
         planned, new_keys = self.plan(batch, heads, len(self._all), keys)

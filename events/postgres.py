@@ -32,6 +32,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
+from events.planning import Guess
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
 log = structlog.get_logger(__name__)
@@ -116,7 +117,9 @@ class PostgresEventStore(SqlEventStore):
     async def _lock_for_write(self, conn: AsyncConnection) -> None:
         await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK_KEY})
 
-    async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
+    async def _write_batch(
+        self, driver: Any, batch: list[AppendRequest], guess: Guess | None
+    ) -> list[Planned]:
         conn: asyncpg.Connection = driver
         streams = sorted({r.stream_id for r in batch})
         async with conn.transaction():
@@ -126,12 +129,14 @@ class PostgresEventStore(SqlEventStore):
                 "ORDER BY seq DESC LIMIT 1) FROM unnest($1::text[]) AS s",
                 streams,
             )
-            heads = {sid: int(seq) for sid, seq in rows if seq is not None}
+            heads = {sid: int(seq or 0) for sid, seq in rows}
             position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM navi_events")
-            batch = [r for r in batch if not await self._landed_before(conn, r)]
+            written = [r for r in batch if not await self._landed_before(conn, r)]
+            if len(written) < len(batch):  # an earlier attempt did commit: plan the rest
+                batch, guess = written, None
             used: dict[tuple[str, str], tuple[int, int]] = {}
             keyed = [r for r in batch if r.idempotency_key is not None]
-            if keyed:
+            if keyed and (guess is None or not guess.holds(heads, position)):
                 found = await conn.fetch(
                     "SELECT stream_id, key, first_seq, last_seq FROM navi_idempotency "
                     "WHERE (stream_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
@@ -139,7 +144,9 @@ class PostgresEventStore(SqlEventStore):
                     [r.idempotency_key for r in keyed],
                 )
                 used = {(s, k): (f, la) for s, k, f, la in found}
-            planned, records, new_keys = self.plan_rows(batch, heads, int(position), used)
+            planned, records, new_keys = self.plan_in_transaction(
+                batch, guess, heads, int(position), used
+            )
             for item in planned:  # if the COMMIT's answer is lost, a retry looks for these
                 self._attempted[item.request] = [rec.event_id for rec in item.records]
             if records:
@@ -180,11 +187,11 @@ class PostgresEventStore(SqlEventStore):
         log.info("append.landed_before_reconnect", stream_id=request.stream_id, seqs=(first, last))
         return True
 
-    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         delay = 0.05
         while True:
             try:
-                planned = await super()._commit(batch)
+                planned = await super()._commit(batch, guess)
             except Exception as exc:
                 if not is_disconnect(exc):
                     raise

@@ -18,12 +18,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
 from events.codec import decode, encoder
 from events.envelope import Recorded
+from events.planning import Guess, NewKey
 from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
 from events.types import Event, tag_of
 
 log = structlog.get_logger(__name__)
 
 _E = events_table
+# Streams whose head the planner keeps; past that it starts again from what it needs.
+MAX_HEADS_AHEAD = 10_000
 _COLUMNS = (
     _E.c.stream_id,
     _E.c.seq,
@@ -111,6 +114,15 @@ class SqlEventStore(BaseEventStore):
         self._write_engine: AsyncEngine | None = None
         self._read_engine: AsyncEngine | None = None
         self._writer: tuple[AsyncConnection, Any] | None = None
+        # Planning ahead (``_plan_ahead``): each stream's last seq and the last position
+        # as they will be once the batches planned so far commit; ``None`` while unknown
+        # (before a first commit, after a guess failed), until the next commit says.
+        self._heads_ahead: dict[str, int] = {}
+        self._position_ahead: int | None = None
+        # What the last transaction left: (heads of its streams, position), and whether
+        # it used its guess.
+        self._left: tuple[dict[str, int], int] = ({}, 0)
+        self._used_guess = False
 
     # ---------------------------------------------------------------- to implement
 
@@ -120,7 +132,9 @@ class SqlEventStore(BaseEventStore):
     async def _lock_for_write(self, conn: AsyncConnection) -> None:
         """Serialise writers (schema creation goes through it too)."""
 
-    async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
+    async def _write_batch(
+        self, driver: Any, batch: list[AppendRequest], guess: Guess | None
+    ) -> list[Planned]:
         """One write transaction on the raw driver connection: the hot path, so it skips
         SQLAlchemy's per-statement overhead (several thread hops per statement on SQLite)."""
         raise NotImplementedError
@@ -163,7 +177,7 @@ class SqlEventStore(BaseEventStore):
 
     # ---------------------------------------------------------------- write
 
-    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         # The committer holds one connection for as long as it works: checking one out
         # of the pool per transaction (and resetting it after) costs more than the write.
         assert self._write_engine is not None
@@ -173,8 +187,9 @@ class SqlEventStore(BaseEventStore):
             self._writer = (conn, raw.driver_connection)
         conn, driver = self._writer
         try:
-            return await self._write_batch(driver, batch)
+            planned = await self._write_batch(driver, batch, guess)
         except Exception:
+            self._position_ahead = None
             # The connection may be broken (a database restart): the next commit opens
             # a fresh one. The failed transaction was rolled back; nothing of it stays.
             self._writer = None
@@ -182,6 +197,67 @@ class SqlEventStore(BaseEventStore):
                 await conn.invalidate()
                 await conn.close()
             raise
+        self._committed(guess)
+        return planned
+
+    def _plan_ahead(self, batch: list[AppendRequest]) -> Guess | None:
+        position = self._position_ahead
+        heads: dict[str, int] = {}
+        for request in batch:
+            head = self._heads_ahead.get(request.stream_id)
+            if head is None or request.idempotency_key is not None:
+                position = None  # the log must be asked
+                break
+            heads[request.stream_id] = head
+        if position is None:
+            self._position_ahead = None  # until this batch commits
+            return None
+        planned, rows, new_keys = self.plan_rows(batch, dict(heads), position, {})
+        outcomes = [(request.error, request.replay_range) for request in batch]
+        for request in batch:
+            request.error = request.replay_range = None
+        for item in planned:
+            self._heads_ahead[item.request.stream_id] = item.records[-1].seq
+        if rows:
+            self._position_ahead = rows[-1][0]
+        return Guess(heads, position, planned, new_keys, rows, outcomes)
+
+    def plan_in_transaction(
+        self,
+        batch: list[AppendRequest],
+        guess: Guess | None,
+        heads: dict[str, int],
+        position: int,
+        used_keys: dict[tuple[str, str], tuple[int, int]],
+    ) -> tuple[list[Planned], list[tuple[Any, ...]], list[NewKey]]:
+        """The plan of ``batch``, under the write lock: its guess if the log holds what
+        the guess was planned on (``heads`` has every stream of the batch, 0 for an
+        empty one), else a new plan. Call with ``used_keys`` read only when needed."""
+        if guess is not None and guess.holds(heads, position):
+            guess.accept(batch)
+            self._used_guess = True
+            planned, rows, new_keys = guess.planned, guess.rows, guess.new_keys
+        else:
+            for request in batch:
+                request.error = request.replay_range = None
+            self._used_guess = False
+            planned, rows, new_keys = self.plan_rows(batch, dict(heads), position, used_keys)
+        left = dict(heads)
+        for item in planned:
+            left[item.request.stream_id] = item.records[-1].seq
+        self._left = (left, rows[-1][0] if rows else position)
+        return planned, rows, new_keys
+
+    def _committed(self, guess: Guess | None) -> None:
+        """After a commit: tell the planner what the log holds when it could not know."""
+        if guess is None:  # the planner waits for this commit: no batch is planned past it
+            heads, position = self._left
+            self._heads_ahead.update(heads)
+            self._position_ahead = position
+            if len(self._heads_ahead) > MAX_HEADS_AHEAD:
+                self._heads_ahead = dict(heads)
+        elif not self._used_guess:
+            self._position_ahead = None  # the batches planned after it are wrong too
 
     def plan_rows(
         self,
@@ -189,7 +265,7 @@ class SqlEventStore(BaseEventStore):
         heads: dict[str, int],
         position: int,
         used_keys: dict[tuple[str, str], tuple[int, int]],
-    ) -> tuple[list[Planned], list[tuple[Any, ...]], list[tuple[str, str, int, int]]]:
+    ) -> tuple[list[Planned], list[tuple[Any, ...]], list[NewKey]]:
         planned, new_keys = self.plan(batch, heads, position, used_keys)
         rows = records_to_rows([rec for item in planned for rec in item.records])
         return planned, rows, new_keys

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,11 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
+from events.planning import Guess
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
 # Batches up to this size are written on the event loop itself (see _commit).
 INLINE_MAX_EVENTS = 64
-# Streams whose head the store remembers for planning ahead (see _guess).
-MAX_KNOWN_HEADS = 10_000
 
 # Rows go in statements of ROWS_PER_INSERT rows each: one statement executes in one
 # call into SQLite, so per-row work (statement reset, Python's parameter binding loop)
@@ -106,9 +104,6 @@ class SqliteEventStore(SqlEventStore):
         self._conn = conn
         self._busy_ms = 10000
         self._limiter = anyio.CapacityLimiter(1)
-        # Each stream's last seq and the last position, as of this store's last commit.
-        self._heads: dict[str, int] = {}
-        self._position: int | None = None
 
     async def _close(self) -> None:
         conn, self._conn = self._conn, None
@@ -116,48 +111,40 @@ class SqliteEventStore(SqlEventStore):
             conn.close()
         await super()._close()
 
-    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         """One transaction on the committer's own sqlite3 connection.
 
         A small batch (a decision event or two) is written right here on the event
         loop: it takes a tenth of a millisecond, less than any hop to a thread. If
         another process holds the write lock, or the batch is large (a stream's
-        chunks), it goes to a worker thread, where waiting does not block the loop.
-        A large batch is planned and encoded here first, on the heads this store
-        committed last (see ``_Guess``), so that the thread does only the SQL."""
+        chunks), it goes to a worker thread, where waiting does not block the loop;
+        it was planned ahead (``guess``), so the thread runs little more than SQL."""
         conn = self._conn
         assert conn is not None, "store not open"
-        if sum(len(r.events) for r in batch) <= INLINE_MAX_EVENTS:
-            try:
-                return self._write_sync(conn, batch, 0, None)
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise
-        guess = self._guess(batch)
-        return await anyio.to_thread.run_sync(
-            self._write_sync, conn, batch, 10000, guess, limiter=self._limiter
-        )
-
-    def _guess(self, batch: list[AppendRequest]) -> _Guess | None:
-        """The batch planned on the last committed heads, or ``None`` when they are not
-        all known (a stream not written here yet) or an idempotency key needs the log."""
-        if self._position is None or any(r.idempotency_key is not None for r in batch):
-            return None
-        heads: dict[str, int] = {}
-        for r in batch:
-            head = self._heads.get(r.stream_id)
-            if head is None:
-                return None
-            heads[r.stream_id] = head
-        planned, rows, keys = self.plan_rows(batch, dict(heads), self._position, {})
-        return _Guess(heads, self._position, planned, rows, keys)
+        try:
+            if sum(len(r.events) for r in batch) <= INLINE_MAX_EVENTS:
+                try:
+                    planned = self._write_sync(conn, batch, 0, guess)
+                    self._committed(guess)
+                    return planned
+                except sqlite3.OperationalError as exc:
+                    if "locked" not in str(exc) and "busy" not in str(exc):
+                        raise
+            planned = await anyio.to_thread.run_sync(
+                self._write_sync, conn, batch, 10000, guess, limiter=self._limiter
+            )
+        except BaseException:
+            self._position_ahead = None
+            raise
+        self._committed(guess)
+        return planned
 
     def _write_sync(
         self,
         conn: sqlite3.Connection,
         batch: list[AppendRequest],
         busy_ms: int,
-        guess: _Guess | None,
+        guess: Guess | None,
     ) -> list[Planned]:
         if busy_ms != self._busy_ms:
             conn.execute(f"PRAGMA busy_timeout={busy_ms}")
@@ -177,12 +164,8 @@ class SqliteEventStore(SqlEventStore):
             (position,) = conn.execute(
                 "SELECT coalesce(max(position), 0) FROM navi_events"
             ).fetchone()
-            if guess is not None and guess.heads == heads and guess.position == position:
-                planned, event_rows, new_keys = guess.planned, guess.rows, guess.keys
-            else:  # another process wrote since: plan again on what the log holds now
-                for r in batch:
-                    r.error = r.replay_range = None
-                used: dict[tuple[str, str], tuple[int, int]] = {}
+            used: dict[tuple[str, str], tuple[int, int]] = {}
+            if guess is None or not guess.holds(heads, position):
                 for r in batch:
                     if r.idempotency_key is not None:
                         found = conn.execute(
@@ -192,9 +175,9 @@ class SqliteEventStore(SqlEventStore):
                         ).fetchone()
                         if found is not None:
                             used[(r.stream_id, r.idempotency_key)] = (found[0], found[1])
-                planned, event_rows, new_keys = self.plan_rows(
-                    batch, dict(heads), int(position), used
-                )
+            planned, event_rows, new_keys = self.plan_in_transaction(
+                batch, guess, heads, int(position), used
+            )
             if event_rows:
                 insert_rows(conn, event_rows)
             if new_keys:
@@ -207,25 +190,4 @@ class SqliteEventStore(SqlEventStore):
         except BaseException:
             conn.execute("ROLLBACK")
             raise
-        # What this commit left in the log: the next batch is planned on it.
-        self._position = event_rows[-1][0] if event_rows else int(position)
-        self._heads.update(heads)
-        for item in planned:
-            if item.records:
-                self._heads[item.request.stream_id] = item.records[-1].seq
-        if len(self._heads) > MAX_KNOWN_HEADS:
-            self._heads.clear()
         return planned
-
-
-@dataclass
-class _Guess:
-    """A batch planned before its transaction, on the heads and position the store's
-    previous commit left. Inside the transaction it is used only if the log still has
-    exactly those heads and that position (else another process wrote meanwhile)."""
-
-    heads: dict[str, int]
-    position: int
-    planned: list[Planned]
-    rows: list[tuple[Any, ...]]
-    keys: list[tuple[str, str, int, int]]
