@@ -28,6 +28,7 @@ from events.planning import (
     IdFactory,
     NewKey,
     Planned,
+    Row,
     new_uuid,
     plan,
 )
@@ -218,9 +219,13 @@ class BaseEventStore:
         heads: dict[str, int],
         position: int,
         used_keys: dict[tuple[str, str], tuple[int, int]],
+        *,
+        rows: list[Row] | None = None,
     ) -> tuple[list[Planned], list[NewKey]]:
         """``events.planning.plan`` with this store's clock and ids."""
-        return plan(batch, heads, position, used_keys, now=self._clock(), new_id=self._new_id)
+        return plan(
+            batch, heads, position, used_keys, now=self._clock(), new_id=self._new_id, rows=rows
+        )
 
     def _plan_ahead(self, batch: list[AppendRequest]) -> Guess | None:
         """Plan ``batch`` while the batch before it commits, or ``None``: then the

@@ -14,8 +14,10 @@ from typing import Any
 
 import anyio
 
+from events.codec import encoder
 from events.envelope import NewEvent, Recorded, Staged
 from events.errors import ConcurrencyError
+from events.types import Event, tag_of
 
 Clock = Callable[[], float]
 IdFactory = Callable[[], str]
@@ -79,13 +81,15 @@ def plan(
     *,
     now: float,
     new_id: IdFactory,
+    rows: list[Row] | None = None,
 ) -> tuple[list[Planned], list[NewKey]]:
     """Decide which requests are written and with which seqs.
 
     ``heads`` holds each stream's current last seq (and is advanced); requests whose
     ``expected_seq`` is stale get a ``ConcurrencyError`` and write nothing; a request
     whose idempotency key is in ``used_keys`` gets its earlier range. Returns the plan
-    and the new idempotency keys to record.
+    and the new idempotency keys to record; a SQL store passes ``rows`` to receive
+    each record as a row of ``ROW_COLUMNS`` too (payload encoded).
     """
     planned: list[Planned] = []
     new_keys: list[NewKey] = []
@@ -100,7 +104,7 @@ def plan(
         if request.expected_seq != head:
             request.error = ConcurrencyError(request.stream_id, request.expected_seq, head)
             continue
-        records = _records(request, head, position, now, new_id)
+        records = _records(request, head, position, now, new_id, rows)
         head += len(records)
         position += len(records)
         heads[request.stream_id] = head
@@ -113,40 +117,80 @@ def plan(
 
 
 def _records(
-    request: AppendRequest, head: int, position: int, now: float, new_id: IdFactory
+    request: AppendRequest,
+    head: int,
+    position: int,
+    now: float,
+    new_id: IdFactory,
+    rows: list[Row] | None,
 ) -> list[Recorded]:
-    """The records of one request, after ``head`` and ``position``. The hot loop of
-    every append (once per streamed chunk), so it is kept to the bare minimum."""
+    """The records of one request, after ``head`` and ``position`` (and their rows).
+    The hot loop of every append, once per streamed chunk: kept to the bare minimum."""
     stream_id = request.stream_id
     events = request.events
     ids = new_id.many(len(events)) if isinstance(new_id, EventIds) else None
     records = []
     for i, item in enumerate(events):
+        seq = head + i + 1
+        pos = position + i + 1
         if type(item) is NewEvent:
-            records.append(
-                Recorded(
-                    stream_id=stream_id,
-                    seq=head + i + 1,
-                    position=position + i + 1,
-                    event_id=item.event_id or (new_id() if ids is None else ids[i]),
-                    timestamp=now if item.timestamp is None else item.timestamp,
-                    event=item.event,
-                    run_id=item.run_id,
-                    causation_id=item.causation_id,
-                )
-            )
+            event = item.event
+            event_id = item.event_id or (new_id() if ids is None else ids[i])
+            timestamp = now if item.timestamp is None else item.timestamp
+            run_id, causation_id = item.run_id, item.causation_id
         else:
-            records.append(
-                Recorded(
-                    stream_id=stream_id,
-                    seq=head + i + 1,
-                    position=position + i + 1,
-                    event_id=new_id() if ids is None else ids[i],
-                    timestamp=now,
-                    event=item,  # type: ignore[arg-type]
+            event = item  # type: ignore[assignment]
+            event_id = new_id() if ids is None else ids[i]
+            timestamp, run_id, causation_id = now, None, None
+        records.append(
+            Recorded(
+                stream_id=stream_id,
+                seq=seq,
+                position=pos,
+                event_id=event_id,
+                timestamp=timestamp,
+                event=event,
+                run_id=run_id,
+                causation_id=causation_id,
+            )
+        )
+        if rows is not None:
+            cls = type(event)
+            type_version = _TYPE_AND_VERSION.get(cls)
+            if type_version is None:
+                type_version = _TYPE_AND_VERSION[cls] = (tag_of(event), cls.schema_version)
+            rows.append(
+                (
+                    pos,
+                    stream_id,
+                    seq,
+                    event_id,
+                    *type_version,
+                    timestamp,
+                    run_id,
+                    causation_id,
+                    _encode(event),
                 )
             )
     return records
+
+
+# A stored row, in this column order.
+ROW_COLUMNS = (
+    "position",
+    "stream_id",
+    "seq",
+    "event_id",
+    "type",
+    "version",
+    "timestamp",
+    "run_id",
+    "causation_id",
+    "payload",
+)
+Row = tuple[Any, ...]
+_TYPE_AND_VERSION: dict[type[Event], tuple[str, int]] = {}
+_encode = encoder.encode
 
 
 @dataclass
@@ -160,7 +204,7 @@ class Guess:
     position: int
     planned: list[Planned]
     new_keys: list[NewKey]
-    rows: list[tuple[Any, ...]]  # what a SQL store inserts
+    rows: list[Row]  # what a SQL store inserts
     # Each request's error and replay range as planned; given to the requests only if
     # the guess is used.
     outcomes: list[tuple[BaseException | None, tuple[int, int] | None]]

@@ -16,11 +16,11 @@ from sqlalchemy import Row, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
-from events.codec import decode, encoder
+from events.codec import decode
 from events.envelope import Recorded
-from events.planning import Guess, NewKey
+from events.planning import ROW_COLUMNS, Guess, NewKey
+from events.planning import Row as LogRow
 from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
-from events.types import Event, tag_of
 
 log = structlog.get_logger(__name__)
 
@@ -57,48 +57,7 @@ def row_to_recorded(row: Row[Any] | Sequence[Any]) -> Recorded:
     )
 
 
-def records_to_rows(records: Sequence[Recorded]) -> list[tuple[Any, ...]]:
-    """Rows in the column order of ``INSERT_COLUMNS``: once per appended event, so the
-    type and schema version of each event class are looked up once, not per row."""
-    rows = []
-    for record in records:
-        event = record.event
-        cls = type(event)
-        meta = _TYPE_AND_VERSION.get(cls)
-        if meta is None:
-            meta = _TYPE_AND_VERSION[cls] = (tag_of(event), cls.schema_version)
-        rows.append(
-            (
-                record.position,
-                record.stream_id,
-                record.seq,
-                record.event_id,
-                meta[0],
-                meta[1],
-                record.timestamp,
-                record.run_id,
-                record.causation_id,
-                _encode(event),
-            )
-        )
-    return rows
-
-
-_TYPE_AND_VERSION: dict[type[Event], tuple[str, int]] = {}
-_encode = encoder.encode
-
-INSERT_COLUMNS = (
-    "position",
-    "stream_id",
-    "seq",
-    "event_id",
-    "type",
-    "version",
-    "timestamp",
-    "run_id",
-    "causation_id",
-    "payload",
-)
+INSERT_COLUMNS = ROW_COLUMNS
 
 
 class SqlEventStore(BaseEventStore):
@@ -266,8 +225,8 @@ class SqlEventStore(BaseEventStore):
         position: int,
         used_keys: dict[tuple[str, str], tuple[int, int]],
     ) -> tuple[list[Planned], list[tuple[Any, ...]], list[NewKey]]:
-        planned, new_keys = self.plan(batch, heads, position, used_keys)
-        rows = records_to_rows([rec for item in planned for rec in item.records])
+        rows: list[LogRow] = []
+        planned, new_keys = self.plan(batch, heads, position, used_keys, rows=rows)
         return planned, rows, new_keys
 
     # ---------------------------------------------------------------- read

@@ -61,7 +61,14 @@ class StreamWriter:
         """Stage events; a boundary event, a full batch or an old one sends the batch on
         its way. Returns the seq of the last one. Does not wait for durability."""
         seq = self.stage_nowait(*events)
-        await self.send_if_due()
+        # send_if_due(), inlined: this runs once per streamed chunk.
+        if (
+            self._due
+            or len(self._staged) >= self._max_batch
+            or time.monotonic() - self._staged_at >= self._max_delay
+        ):
+            self._due = False
+            await self._send()
         return seq
 
     def stage_nowait(self, *events: Event | NewEvent) -> int:
