@@ -5,6 +5,18 @@ through the SQLite store and through the in-memory store, and the fake server's 
 time for the same requests without Navi. Reports milliseconds per iteration, Navi's
 overhead per iteration, and bytes of log per iteration.
 
+The fake server runs in its own process, as a real LLM server would: in this process
+its work (parsing each request, rendering each answer) would count as Navi's. "The
+fake server alone" is measured from this process over HTTP with the very request
+bodies Navi sent, through an httpx client used as leanly as it can be (so that all
+Navi does besides counts), interleaved with Navi session by session so that both see
+the same load on a shared machine. The figures are medians over the sessions: a burst
+of load from another process spoils a few sessions, not the result. One untimed
+session first warms both up (connections, caches) and records the request bodies
+(every session sends the same ones). The CPU time of this process is measured the same
+way: with the fake elsewhere, the difference is Navi's CPU per iteration, much less
+disturbed by other processes than wall-clock time.
+
     .venv/bin/python bench/loop.py [--sessions N] [--iterations N]
 """
 
@@ -15,64 +27,90 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 import anyio
+import httpx
+import msgspec
 
-from _common import report
+from _common import median, report
+from events.codec import encode
 from events.memory import InMemoryEventStore
+from navi.app import Navi
 from navi.logs import configure_logging
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_llm import FakeLLMProcess, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
 
 CALL = Reply(tool_calls=[FakeToolCall(name="todo", arguments={"action": "read"})])
 ANSWER = Reply(text="Done: all steps read.")
+PROMPT = "Read the todo list over and over."
+# The fake alone is asked as lean an httpx client asks: JSON headers set once on the
+# client, the absolute URL built once (what is left of a request is httpx's own work).
+HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
 
-def responder_for(iterations: int) -> Any:
-    def respond(request: Any) -> Reply:
-        body = request.body if hasattr(request, "body") else request
-        calls = sum(1 for m in body["messages"] if m["role"] == "assistant" and m.get("tool_calls"))
-        return CALL if calls < iterations - 1 else ANSWER
+class Timing(msgspec.Struct):
+    # Per session: (wall-clock seconds, CPU seconds of this process).
+    navi: list[tuple[float, float]] = []
+    fake: list[tuple[float, float]] = []
+    payload_bytes: int = 0
+    db_bytes: int = 0
 
-    return respond
+    def per_iteration_ms(self, iterations: int) -> dict[str, float]:
+        def ms(values: list[float]) -> float:
+            return median(values) * 1000 / iterations
+
+        return {
+            "navi": ms([wall for wall, _ in self.navi]),
+            "fake": ms([wall for wall, _ in self.fake]),
+            "overhead": ms([n[0] - f[0] for n, f in zip(self.navi, self.fake, strict=True)]),
+            "cpu_overhead": ms([n[1] - f[1] for n, f in zip(self.navi, self.fake, strict=True)]),
+        }
 
 
-async def navi_loop(root: Path, url: str, sessions: int, memory: bool) -> tuple[float, int, int]:
-    settings = navi_settings(root, url, planning="off")
-    store = InMemoryEventStore() if memory else None
-    async with open_navi(settings, store=store) as navi:
-        start = time.perf_counter()
-        for _ in range(sessions):
-            sid = await navi.create_session("secretary")
-            await navi.run(sid, "Read the todo list over and over.")
-        elapsed = time.perf_counter() - start
-        events = await navi.store.read_all()
+async def one_session(navi: Navi) -> tuple[float, float]:
+    start, cpu = time.perf_counter(), time.process_time()
+    sid = await navi.create_session("secretary")
+    await navi.run(sid, PROMPT)
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+async def fake_alone(http: httpx.AsyncClient, bodies: list[bytes]) -> tuple[float, float]:
+    """The fake server's own time for one session's requests, read to the end as Navi
+    reads them."""
+    chat = http.base_url.copy_with(raw_path=http.base_url.raw_path + b"api/chat")
+    start, cpu = time.perf_counter(), time.process_time()
+    for body in bodies:
+        async with http.stream("POST", chat, content=body) as response:
+            async for _ in response.aiter_bytes():
+                pass
+    return time.perf_counter() - start, time.process_time() - cpu
+
+
+async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> Timing:
+    turn = [CALL] * (iterations - 1) + [ANSWER]
+    timing = Timing()
+    with FakeLLMProcess() as fake:
+        # The warm-up session, then each session twice (Navi, then the fake alone).
+        fake.script(*turn * (1 + 2 * sessions))
+        settings = navi_settings(root, fake.url, planning="off")
+        store = InMemoryEventStore() if memory else None
+        async with (
+            open_navi(settings, store=store) as navi,
+            httpx.AsyncClient(base_url=fake.url, headers=HEADERS, timeout=30) as http,
+        ):
+            await one_session(navi)
+            bodies = [msgspec.json.encode(b) for b in fake.requests]
+            assert len(bodies) == iterations, len(bodies)
+            for _ in range(sessions):
+                timing.navi.append(await one_session(navi))
+                timing.fake.append(await fake_alone(http, bodies))
+            events = await navi.store.read_all()
+        assert fake.state["requests"] == iterations * (1 + 2 * sessions)
     # The store is closed: SQLite has checkpointed its WAL into the file.
-    payload = sum(len(_payload(r)) for r in events)
+    timing.payload_bytes = sum(len(encode(r.event)) for r in events)
     db = root / "navi.db"
-    db_bytes = os.path.getsize(db) if not memory and db.exists() else 0
-    return elapsed, payload, db_bytes
-
-
-def _payload(record: Any) -> bytes:
-    from events.codec import encode
-
-    return encode(record.event)
-
-
-async def fake_only(url: str, bodies: list[Any]) -> float:
-    """The fake server's own time: the very requests Navi sent, replayed over HTTP
-    without Navi (read to the end, as Navi does)."""
-    import httpx
-
-    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
-        start = time.perf_counter()
-        for body in bodies:
-            async with http.stream("POST", "/api/chat", json=body) as response:
-                async for _ in response.aiter_lines():
-                    pass
-        return time.perf_counter() - start
+    timing.db_bytes = os.path.getsize(db) if not memory and db.exists() else 0
+    return timing
 
 
 async def main() -> None:
@@ -82,36 +120,31 @@ async def main() -> None:
     args = parser.parse_args()
     configure_logging("WARNING")
     total = args.sessions * args.iterations
-    figures: dict[str, float] = {}
-    async with FakeLLMServer(responder=responder_for(args.iterations)) as fake:
-        with tempfile.TemporaryDirectory() as tmp:
-            sqlite_s, payload, db_bytes = await navi_loop(
-                Path(tmp) / "sqlite", fake.url, args.sessions, False
-            )
-            bodies = [dict(b) for b in fake.requests]
-            fake.requests.clear()
-            memory_s, _, _ = await navi_loop(Path(tmp) / "memory", fake.url, args.sessions, True)
-        fake_s = await fake_only(fake.url, bodies)
-    per = 1000 / total
+    logged = total + args.iterations  # the warm-up session's events are in the log too
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite = await measure(Path(tmp) / "sqlite", args.sessions, args.iterations, False)
+        memory = await measure(Path(tmp) / "memory", args.sessions, args.iterations, True)
+    s = sqlite.per_iteration_ms(args.iterations)
+    m = memory.per_iteration_ms(args.iterations)
     figures = {
-        "fake_server_ms_per_call": fake_s * per,
-        "sqlite_ms_per_iteration": sqlite_s * per,
-        "memory_ms_per_iteration": memory_s * per,
-        "sqlite_overhead_ms_per_iteration": (sqlite_s - fake_s) * per,
-        "memory_overhead_ms_per_iteration": (memory_s - fake_s) * per,
-        "log_payload_bytes_per_iteration": payload / total,
-        "sqlite_db_bytes_per_iteration": db_bytes / total,
+        "fake_server_ms_per_call": (s["fake"] + m["fake"]) / 2,
+        "sqlite_ms_per_iteration": s["navi"],
+        "memory_ms_per_iteration": m["navi"],
+        "sqlite_overhead_ms_per_iteration": s["overhead"],
+        "memory_overhead_ms_per_iteration": m["overhead"],
+        "sqlite_cpu_overhead_ms_per_iteration": s["cpu_overhead"],
+        "memory_cpu_overhead_ms_per_iteration": m["cpu_overhead"],
+        "log_payload_bytes_per_iteration": sqlite.payload_bytes / logged,
+        "sqlite_db_bytes_per_iteration": sqlite.db_bytes / logged,
     }
-    print(f"{args.sessions} sessions x {args.iterations} iterations ({total} LLM calls)")
+    print(f"{args.sessions} sessions x {args.iterations} iterations ({total} LLM calls each)")
     print(f"fake server alone:       {figures['fake_server_ms_per_call']:.3f} ms per call")
-    print(
-        f"Navi + SQLite:           {figures['sqlite_ms_per_iteration']:.3f} ms per iteration "
-        f"(overhead {figures['sqlite_overhead_ms_per_iteration']:.3f} ms)"
-    )
-    print(
-        f"Navi + in-memory store:  {figures['memory_ms_per_iteration']:.3f} ms per iteration "
-        f"(overhead {figures['memory_overhead_ms_per_iteration']:.3f} ms)"
-    )
+    for name, f in (("SQLite", s), ("in-memory store", m)):
+        print(
+            f"{'Navi + ' + name + ':':<24} {f['navi']:.3f} ms per iteration "
+            f"(overhead {f['overhead']:.3f} ms; in CPU time of this process "
+            f"{f['cpu_overhead']:.3f} ms)"
+        )
     print(
         f"log: {figures['log_payload_bytes_per_iteration']:.0f} payload bytes per iteration, "
         f"{figures['sqlite_db_bytes_per_iteration']:.0f} bytes of SQLite file per iteration"

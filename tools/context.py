@@ -14,7 +14,11 @@ from tools.settings import ToolSettings
 
 
 class StopSignal(Protocol):
-    """The run's cooperative stop (navi's StopSignal and ``anyio.Event`` both fit)."""
+    """The run's cooperative stop (navi's StopSignal and ``anyio.Event`` both fit).
+
+    A signal may also have ``scope(deadline)``: a cancel scope (ending at ``deadline``)
+    that the signal cancels when it fires. The registry then runs a call inside it;
+    without it, a task waits for the signal beside each call."""
 
     def is_set(self) -> bool: ...
 
@@ -29,6 +33,9 @@ class NeverStop:
 
     async def wait(self) -> None:
         await anyio.sleep_forever()
+
+    def scope(self, deadline: float) -> anyio.CancelScope:
+        return anyio.CancelScope(deadline=deadline)
 
 
 class SessionToolState(Protocol):

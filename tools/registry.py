@@ -42,6 +42,9 @@ class ToolRegistry:
         self._builtins: dict[str, Tool] = {}
         self._user = UserToolSet()
         self._fingerprint: tuple[tuple[str, int, int], ...] = ()
+        # Bumped whenever the set of tools changes: what callers derived from it (the
+        # schemas offered to the LLM) is stale then.
+        self.generation = 0
 
     # ------------------------------------------------------------ contents
 
@@ -51,6 +54,7 @@ class ToolRegistry:
 
     def register_builtin(self, tool: Tool) -> None:
         self._builtins[tool.name] = tool
+        self.generation += 1
 
     def get(self, name: str) -> Tool | None:
         return self._builtins.get(name) or self._user.tools.get(name)
@@ -121,6 +125,7 @@ class ToolRegistry:
             sys.modules.pop(module_name, None)
         self._user = fresh
         self._fingerprint = fingerprint
+        self.generation += 1
         for error in fresh.errors:
             log.warning("tools.load_failed", path=error.path, error=error.error)
         log.info("tools.reloaded", user_tools=list(fresh.tools), errors=len(fresh.errors))
@@ -191,6 +196,25 @@ async def _run_guarded(
     tool: Tool, args: dict[str, Any], ctx: ToolContext, limit_s: float
 ) -> ToolResult:
     outcome: ToolResult | None = None
+    scoped = getattr(ctx.stop, "scope", None)
+    if scoped is not None:
+        # The stop signal cancels this scope itself (Navi's does): no watcher task.
+        with scoped(anyio.current_time() + limit_s) as scope:
+            outcome = await _call(tool, args, ctx)
+        if scope.cancelled_caught and not ctx.stop.is_set():
+            outcome = _timed_out(tool, limit_s)
+    else:
+        outcome = await _watching_stop(tool, args, ctx, limit_s)
+    if outcome is None:
+        return fail(f"'{tool.name}' was stopped", reason="stopped")
+    return outcome
+
+
+async def _watching_stop(
+    tool: Tool, args: dict[str, Any], ctx: ToolContext, limit_s: float
+) -> ToolResult | None:
+    """For a stop signal that can only be waited on: a task waits and cancels the call."""
+    outcome: ToolResult | None = None
 
     async def watch_stop(scope: anyio.CancelScope) -> None:
         await ctx.stop.wait()
@@ -198,19 +222,26 @@ async def _run_guarded(
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(watch_stop, tg.cancel_scope)
-        try:
-            with anyio.move_on_after(limit_s) as deadline:
-                outcome = await tool.call(args, ctx)
-            if deadline.cancelled_caught:
-                outcome = fail(f"'{tool.name}' timed out after {limit_s:g}s", reason="timeout")
-        except ToolError as exc:
-            outcome = fail(str(exc))
-        except Exception as exc:
-            log.warning("tools.call_raised", tool=tool.name, error=repr(exc))
-            outcome = fail(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        with anyio.move_on_after(limit_s) as deadline:
+            outcome = await _call(tool, args, ctx)
+        if deadline.cancelled_caught:
+            outcome = _timed_out(tool, limit_s)
         tg.cancel_scope.cancel()
+    return outcome
 
-    if outcome is None:
-        return fail(f"'{tool.name}' was stopped", reason="stopped")
+
+async def _call(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+    """The call itself; a tool's exception is a failed result (cancellation passes)."""
+    try:
+        outcome = await tool.call(args, ctx)
+    except ToolError as exc:
+        return fail(str(exc))
+    except Exception as exc:
+        log.warning("tools.call_raised", tool=tool.name, error=repr(exc))
+        return fail(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
     # A class-format user tool may return a bare string; it still reaches the LLM as one.
     return outcome if isinstance(outcome, ToolResult) else as_result(outcome)
+
+
+def _timed_out(tool: Tool, limit_s: float) -> ToolResult:
+    return fail(f"'{tool.name}' timed out after {limit_s:g}s", reason="timeout")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,6 +14,7 @@ import msgspec
 from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
 
 __all__ = [
+    "endpoint",
     "error_detail",
     "error_text",
     "line_blocks",
@@ -23,9 +26,27 @@ __all__ = [
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
 
+def _remember_that_sniffio_is_missing() -> None:
+    """httpcore imports ``sniffio`` afresh for every lock and event it sets up (several
+    per request) and falls back to asyncio when that fails; anyio no longer brings
+    sniffio along. A failed import is not cached: each one searches ``sys.path`` again
+    (some 0.07 ms, four times or more per LLM request: bench/loop.py). A ``None`` in
+    ``sys.modules`` makes each later attempt fail at once, as it would have anyway."""
+    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
+        sys.modules["sniffio"] = None  # type: ignore[assignment]
+
+
+_remember_that_sniffio_is_missing()
+
+
 def make_client(base_url: str, *, connect_timeout: float, api_key: str = "") -> httpx.AsyncClient:
-    """One pooled client per backend. No read timeout: the stream guard owns those."""
-    headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
+    """One pooled client per backend. No read timeout: the stream guard owns those.
+
+    The JSON headers are the client's own, not merged into each request: every request
+    of a backend speaks JSON, and merging headers is part of what a request costs."""
+    headers = dict(JSON_HEADERS)
+    if api_key:
+        headers["authorization"] = f"Bearer {api_key}"
     return httpx.AsyncClient(
         base_url=base_url,
         headers=headers,
@@ -33,10 +54,18 @@ def make_client(base_url: str, *, connect_timeout: float, api_key: str = "") -> 
     )
 
 
+def endpoint(client: httpx.AsyncClient, path: str) -> httpx.URL:
+    """The absolute URL of ``path`` under the client's base URL, as the client would
+    join them (the base keeps its own path: ``…/v1`` + ``/chat/completions``). Built once
+    per backend: joining a relative path costs more than the rest of building a request."""
+    base = client.base_url
+    return base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode("ascii"))
+
+
 @asynccontextmanager
 async def open_stream(
     client: httpx.AsyncClient,
-    path: str,
+    path: str | httpx.URL,
     body: bytes,
     *,
     url: str,
@@ -49,7 +78,7 @@ async def open_stream(
     response (and so the connection if unread), which tells the server to stop.
     """
     try:
-        async with client.stream("POST", path, content=body, headers=JSON_HEADERS) as response:
+        async with client.stream("POST", path, content=body) as response:
             if response.status_code >= 400:
                 raise on_error_status(response.status_code, await response.aread())
             yield response

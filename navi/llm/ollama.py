@@ -12,11 +12,26 @@ import structlog
 from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
 from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import error_detail, line_blocks, make_client, open_stream, request_json
-from navi.llm.ollama_wire import OllamaStreamParser, build_chat_request, ollama_error, parse_tags
+from navi.llm.http import (
+    endpoint,
+    error_detail,
+    line_blocks,
+    make_client,
+    open_stream,
+    request_json,
+)
+from navi.llm.ollama_wire import (
+    OllamaStreamParser,
+    build_chat_request,
+    encode_message,
+    encode_tool,
+    ollama_error,
+    parse_tags,
+)
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.wire_parts import WireParts
 
 __all__ = ["OllamaBackend"]
 
@@ -46,6 +61,8 @@ class OllamaBackend(CompletesFromStream):
         self._client: httpx.AsyncClient = make_client(
             self._url, connect_timeout=settings.connect_timeout
         )
+        self._chat = endpoint(self._client, "/api/chat")
+        self._wire = WireParts(encode_message, encode_tool)
         self._refuses_thinking: set[str] = set()
 
     @property
@@ -89,6 +106,7 @@ class OllamaBackend(CompletesFromStream):
                 max_tokens=opts.max_tokens,
                 keep_alive=opts.keep_alive,
                 tool_choice=opts.tool_choice,
+                wire=self._wire,
             )
             emitted = False
             try:
@@ -156,7 +174,7 @@ class OllamaBackend(CompletesFromStream):
             return ollama_error(status, content, model=model, url=self._url)
 
         async with open_stream(
-            self._client, "/api/chat", body, url=self._url, on_error_status=on_error_status
+            self._client, self._chat, body, url=self._url, on_error_status=on_error_status
         ) as response:
             async for block in line_blocks(response):
                 yield parser.feed(block)

@@ -11,7 +11,7 @@ error mid-stream is one extra ``{"error": ...}`` line with status 200.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -27,6 +27,9 @@ from navi.llm.errors import (
 )
 from navi.llm.http import error_detail, error_text
 from navi.llm.tool_ids import stable_tool_call_id
+
+if TYPE_CHECKING:
+    from navi.llm.wire_parts import WireParts
 from navi.llm.types import (
     ChatMessage,
     FinalChunk,
@@ -108,7 +111,10 @@ def build_chat_request(
     keep_alive: str | int | None = None,
     tool_choice: str | None = None,
     stream: bool = True,
+    wire: WireParts | None = None,
 ) -> dict[str, Any]:
+    """The request body; with ``wire``, its messages and tools come pre-encoded (the
+    same JSON once encoded)."""
     options: dict[str, Any] = {"num_ctx": num_ctx}
     if temperature is not None:
         options["temperature"] = temperature
@@ -116,13 +122,19 @@ def build_chat_request(
         options["num_predict"] = max_tokens
     body: dict[str, Any] = {
         "model": model,
-        "messages": [encode_message(message) for message in messages],
+        "messages": (
+            [encode_message(message) for message in messages]
+            if wire is None
+            else wire.messages(messages)
+        ),
         "stream": stream,
         "options": options,
     }
     offered = offered_tools(tools, tool_choice)
     if offered:
-        body["tools"] = [encode_tool(tool) for tool in offered]
+        body["tools"] = (
+            [encode_tool(tool) for tool in offered] if wire is None else wire.tools(offered)
+        )
     if think is not None:
         body["think"] = think
     if keep_alive is not None:

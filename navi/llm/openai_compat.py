@@ -15,11 +15,26 @@ import msgspec
 from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError
 from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import error_detail, line_blocks, make_client, open_stream, request_json
-from navi.llm.openai_wire import OpenAIStreamParser, build_chat_request, openai_error, parse_models
+from navi.llm.http import (
+    endpoint,
+    error_detail,
+    line_blocks,
+    make_client,
+    open_stream,
+    request_json,
+)
+from navi.llm.openai_wire import (
+    OpenAIStreamParser,
+    build_chat_request,
+    encode_message,
+    encode_tool,
+    openai_error,
+    parse_models,
+)
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.wire_parts import WireParts
 
 __all__ = ["OpenAICompatibleBackend"]
 
@@ -50,6 +65,8 @@ class OpenAICompatibleBackend(CompletesFromStream):
             connect_timeout=settings.connect_timeout,
             api_key=settings.openai_api_key if api_key is None else api_key,
         )
+        self._chat = endpoint(self._client, "/chat/completions")
+        self._wire = WireParts(encode_message, encode_tool)
 
     @property
     def name(self) -> str:
@@ -81,6 +98,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
             temperature=opts.temperature,
             max_tokens=opts.max_tokens,
             tool_choice=opts.tool_choice,
+            wire=self._wire,
         )
         guarded = guard_stream(
             self._raw(_encoder.encode(body), model),
@@ -120,7 +138,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
             return openai_error(status, content, model=model, url=self._url)
 
         async with open_stream(
-            self._client, "/chat/completions", body, url=self._url, on_error_status=on_error_status
+            self._client, self._chat, body, url=self._url, on_error_status=on_error_status
         ) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 # A server that does not stream (or not with these options) answers whole.

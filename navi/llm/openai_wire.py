@@ -21,7 +21,7 @@ LM Studio, llama-cpp-python's server):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -49,6 +49,9 @@ from navi.llm.types import (
     ToolCallsChunk,
     ToolSpec,
 )
+
+if TYPE_CHECKING:
+    from navi.llm.wire_parts import WireParts
 
 __all__ = [
     "OpenAIStreamParser",
@@ -129,16 +132,23 @@ def build_chat_request(
     max_tokens: int | None = None,
     tool_choice: str | None = None,
     stream: bool = True,
+    wire: WireParts | None = None,
 ) -> dict[str, Any]:
+    """The request body; with ``wire``, its messages and tools come pre-encoded (the
+    same JSON once encoded)."""
     body: dict[str, Any] = {
         "model": model,
-        "messages": [encode_message(message) for message in messages],
+        "messages": (
+            [encode_message(message) for message in messages]
+            if wire is None
+            else wire.messages(messages)
+        ),
         "stream": stream,
     }
     if stream:
         body["stream_options"] = {"include_usage": True}
     if tools:
-        body["tools"] = [encode_tool(tool) for tool in tools]
+        body["tools"] = [encode_tool(tool) for tool in tools] if wire is None else wire.tools(tools)
         if tool_choice in ("auto", "none", "required"):
             body["tool_choice"] = tool_choice
         elif tool_choice:

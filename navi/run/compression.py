@@ -217,11 +217,26 @@ def _profile(host: RunHost, deps: RunDeps) -> Profile:
 
 
 def over_threshold(host: RunHost, deps: RunDeps, profile: Profile) -> tuple[bool, int]:
+    return _over(host.state.context, deps, profile)
+
+
+def _over(
+    context: context_projection.ContextState, deps: RunDeps, profile: Profile
+) -> tuple[bool, int]:
     settings = deps.settings
-    context = host.state.context
     tokens = context_tokens(context.as_list(), context.token_count)
     num_ctx = profile.num_ctx or settings.llm.num_ctx
     return tokens >= num_ctx * settings.compression_threshold, tokens
+
+
+def would_compress(host: RunHost, deps: RunDeps, ahead: Recorded) -> bool:
+    """Whether the pre-turn check would find the context over the threshold once
+    ``ahead`` (not yet recorded) is in it. Pure: ``ahead`` is folded into a copy of the
+    context, never into the session's state."""
+    if not deps.settings.compression_enabled:
+        return False
+    context = context_projection.evolve(host.state.context, ahead)
+    return _over(context, deps, _profile(host, deps))[0]
 
 
 async def compress_if_needed(host: RunHost, deps: RunDeps) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from navi.llm.types import ChatMessage, ToolSpec
+from navi.llm.wire_parts import IdentityCache
 from profiles import Profile, ProfileRegistry
 from projections.types import Message
 from tools import ToolRegistry
@@ -29,6 +30,10 @@ def to_chat(message: Message) -> ChatMessage:
     )
 
 
+def _system(content: str) -> ChatMessage:
+    return ChatMessage(role="system", content=content)
+
+
 class ContextBuilder:
     def __init__(
         self,
@@ -39,6 +44,22 @@ class ContextBuilder:
         self.profiles = profiles
         self.tools = tools
         self.memory = memory
+        # Every LLM call offers the same tools until the tool set changes (a reload):
+        # their names by profile and their specs, built once per tool-set generation.
+        self._generation = -1
+        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
+        # The same context messages give the same chat messages, call after call: a
+        # backend then encodes each of them once (navi.llm.wire_parts). Not those with
+        # images: they are rare, and large enough not to be kept a while longer.
+        self._chat = IdentityCache[Message, ChatMessage](to_chat, max_entries=4096)
+        self._system = IdentityCache[str, ChatMessage](_system, max_entries=64)
+
+    def _fresh(self) -> None:
+        if self._generation != self.tools.generation:
+            self._generation = self.tools.generation
+            self._names.clear()
+            self._specs.clear()
 
     def system_prompt(self, profile: Profile, *, subagent: bool = False) -> str:
         if subagent:
@@ -53,19 +74,32 @@ class ContextBuilder:
         user_id: str,
         subagent: bool = False,
     ) -> list[ChatMessage]:
-        out = [ChatMessage(role="system", content=self.system_prompt(profile, subagent=subagent))]
+        out = [self._system(self.system_prompt(profile, subagent=subagent))]
         if self.memory is not None and not subagent:
             remembered = await self.memory(user_id)
             if remembered:
-                out.append(ChatMessage(role="system", content=remembered))
-        out.extend(to_chat(m) for m in context)
+                out.append(self._system(remembered))
+        chat = self._chat
+        out.extend([to_chat(m) if m.images else chat(m) for m in context])
         return out
 
     def tool_names(self, profile: Profile, *, subagent: bool = False) -> list[str]:
-        enabled = profile.subagent_tool_names if subagent else profile.enabled_tools
-        return self.tools.names_for_profile(enabled)
+        enabled = tuple(profile.subagent_tool_names if subagent else profile.enabled_tools)
+        self._fresh()
+        names = self._names.get(enabled)
+        if names is None:
+            names = self._names[enabled] = tuple(self.tools.names_for_profile(enabled))
+        return list(names)
 
-    def tool_specs(self, names: Sequence[str]) -> list[ToolSpec]:
+    def tool_specs(self, names: Sequence[str]) -> Sequence[ToolSpec]:
+        key = tuple(names)
+        self._fresh()
+        specs = self._specs.get(key)
+        if specs is None:
+            specs = self._specs[key] = tuple(self._specs_for(key))
+        return specs
+
+    def _specs_for(self, names: Sequence[str]) -> list[ToolSpec]:
         specs = []
         for name in names:
             tool = self.tools.get(name)

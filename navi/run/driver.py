@@ -9,15 +9,17 @@ ever done twice. Every decision is durable before its effect starts.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import anyio
 import structlog
 
+from events.envelope import Recorded
 from events.types import (
     Event,
     LLMCompleted,
@@ -47,7 +49,7 @@ from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, Too
 from navi.run import compression, injections
 from navi.run.context_builder import ContextBuilder
 from navi.run.planning import Planner
-from navi.run.state import RunState
+from navi.run.state import IllegalTransition, RunState
 from navi.session.state import SessionState
 from profiles import Profile, ProfileRegistry
 from tools import ProfileInfo, ToolContext, ToolRegistry, ToolResult
@@ -77,7 +79,7 @@ class RunHost(Protocol):
     async def stage(self, event: Event) -> None:
         """Check, stage and apply a chunk event (durable soon, not awaited)."""
 
-    def ticking(self) -> object:
+    def ticking(self) -> AbstractAsyncContextManager[None]:
         """An async context manager flushing staged chunks while a stream runs."""
 
     async def request_stop(self, reason: str = "user") -> bool:
@@ -115,6 +117,11 @@ class RunDriver:
         self._think_off = False
         self._planned = False  # planning (or the decision not to plan) is behind us
         self._compression_checked = -1  # the iteration whose pre-turn check was done
+        # The call whose tool.started went into the commit of its decision (see
+        # _record_answer): _execute does not stage it again.
+        self._started: str | None = None
+        self._info: tuple[Profile, ProfileInfo] | None = None  # of the profile last used
+        self._files: tuple[str, Path, str] | None = None  # owner, files folder, its name
 
     # ------------------------------------------------------------------ the loop
 
@@ -146,7 +153,7 @@ class RunDriver:
                 if len(batch) > 1:
                     await self._execute_together(batch)
                 else:
-                    await self._execute(p.open_calls[0])
+                    await self._execute(p.open_calls[0], last=len(p.open_calls) == 1)
                 continue
             if p.failures:
                 if not await self._may_retry():
@@ -241,6 +248,12 @@ class RunDriver:
         return created is not None and created.parent_stream_id is not None
 
     async def _inject(self) -> None:
+        events = self._injections()
+        if events:
+            await self.host.record(*events)
+
+    def _injections(self) -> list[Event]:
+        """What Navi puts in front of the next LLM call (pure: progress, profile, todo)."""
         p = self.state.progress
         profile = self._profile()
         todo = self.state.todo_items
@@ -250,9 +263,7 @@ class RunDriver:
             injections.anti_stall(p, profile, todo),
             injections.replan(p, profile, todo),
         ]
-        events = [e for e in found if e is not None]
-        if events:
-            await self.host.record(*events)
+        return [e for e in found if e is not None]
 
     def _goal(self) -> str:
         """The user's message that started this run."""
@@ -279,6 +290,10 @@ class RunDriver:
         )
 
     async def _call_llm(self, iteration: int, attempt: int) -> None:
+        await self._make_call(await self._prepare_call(iteration, attempt))
+
+    async def _prepare_call(self, iteration: int, attempt: int) -> _Call:
+        """What the call will be: its backend, tools, options and ``llm.requested``."""
         profile = self._profile()
         backend = await self.deps.backend_for(profile)
         subagent = self._subagent()
@@ -287,32 +302,51 @@ class RunDriver:
             # The small packaged model cannot drive tools (it loops on them), and their
             # schemas triple its prompt: it chats unless NAVI_EMBEDDED_TOOLS=true.
             names = []
+        options = self._options(profile, backend)
+        request = LLMRequested(
+            iteration=iteration,
+            attempt=attempt,
+            model=options.model or backend.model,
+            tools=tuple(names),
+            options={
+                "temperature": options.temperature,
+                "num_ctx": options.num_ctx,
+                "think": options.think,
+                "backend": backend.name,
+            },
+        )
+        return _Call(profile, backend, subagent, names, options, request)
+
+    async def _make_call(self, call: _Call, *, first: Sequence[Event] = ()) -> bool:
+        """One LLM call of the loop: ``llm.requested`` (after the events ``first``, in the
+        same commit), then the stream, then the answer and what it decides. False when
+        ``first`` was given and a stop came before the commit: nothing was recorded."""
+        profile, backend, subagent, names, options, request = call
+        attempt = request.attempt
+        try:
+            await self.host.record(*first, request)
+        except IllegalTransition:
+            # A stop was recorded while this commit waited for the session's lock.
+            if not first or not self._stopping():
+                raise
+            return False
+        # The context as of the decision (with what ``first`` added to it).
         messages = await self.deps.builder.messages(
             self.state.context.as_list(), profile, user_id=self.state.user_id, subagent=subagent
-        )
-        options = self._options(profile, backend)
-        await self.host.record(
-            LLMRequested(
-                iteration=iteration,
-                attempt=attempt,
-                model=options.model or backend.model,
-                tools=tuple(names),
-                options={
-                    "temperature": options.temperature,
-                    "num_ctx": options.num_ctx,
-                    "think": options.think,
-                    "backend": backend.name,
-                },
-            )
         )
         requested_seq = self.state.last_seq
         content: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
         final: FinalChunk | None = None
+        # Tool calls are staged as a chunk only if more of the answer follows them (text,
+        # thinking) or it breaks off (a failure, a stop). Usually the answer ends right
+        # after its calls, and llm.completed, which carries the same calls, is committed
+        # at once: the chunk would be a row that no reader could ever see on its own.
+        held: list[LLMToolCalls] = []
         try:
             async with (
-                self.host.ticking(),  # type: ignore[attr-defined]
+                AsyncExitStack() as ticker,
                 aclosing(
                     backend.stream_complete(
                         messages,
@@ -322,30 +356,43 @@ class RunDriver:
                     )
                 ) as stream,
             ):
+                ticking = False
                 async for chunk in stream:
-                    if type(chunk) is TextPiece:
-                        content.append(chunk.text)
-                        await self.host.stage(LLMText(text=chunk.text))
-                    elif type(chunk) is ThinkingPiece:
-                        thinking.append(chunk.text)
-                        await self.host.stage(LLMThinking(text=chunk.text))
+                    if type(chunk) is TextPiece or type(chunk) is ThinkingPiece:
+                        if not ticking:
+                            # Staged chunks are flushed every few milliseconds while the
+                            # stream runs; an answer of tool calls only needs no ticker.
+                            ticking = True
+                            await ticker.enter_async_context(self.host.ticking())
+                        if held:
+                            for event in held:
+                                await self.host.stage(event)
+                            held.clear()
+                        if type(chunk) is TextPiece:
+                            content.append(chunk.text)
+                            await self.host.stage(LLMText(text=chunk.text))
+                        else:
+                            thinking.append(chunk.text)
+                            await self.host.stage(LLMThinking(text=chunk.text))
                     elif type(chunk) is ToolCallsChunk:
                         named = _name_calls(chunk.calls, requested_seq, len(calls))
                         calls.extend(named)
-                        await self.host.stage(LLMToolCalls(calls=tuple(named)))
+                        held.append(LLMToolCalls(calls=tuple(named)))
                     elif type(chunk) is FinalChunk:
                         final = chunk
+                        if chunk.finish_reason == "stopped":
+                            for event in held:
+                                await self.host.stage(event)
         except LLMError as exc:
             self._last_failure = exc
             self.log.warning("llm.failed", error=exc.message, kind=exc.kind, attempt=attempt)
-            await self.host.record(
-                LLMFailed(error=exc.message, kind=exc.kind, retryable=exc.retryable)
-            )
-            return
+            failed = LLMFailed(error=exc.message, kind=exc.kind, retryable=exc.retryable)
+            await self.host.record(*held, failed)
+            return True
         self._last_failure = None
         if final is None or final.finish_reason == "stopped":
-            return  # the stop is handled at the top of the loop
-        await self.host.record(
+            return True  # the stop is handled at the top of the loop
+        await self._record_answer(
             LLMCompleted(
                 content="".join(content),
                 thinking="".join(thinking),
@@ -355,6 +402,45 @@ class RunDriver:
                 completion_tokens=final.completion_tokens,
             )
         )
+        return True
+
+    async def _record_answer(self, completed: LLMCompleted) -> None:
+        """Record an answer together with what the loop decides from it, in one commit:
+        its calls' ``tool.requested`` (and ``tool.started`` of the call that runs first),
+        or ``run.completed`` for a final answer. The decisions are durable before their
+        effects all the same; recorded one by one they would cost a commit each.
+
+        Once a stop is under way, only the answer is recorded: the stop is handled at
+        the top of the loop, and nothing new may start."""
+        if self._stopping():
+            await self.host.record(completed)
+            return
+        p = self.state.progress
+        decided: list[Event]
+        started: str | None = None
+        if completed.tool_calls:
+            decided = [
+                ToolRequested(call_id=c.id, name=c.name, arguments=c.arguments, step=p.iterations)
+                for c in completed.tool_calls
+            ]
+            first = completed.tool_calls[0]
+            if len(self._concurrent_batch(completed.tool_calls)) <= 1:
+                decided.append(ToolStarted(call_id=first.id, name=first.name))
+                started = first.id
+        else:
+            decided = [RunCompleted(content=completed.content, iterations=p.iterations)]
+        try:
+            await self.host.record(completed, *decided)
+        except IllegalTransition:
+            # A stop was recorded while this commit waited for the session's lock.
+            if not self._stopping():
+                raise
+            await self.host.record(completed)
+            return
+        self._started = started
+
+    def _stopping(self) -> bool:
+        return self.state.progress.stop_requested or self.host.stop_signal.is_set()
 
     # ------------------------------------------------------------------ tools
 
@@ -373,7 +459,9 @@ class RunDriver:
             for call in calls:
                 tg.start_soon(self._execute, call)
 
-    async def _execute(self, call: ToolCall) -> None:
+    async def _execute(self, call: ToolCall, *, last: bool = False) -> None:
+        """Run one call and record its result; ``last``: no other call of the step is
+        open, so the next LLM call may share the result's commit."""
         tools = self.deps.tools
         if call.id in self._in_doubt:
             self._in_doubt.discard(call.id)
@@ -385,9 +473,61 @@ class RunDriver:
                 )
                 return
             self.log.info("tool.rerun_idempotent", tool=call.name, call_id=call.id)
-        await self.host.stage(ToolStarted(call_id=call.id, name=call.name))
+        if call.id == self._started:
+            self._started = None  # recorded with the decision to run it
+        else:
+            await self.host.stage(ToolStarted(call_id=call.id, name=call.name))
         result = await tools.execute(call.name, call.arguments, self._tool_context(call))
-        await self.host.record(_result_event(call, result))
+        event = _result_event(call, result)
+        if last and await self._request_next_with(event):
+            return
+        await self.host.record(event)
+
+    async def _request_next_with(self, result: Event) -> bool:
+        """After the last call of a step the loop's next step is usually the next LLM
+        call: then it is made here, and the result goes into the commit of its
+        ``llm.requested`` (after the context injected before it). The log holds the same
+        events in the same order as when the loop records them one by one, with one
+        commit fewer, and the result is durable before any effect that follows it.
+
+        False, with nothing recorded, when anything else would come first (a stop, the
+        iteration limit, a retry, a compression): the loop then goes on as usual."""
+        p = self.state.progress
+        if (
+            self._stopping()
+            or p.iterations == 0
+            or p.iterations >= p.max_iterations
+            or p.failures
+            or p.llm_open
+            or p.unrequested_calls
+            or self.state.run_state is not RunState.EXECUTING_TOOLS
+        ):
+            return False
+        iteration = p.iterations + 1
+        ahead = Recorded(
+            stream_id=self.host.session_id,
+            seq=self.state.last_seq + 1,
+            position=0,
+            event_id="",
+            timestamp=self.state.last_timestamp,
+            event=result,
+            run_id=p.run_id,
+        )
+        if self._compression_checked != iteration and compression.would_compress(
+            self.host, self.deps, ahead
+        ):
+            return False
+        # What the loop would do next: the pre-turn check is done (above, with the
+        # result), planning is for the first iteration only, then the injections.
+        try:
+            call = await self._prepare_call(iteration, 1)
+            injected = self._injections()
+        except Exception:
+            await self.host.record(result)  # the result is kept whatever fails next
+            raise
+        self._compression_checked = iteration
+        self._planned = True
+        return await self._make_call(call, first=(result, *injected))
 
     def _tool_context(self, call: ToolCall) -> ToolContext:
         state = self.state
@@ -400,8 +540,7 @@ class RunDriver:
         files_owner = owner.session_id
         if owner is self.host and created is not None and created.parent_stream_id:
             files_owner = created.parent_stream_id
-        files_dir = self.deps.files_root / files_owner
-        files_dir.mkdir(parents=True, exist_ok=True)
+        files_dir = self._files_dir(files_owner)
         hooks = self.deps.tool_hooks(self.host, call.id)
         shared = owner is not self.host
         return ToolContext(
@@ -412,16 +551,33 @@ class RunDriver:
             user_id=state.user_id,
             stop=self.host.stop_signal,
             settings=self.deps.settings.tools,
-            profile=ProfileInfo(
-                id=profile.id,
-                name=profile.name,
-                scratchpad_sections=profile.scratchpad_sections,
-                step_validation_enabled=profile.step_validation_enabled,
-            ),
+            profile=self._profile_info(profile),
             call_id=call.id,
             spawn=hooks.get("spawn"),
             switch_profile=hooks.get("switch_profile"),
         )
+
+    def _files_dir(self, owner: str) -> Path:
+        """The session's files folder, made if missing (checked on every call: a tool
+        may have removed it)."""
+        if self._files is None or self._files[0] != owner:
+            path = self.deps.files_root / owner
+            self._files = (owner, path, os.fspath(path))
+        _, path, name = self._files
+        if not os.path.isdir(name):  # one stat, where mkdir(exist_ok) costs two and an error
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _profile_info(self, profile: Profile) -> ProfileInfo:
+        if self._info is None or self._info[0] is not profile:
+            info = ProfileInfo(
+                id=profile.id,
+                name=profile.name,
+                scratchpad_sections=profile.scratchpad_sections,
+                step_validation_enabled=profile.step_validation_enabled,
+            )
+            self._info = (profile, info)
+        return self._info[1]
 
     async def _emit(self, event: Event) -> None:
         await self.host.record(event)
@@ -441,6 +597,18 @@ class RunDriver:
                 ToolFailed(call_id=call.id, name=call.name, reason="stopped", error=STOPPED)
             )
         await self.host.record(RunStopped(reason=self.host.stop_signal.reason or "user"))
+
+
+class _Call(NamedTuple):
+    """An LLM call of the loop, prepared: what ``llm.requested`` records and the stream
+    needs."""
+
+    profile: Profile
+    backend: LLMBackend
+    subagent: bool
+    names: list[str]
+    options: LLMOptions
+    request: LLMRequested
 
 
 class SharedToolState:

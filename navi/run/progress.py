@@ -138,9 +138,12 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
             return replace(p, side_call="")
         if not p.llm_open:
             return p
+        # An answer ends the run of failures: the next call is the next iteration,
+        # not one more attempt at this one.
         return replace(
             p,
             llm_open=False,
+            failures=0,
             last_completion=e,
             completion_tokens=p.completion_tokens + e.completion_tokens,
         )

@@ -19,6 +19,7 @@ import asyncpg
 import pytest
 
 from events.base import AppendRequest, Planned
+from events.planning import Guess
 from events.postgres import PostgresEventStore
 from events.types import LLMText
 from events.writer import StreamWriter
@@ -86,8 +87,10 @@ class LostAnswerStore(PostgresEventStore):
 
     lose_next = True
 
-    async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
-        planned = await super()._write_batch(driver, batch)
+    async def _write_batch(
+        self, driver: Any, batch: list[AppendRequest], guess: Guess | None
+    ) -> list[Planned]:
+        planned = await super()._write_batch(driver, batch, guess)
         if self.lose_next:
             self.lose_next = False
             raise asyncpg.ConnectionDoesNotExistError(

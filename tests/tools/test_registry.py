@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
 
+from navi.llm.stop import StopSignal
 from tools import Tool, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSettings, ok
 
 pytestmark = pytest.mark.anyio
@@ -119,17 +121,27 @@ async def test_a_tool_error_message_is_passed_as_is(
     assert result.output == "Error: you cannot do that here"
 
 
-async def test_a_hanging_tool_times_out(small_registry: ToolRegistry, ctx: ToolContext) -> None:
+# A stop signal that can only be waited on (a task watches it beside the call), and one
+# that cancels the call's scope itself (Navi's): the registry behaves the same with both.
+STOPS: dict[str, Callable[[], Any]] = {"event": anyio.Event, "scoped": StopSignal}
+
+
+@pytest.mark.parametrize("kind", STOPS)
+async def test_a_hanging_tool_times_out(
+    small_registry: ToolRegistry, files_dir: Any, settings: ToolSettings, kind: str
+) -> None:
+    ctx = ToolContext.standalone("s1", files_dir, settings=settings, stop=STOPS[kind]())
     result = await small_registry.execute("hangs", {}, ctx)
     assert not result.success
     assert result.failure_reason == "timeout"
     assert "timed out after 0.2s" in (result.error or "")
 
 
+@pytest.mark.parametrize("kind", STOPS)
 async def test_stop_ends_a_running_call(
-    small_registry: ToolRegistry, files_dir: Any, settings: ToolSettings
+    small_registry: ToolRegistry, files_dir: Any, settings: ToolSettings, kind: str
 ) -> None:
-    stop = anyio.Event()
+    stop = STOPS[kind]()
     ctx = ToolContext.standalone("s1", files_dir, settings=settings, stop=stop)
     small_registry.register_builtin(_slow_hangs())
     results: list[ToolResult] = []

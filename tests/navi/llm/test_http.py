@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
-from navi.llm.http import error_detail, line_blocks
+from navi.llm.http import endpoint, error_detail, line_blocks, make_client
 
 pytestmark = pytest.mark.anyio
 
@@ -51,3 +53,30 @@ async def test_an_unterminated_last_line_is_kept() -> None:
 )
 def test_error_detail(body: bytes, detail: str) -> None:
     assert error_detail(body) == detail
+
+
+async def test_httpcore_needs_no_search_for_a_missing_sniffio() -> None:
+    # httpcore asks which event loop runs on every lock and event it sets up; a missing
+    # sniffio is remembered as missing, so each of those asks fails at once.
+    from httpcore._synchronization import current_async_library
+
+    import navi.llm.http  # noqa: F401 (remembers it on import)
+
+    assert current_async_library() == "asyncio"
+    if importlib.util.find_spec("sniffio") is None or sys.modules.get("sniffio") is None:
+        assert "sniffio" in sys.modules and sys.modules["sniffio"] is None
+
+
+@pytest.mark.parametrize(
+    ("base", "path"),
+    [
+        ("http://127.0.0.1:11434", "/api/chat"),
+        ("http://127.0.0.1:8080/v1", "/chat/completions"),
+        ("https://llm.example/openai/v1/", "/chat/completions"),
+    ],
+)
+async def test_an_endpoint_is_the_url_the_client_would_build(base: str, path: str) -> None:
+    async with make_client(base, connect_timeout=1.0) as client:
+        assert endpoint(client, path) == client.build_request("POST", path).url
+        sent = client.build_request("POST", endpoint(client, path), content=b"{}")
+        assert sent.headers["content-type"] == "application/json"
