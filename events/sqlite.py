@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.planning import Guess
-from events.sql import INSERT_COLUMNS, SqlEventStore
+from events.sql import INSERT_COLUMNS, MAX_HEADS_AHEAD, SqlEventStore
 
 # Batches up to this size are written on the event loop itself (see _commit).
 INLINE_MAX_EVENTS = 64
@@ -104,6 +104,10 @@ class SqliteEventStore(SqlEventStore):
         self._conn = conn
         self._busy_ms = 10000
         self._limiter = anyio.CapacityLimiter(1)
+        # What this connection's last commit left in the log (see _log_head).
+        self._data_version: int | None = None
+        self._known_heads: dict[str, int] = {}
+        self._known_position: int | None = None
 
     async def _close(self) -> None:
         conn, self._conn = self._conn, None
@@ -150,20 +154,9 @@ class SqliteEventStore(SqlEventStore):
             conn.execute(f"PRAGMA busy_timeout={busy_ms}")
             self._busy_ms = busy_ms
         streams = sorted({r.stream_id for r in batch})
-        values = ", ".join("(?)" for _ in streams)
         conn.execute("BEGIN IMMEDIATE")  # raises at once if locked and busy_ms is 0
         try:
-            # One max() per stream, so SQLite answers each from the (stream_id, seq) index
-            # instead of aggregating the whole stream.
-            rows = conn.execute(
-                f"WITH s(id) AS (VALUES {values}) SELECT id, "
-                "(SELECT max(seq) FROM navi_events WHERE stream_id = s.id) FROM s",
-                streams,
-            ).fetchall()
-            heads = {sid: int(seq or 0) for sid, seq in rows}
-            (position,) = conn.execute(
-                "SELECT coalesce(max(position), 0) FROM navi_events"
-            ).fetchone()
+            heads, position = self._log_head(conn, streams)
             used: dict[tuple[str, str], tuple[int, int]] = {}
             if guess is None or not guess.holds(heads, position):
                 for r in batch:
@@ -188,6 +181,38 @@ class SqliteEventStore(SqlEventStore):
                 )
             conn.execute("COMMIT")
         except BaseException:
+            self._known_position = None
             conn.execute("ROLLBACK")
             raise
+        left_heads, self._known_position = self._left
+        self._known_heads.update(left_heads)
+        if len(self._known_heads) > MAX_HEADS_AHEAD:
+            self._known_heads = dict(left_heads)
         return planned
+
+    def _log_head(self, conn: sqlite3.Connection, streams: list[str]) -> tuple[dict[str, int], int]:
+        """The last seq of each of ``streams`` (0 if empty) and the last position, inside
+        the write transaction. If no other connection has committed since this one last
+        did (``data_version`` is unchanged), they are what this store's last commit left
+        and need no query."""
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        known = self._known_heads
+        if (
+            version == self._data_version
+            and self._known_position is not None
+            and all(sid in known for sid in streams)
+        ):
+            return {sid: known[sid] for sid in streams}, self._known_position
+        if version != self._data_version:  # another connection wrote: forget everything
+            self._data_version = version
+            self._known_heads = {}
+        # One max() per stream, so SQLite answers each from the (stream_id, seq) index
+        # instead of aggregating the whole stream.
+        values = ", ".join("(?)" for _ in streams)
+        rows = conn.execute(
+            f"WITH s(id) AS (VALUES {values}) SELECT id, "
+            "(SELECT max(seq) FROM navi_events WHERE stream_id = s.id) FROM s",
+            streams,
+        ).fetchall()
+        (position,) = conn.execute("SELECT coalesce(max(position), 0) FROM navi_events").fetchone()
+        return {sid: int(seq or 0) for sid, seq in rows}, int(position)

@@ -49,7 +49,8 @@ class StreamWriter:
         self._max_delay = max_delay
         self._max_in_flight = max_in_flight
         self._failed: BaseException | None = None
-        self._sending = anyio.Lock()
+        # fast_acquire: taking the free lock (nearly always) does not yield to the loop.
+        self._sending = anyio.Lock(fast_acquire=True)
         self._due = False
 
     @property

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,19 +22,6 @@ __all__ = [
 ]
 
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
-
-
-def _remember_that_sniffio_is_missing() -> None:
-    """httpcore imports ``sniffio`` afresh for every lock and event it sets up (several
-    per request) and falls back to asyncio when that fails; anyio no longer brings
-    sniffio along. A failed import is not cached: each one searches ``sys.path`` again
-    (some 0.07 ms, four times or more per LLM request: bench/loop.py). A ``None`` in
-    ``sys.modules`` makes each later attempt fail at once, as it would have anyway."""
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        sys.modules["sniffio"] = None  # type: ignore[assignment]
-
-
-_remember_that_sniffio_is_missing()
 
 
 def make_client(base_url: str, *, connect_timeout: float, api_key: str = "") -> httpx.AsyncClient:
