@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 
-from events.codec import encoder
+from events.codec import encode_stored
 from events.envelope import NewEvent, Recorded, Staged
 from events.errors import ConcurrencyError
 from events.types import Event, tag_of
@@ -190,7 +190,7 @@ ROW_COLUMNS = (
 )
 Row = tuple[Any, ...]
 _TYPE_AND_VERSION: dict[type[Event], tuple[str, int]] = {}
-_encode = encoder.encode
+_encode = encode_stored
 
 
 @dataclass

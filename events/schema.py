@@ -15,7 +15,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-SCHEMA_VERSION = 1
+# v2: payloads are stored without their type tag (the ``type`` column holds it). v1 rows
+# read the same, so upgrading only records the new version; a Navi that knows only v1
+# refuses the database instead of failing on rows it cannot read.
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 

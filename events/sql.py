@@ -124,6 +124,12 @@ class SqlEventStore(BaseEventStore):
                     f"the database {self.url!r} has event schema v{current}, "
                     f"newer than this Navi (v{SCHEMA_VERSION}); upgrade Navi"
                 )
+            elif current < SCHEMA_VERSION:
+                await conn.execute(
+                    schema_version_table.update()
+                    .where(schema_version_table.c.component == "events")
+                    .values(version=SCHEMA_VERSION)
+                )
 
     async def _close(self) -> None:
         if self._writer is not None:

@@ -395,3 +395,24 @@ class DurableStoreContract(StoreContract):
             await self.insert_raw(store, "s", 1, "user.message", 1, v1)
             [rec] = await store.read("s")
             assert rec.event == UserMessage(text="from the original Navi", images=("aGk=",))
+
+    async def test_a_v1_database_is_upgraded_and_still_read(self) -> None:
+        """Schema v1 stored payloads with their type tag; v2 stores them without. A v1
+        database opens as v2 and reads its old rows; new rows are stored without the tag."""
+        from sqlalchemy import select, update
+
+        from events.schema import SCHEMA_VERSION, events_table, schema_version_table
+
+        async with self.open_store() as store:
+            await self.insert_raw(store, "s", 1, "llm.text", 1, b'{"type":"llm.text","text":"v1"}')
+            async with store.engine.begin() as conn:  # type: ignore[attr-defined]
+                await conn.execute(update(schema_version_table).values(version=1))
+        async with self.open_store(reopen=True) as store:
+            await store.append("s", [chunk(2)], expected_seq=1)
+            assert [r.event for r in await store.read("s")] == [LLMText(text="v1"), chunk(2)]
+            async with store.engine.connect() as conn:  # type: ignore[attr-defined]
+                assert await conn.scalar(select(schema_version_table.c.version)) == SCHEMA_VERSION
+                stored = await conn.scalar(
+                    select(events_table.c.payload).where(events_table.c.seq == 2)
+                )
+            assert not bytes(stored).startswith(b'{"type"')

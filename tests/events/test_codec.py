@@ -3,9 +3,19 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.codec import decode, encode, version_of
+from events.codec import decode, encode, encode_stored, version_of
 from events.errors import EventDecodeError
-from events.types import EVENT_TYPES, FileRef, LLMText, ToolCall, UserMessage
+from events.types import (
+    EVENT_TYPES,
+    Event,
+    FileRef,
+    LLMText,
+    SessionDeleted,
+    ToolCall,
+    ToolCompleted,
+    UserMessage,
+    tag_of,
+)
 from events.upcasting import upcast
 
 # Tags are stored in every log ever written: renaming one breaks old logs. Adding is fine.
@@ -72,7 +82,7 @@ def test_a_missing_upcaster_is_named() -> None:
     [
         ("llm.text", b"{not json", "corrupt llm.text payload"),
         ("llm.text", b'{"type": "llm.text", "text": 5}', "corrupt llm.text payload"),
-        ("llm.text", b'{"type": "llm.thinking", "text": "x"}', "the log says 'llm.text'"),
+        ("llm.text", b'{"type": "llm.thinking", "text": "x"}', "Invalid value 'llm.thinking'"),
         ("no.such", b"{}", "unknown event type 'no.such'"),
     ],
 )
@@ -88,3 +98,21 @@ def test_chunks_are_not_boundaries_but_decisions_are() -> None:
 
     assert LLMText.boundary is False
     assert LLMCompleted.boundary and ToolRequested.boundary
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        LLMText(text="hi"),
+        SessionDeleted(),
+        ToolCompleted(call_id="c", name="t", output="o", metadata={"type": "not a tag"}),
+    ],
+)
+def test_the_log_stores_payloads_without_their_tag(event: Event) -> None:
+    stored = encode_stored(event)
+    assert msgspec.json.decode(stored) == {
+        k: v for k, v in msgspec.json.decode(encode(event)).items() if k != "type"
+    }
+    tag = tag_of(event)
+    assert decode(tag, version_of(tag), stored) == event
+    assert decode(tag, version_of(tag), encode(event)) == event  # a v1 row, tag and all
