@@ -33,7 +33,7 @@ import httpx
 import msgspec
 
 from _common import median, report
-from events.codec import encode
+from events.codec import encode_stored
 from events.memory import InMemoryEventStore
 from navi.app import Navi
 from navi.logs import configure_logging
@@ -107,7 +107,7 @@ async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> T
             events = await navi.store.read_all()
         assert fake.state["requests"] == iterations * (1 + 2 * sessions)
     # The store is closed: SQLite has checkpointed its WAL into the file.
-    timing.payload_bytes = sum(len(encode(r.event)) for r in events)
+    timing.payload_bytes = sum(len(encode_stored(r.event)) for r in events)
     db = root / "navi.db"
     timing.db_bytes = os.path.getsize(db) if not memory and db.exists() else 0
     return timing
