@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+import anyio.lowlevel
 
 from events.base import AppendRequest, BaseEventStore
 from events.envelope import NewEvent, Recorded, Staged
@@ -63,13 +64,18 @@ class StreamWriter:
         its way. Returns the seq of the last one. Does not wait for durability."""
         seq = self.stage_nowait(*events)
         # send_if_due(), inlined: this runs once per streamed chunk.
-        if (
-            self._due
-            or len(self._staged) >= self._max_batch
-            or time.monotonic() - self._staged_at >= self._max_delay
-        ):
+        if self._due:
             self._due = False
             await self._send()
+        elif (
+            len(self._staged) >= self._max_batch
+            or time.monotonic() - self._staged_at >= self._max_delay
+        ):
+            await self._send()
+            # A stager that never waits (chunks arriving faster than they are written)
+            # would hold the loop until the writer is max_in_flight batches ahead; let the
+            # committer take this batch now, so that writing overlaps with staging.
+            await anyio.lowlevel.checkpoint()
         return seq
 
     def stage_nowait(self, *events: Event | NewEvent) -> int:
