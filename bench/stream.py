@@ -6,12 +6,18 @@ fast as it can (and the fake's own rate alone, to see which side is the limit), 
 latency from a chunk's commit to its frame at the client, and the same latency with
 200 sessions streaming at 50 chunks/s each, with the server's CPU use.
 
+Latency is the client's receive time minus the event's recorded timestamp (taken by
+the store's committer when it plans the batch). It is given per frame (the last chunk a
+frame carries) and per chunk: a lagging client gets runs of deltas merged into one
+frame, and every chunk in it counts, the oldest waited longest.
+
     .venv/bin/python bench/stream.py [--chunks N] [--sessions N]
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import os
 import subprocess
@@ -49,9 +55,13 @@ async def fake_alone(url: str, chunks: int) -> float:
 
 
 async def session_stream(
-    base: str, ws_base: str, latencies: list[float] | None = None
+    base: str,
+    ws_base: str,
+    latencies: list[float] | None = None,
+    chunk_latencies: list[float] | None = None,
 ) -> tuple[int, float]:
-    """One turn over the WebSocket; returns (stream_delta frames, seconds from first to last)."""
+    """One turn over the WebSocket; returns (chunks received, seconds from first to last).
+    Appends each frame's latency to ``latencies``, each chunk's to ``chunk_latencies``."""
     async with httpx.AsyncClient(base_url=base, timeout=60) as http:
         sid = (await http.post("/sessions", json={})).json()["session_id"]
         received: dict[int, float] = {}
@@ -73,12 +83,18 @@ async def session_stream(
                     break
         if latencies is not None:
             log = (await http.get(f"/sessions/{sid}/events")).text.splitlines()
+            frame_seqs = sorted(received)
             for line in log:
                 event = json.loads(line)
                 seq = event["seq"]
+                committed = _epoch(event["timestamp"])
                 if seq in received:
-                    committed = _epoch(event["timestamp"])
                     latencies.append((received[seq] - committed) * 1000)
+                if chunk_latencies is not None and event["type"] == "llm.text":
+                    # The chunk reached the client in the first frame at or after its seq.
+                    i = bisect.bisect_left(frame_seqs, seq)
+                    if i < len(frame_seqs):
+                        chunk_latencies.append((received[frame_seqs[i]] - committed) * 1000)
         return count, last - first
 
 
@@ -126,17 +142,23 @@ async def main() -> None:
             await _wait_up(base)
             fake.script(Reply(text=[CHUNK] * args.chunks))
             latencies: list[float] = []
-            count, seconds = await session_stream(base, ws_base, latencies)
+            chunk_latencies: list[float] = []
+            count, seconds = await session_stream(base, ws_base, latencies, chunk_latencies)
             rate = count / seconds if seconds else 0.0
             figures["e2e_chunks_per_s"] = rate
             figures["e2e_latency_p50_ms"] = percentile(latencies, 50)
             figures["e2e_latency_p99_ms"] = percentile(latencies, 99)
+            figures["e2e_frames"] = len(latencies)
+            figures["e2e_chunk_latency_p50_ms"] = percentile(chunk_latencies, 50)
+            figures["e2e_chunk_latency_p99_ms"] = percentile(chunk_latencies, 99)
             print(
                 f"Navi end to end:         {rate:>10,.0f} chunks/s ({count} chunks, each persisted)"
             )
             print(
                 f"commit -> frame latency: p50 {figures['e2e_latency_p50_ms']:.2f} ms, "
-                f"p99 {figures['e2e_latency_p99_ms']:.2f} ms"
+                f"p99 {figures['e2e_latency_p99_ms']:.2f} ms ({len(latencies)} frames); "
+                f"per chunk p50 {figures['e2e_chunk_latency_p50_ms']:.2f} ms, "
+                f"p99 {figures['e2e_chunk_latency_p99_ms']:.2f} ms"
             )
 
             fake.script(*[Reply(text=[CHUNK] * args.per_session, delay=0.02)] * args.sessions)

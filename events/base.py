@@ -42,7 +42,9 @@ log = structlog.get_logger(__name__)
 class BaseEventStore:
     """Subclasses implement ``_open``, ``_close``, ``_commit`` and ``_read*``."""
 
-    max_batch_events = 1024
+    # Events one transaction takes at most: every event of a batch waits for the whole
+    # batch's commit before a subscriber sees it (bench/stream.py's latency).
+    max_batch_events = 256
     queue_size = 1024
 
     def __init__(self, *, clock: Clock = time.time, new_id: IdFactory = new_uuid) -> None:

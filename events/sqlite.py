@@ -11,6 +11,7 @@ import sqlite3
 import time
 from itertools import chain
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -21,8 +22,16 @@ from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.planning import Guess
 from events.sql import INSERT_COLUMNS, MAX_HEADS_AHEAD, SqlEventStore
 
-# Batches up to this size are written on the event loop itself (see _commit).
-INLINE_MAX_EVENTS = 64
+# Batches up to this size are written on the event loop itself (see _commit). A worker
+# thread would run the SQL in parallel, but while the loop is busy (a fast stream) it
+# waits for the GIL at every statement (up to sys.getswitchinterval(), 5 ms, each):
+# measured in bench/stream.py, a 256-event commit took 8-14 ms in the thread, 1-2 ms
+# inline.
+INLINE_MAX_EVENTS = 512
+# The WAL is checkpointed by a background task this often (while commits happen), not
+# by whichever commit crosses SQLite's 1000-page threshold: that commit would take
+# 35-50 ms (every ~13,000 streamed chunks, the p99 of bench/stream.py's latency).
+CHECKPOINT_EVERY = 0.1
 
 # Rows go in statements of ROWS_PER_INSERT rows each: one statement executes in one
 # call into SQLite, so per-row work (statement reset, Python's parameter binding loop)
@@ -48,6 +57,10 @@ def insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         )
     if whole < len(rows):
         conn.executemany(_INSERT, rows[whole:])
+
+
+def _checkpoint(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
 
 def _pragmas(dbapi_connection: Any, synchronous: str) -> None:
@@ -103,13 +116,45 @@ class SqliteEventStore(SqlEventStore):
         await super()._open()  # the schema, through SQLAlchemy
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         _pragmas(conn, self._synchronous)
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpointer
         self._conn = conn
+        self._checkpoint_scope = anyio.CancelScope()
         self._busy_ms = 10000
         self._limiter = anyio.CapacityLimiter(1)
         # What this connection's last commit left in the log (see _log_head).
         self._data_version: int | None = None
         self._known_heads: dict[str, int] = {}
         self._known_position: int | None = None
+
+    async def _started(self) -> None:
+        self.task_group.start_soon(self._checkpointer)
+
+    async def _checkpointer(self) -> None:
+        """Copy the WAL into the database file, in a worker thread on a connection of
+        its own: a PASSIVE checkpoint waits for no reader or writer, and the committer
+        goes on appending to the WAL meanwhile."""
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        _pragmas(conn, self._synchronous)
+        limiter = anyio.CapacityLimiter(1)
+        done = self.commit_count
+        try:
+            with self._checkpoint_scope:
+                while True:
+                    await anyio.sleep(CHECKPOINT_EVERY)
+                    if self.commit_count != done:
+                        done = self.commit_count
+                        await anyio.to_thread.run_sync(_checkpoint, conn, limiter=limiter)
+        finally:
+            conn.close()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._checkpoint_scope.cancel()  # the committer drains; the checkpointer just ends
+        await super().__aexit__(exc_type, exc, tb)
 
     async def _close(self) -> None:
         conn, self._conn = self._conn, None

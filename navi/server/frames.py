@@ -227,15 +227,26 @@ def coalesce(frames: list[Frame]) -> list[Frame]:
     it then gets the same text in fewer WebSocket messages, and ``after=seq`` still
     resumes exactly (every merged event is at or before the seq)."""
     out: list[Frame] = []
+    run: list[str] = []  # the texts of the run of deltas that out[-1] starts
+    seq = 0
     for frame in frames:
-        last = out[-1] if out else None
         if (
-            last is not None
-            and frame["type"] in _DELTAS
-            and last["type"] == frame["type"]
-            and last.get("subagent_id") == frame.get("subagent_id")
+            run
+            and frame["type"] == out[-1]["type"]
+            and frame.get("subagent_id") == out[-1].get("subagent_id")
         ):
-            out[-1] = {**last, "delta": last["delta"] + frame["delta"], "seq": frame["seq"]}
-        else:
-            out.append(frame)
+            run.append(frame["delta"])
+            seq = frame["seq"]
+            continue
+        _merge_run(out, run, seq)
+        out.append(frame)
+        run = [frame["delta"]] if frame["type"] in _DELTAS else []
+        seq = frame.get("seq", 0)
+    _merge_run(out, run, seq)
     return out
+
+
+def _merge_run(out: list[Frame], run: list[str], seq: int) -> None:
+    # Joined once at the end of the run: a lagging client's run may hold thousands.
+    if len(run) > 1:
+        out[-1] = {**out[-1], "delta": "".join(run), "seq": seq}

@@ -9,6 +9,7 @@ and the tools, and ``stop.requested`` is recorded.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
@@ -51,7 +52,7 @@ from navi.run.workers import Worker, run_workers
 from navi.session import messages as m
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, clean_images
-from navi.session.recovery import recover
+from navi.session.recovery import WRITER_MAX_BATCH, WRITER_MAX_DELAY, recover
 from navi.session.state import SessionState
 from profiles import UnknownProfile, profile_hash
 
@@ -59,6 +60,10 @@ log = structlog.get_logger(__name__)
 
 MAX_QUEUED = 16
 RECOVERY_PAGE = 5000
+# Turns of the event loop the stager gives up after each batch of a fast stream: enough
+# for the batch to pass the store's planner and committer, then the clients' followers
+# and senders (each takes a turn or two; tests/navi/session/test_streaming.py).
+DRAIN_TURNS = 8
 
 
 @dataclass
@@ -92,6 +97,10 @@ class SessionActor(Actor[object]):
         self._run_id: str | None = None
         # A re-summary asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
+        # The burst of chunks staged since the stream last paused or drained (see stage).
+        self._burst = 0
+        self._burst_at = 0.0
+        self._staged_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -406,6 +415,31 @@ class SessionActor(Actor[object]):
         else:
             self._stage_now(event)
         await self._writer.send_if_due()
+        await self._drain_if_due()
+
+    async def _drain_if_due(self) -> None:
+        """Let a fast stream's batch through before staging the next one.
+
+        A stream arriving faster than it is handled never waits on the network, so it
+        would keep the event loop for a whole read (hundreds of chunks) while the batch
+        it has just sent waits to be committed and its frames wait to go out. When a
+        burst has filled a batch, as the writer counts (WRITER_MAX_*: the writer has
+        sent it at this very chunk), the stager gives a few turns to the pipeline. A slow
+        stream never fills a batch (it pauses; the writer's ticker sends its chunks)."""
+        now = time.monotonic()
+        if now - self._staged_at >= WRITER_MAX_DELAY:
+            self._burst = 0  # a pause: what was staged has been sent by the ticker
+        if self._burst == 0:
+            self._burst_at = now
+        self._burst += 1
+        self._staged_at = now
+        if self._burst >= WRITER_MAX_BATCH or (
+            self._burst > 1 and now - self._burst_at >= WRITER_MAX_DELAY
+        ):
+            self._burst = 0
+            for _ in range(DRAIN_TURNS):
+                await anyio.lowlevel.checkpoint()
+            self._staged_at = time.monotonic()
 
     def _stage_now(self, event: Event) -> None:
         assert self._writer is not None

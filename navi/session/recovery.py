@@ -22,6 +22,17 @@ from events.writer import StreamWriter
 from navi.replay.history import load_history
 from navi.session.state import SessionState
 
+# How a session's writer batches a stream's chunks (events.writer.StreamWriter): it
+# sends them to the store once the oldest is WRITER_MAX_DELAY old or once there are
+# WRITER_MAX_BATCH of them. Every chunk of a batch waits for the whole batch's commit
+# before a client can see it, so a flat-out stream goes in small batches (SQLite commits
+# 128 chunks in about a millisecond on the loop); WRITER_MAX_IN_FLIGHT keeps as many
+# chunks on their way to the store as 8 batches of 512 did. The session actor's stager
+# follows the same rule to let each batch through (SessionActor.stage).
+WRITER_MAX_DELAY = 0.005
+WRITER_MAX_BATCH = 128
+WRITER_MAX_IN_FLIGHT = 32
+
 
 class ForkWriter(StreamWriter):
     """A ``StreamWriter`` of a fork's own stream that takes and gives history seqs
@@ -30,7 +41,14 @@ class ForkWriter(StreamWriter):
     def __init__(
         self, store: BaseEventStore, stream_id: str, *, last_seq: int, offset: int
     ) -> None:
-        super().__init__(store, stream_id, last_seq=last_seq - offset)
+        super().__init__(
+            store,
+            stream_id,
+            last_seq=last_seq - offset,
+            max_batch=WRITER_MAX_BATCH,
+            max_delay=WRITER_MAX_DELAY,
+            max_in_flight=WRITER_MAX_IN_FLIGHT,
+        )
         self.offset = offset
 
     @property
@@ -62,7 +80,14 @@ async def recover(
             if len(records) < page:
                 break
             after = records[-1].seq
-        return StreamWriter(store, session_id, last_seq=state.last_seq)
+        return StreamWriter(
+            store,
+            session_id,
+            last_seq=state.last_seq,
+            max_batch=WRITER_MAX_BATCH,
+            max_delay=WRITER_MAX_DELAY,
+            max_in_flight=WRITER_MAX_IN_FLIGHT,
+        )
     history = await load_history(store, session_id)
     fork_point = link.forked_at_seq or 0
     async for records in history.pages(size=page):

@@ -20,7 +20,7 @@ from events.types import (
     TodoItem,
 )
 from navi.run import progress as run_progress
-from navi.run.state import RunState, transition
+from navi.run.state import ACTIVE_STATES, RunState, transition
 from projections import context as context_projection
 from projections.tool_state import (
     ActiveProfile,
@@ -93,6 +93,4 @@ class SessionState:
 
     @property
     def run_active(self) -> bool:
-        from navi.run.state import ACTIVE_STATES
-
         return self.run_state in ACTIVE_STATES

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import copy
+import random
+from typing import Any
+
 from navi.server.frames import coalesce
 
 
@@ -23,3 +27,37 @@ def test_coalesce_merges_runs_of_one_delta_kind_only() -> None:
         {"type": "stream_end", "content": "xy", "seq": 6},
     ]
     assert coalesce([]) == []
+
+
+def _merged_one_by_one(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The definition of the merge, one frame at a time."""
+    out: list[dict[str, Any]] = []
+    for frame in frames:
+        last = out[-1] if out else None
+        if (
+            last is not None
+            and frame["type"] in ("stream_delta", "thinking_delta")
+            and last["type"] == frame["type"]
+            and last.get("subagent_id") == frame.get("subagent_id")
+        ):
+            out[-1] = {**last, "delta": last["delta"] + frame["delta"], "seq": frame["seq"]}
+        else:
+            out.append(frame)
+    return out
+
+
+def test_coalesce_is_the_one_by_one_merge_and_leaves_its_input_alone() -> None:
+    rng = random.Random(6)
+    for _ in range(300):
+        frames: list[dict[str, Any]] = []
+        for seq in range(1, rng.randint(0, 40)):
+            kind = rng.choice(["stream_delta", "stream_delta", "thinking_delta", "tool_started"])
+            frame: dict[str, Any] = {"type": kind, "seq": seq}
+            if kind.endswith("_delta"):
+                frame["delta"] = rng.choice(["a", "bc", "", "é"])
+            if rng.random() < 0.2:
+                frame.update(is_subagent=True, subagent_id=rng.choice(["c1", "c2"]))
+            frames.append(frame)
+        before = copy.deepcopy(frames)
+        assert coalesce(frames) == _merged_one_by_one(copy.deepcopy(frames))
+        assert frames == before

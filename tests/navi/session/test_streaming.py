@@ -1,0 +1,94 @@
+"""A stream that arrives faster than Navi handles it: every chunk is durable, in order,
+and each batch reaches a follower of the log before the stager runs on."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import AsyncGenerator, Sequence
+from pathlib import Path
+
+import pytest
+
+from events.memory import InMemoryEventStore
+from events.types import LLMText
+from navi.app import Navi
+from navi.llm.stop import StopSignal
+from navi.llm.types import (
+    ChatMessage,
+    Completion,
+    FinalChunk,
+    LLMOptions,
+    ModelInfo,
+    StreamChunk,
+    TextPiece,
+    ToolSpec,
+)
+from navi.session.recovery import WRITER_MAX_BATCH
+from tests.support.navi_app import navi_settings
+
+pytestmark = pytest.mark.anyio
+
+
+class FloodLLM:
+    """An LLM whose stream never waits: it answers as fast as it is read."""
+
+    name = "flood"
+    model = "flood-model"
+    url = "flood:"
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks = chunks
+        self.sent = 0
+
+    async def stream_complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> AsyncGenerator[StreamChunk, None]:
+        for _ in range(self.chunks):
+            self.sent += 1
+            yield TextPiece(text="tok ")
+        yield FinalChunk(finish_reason="stop", completion_tokens=self.chunks)
+
+    async def complete(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec] = (),
+        options: LLMOptions | None = None,
+        *,
+        stop: StopSignal | None = None,
+    ) -> Completion:
+        raise NotImplementedError
+
+    async def list_models(self) -> list[ModelInfo]:
+        return []
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def test_a_flat_out_stream_reaches_a_follower_batch_by_batch(tmp_path: Path) -> None:
+    llm = FloodLLM(chunks=8 * WRITER_MAX_BATCH + 5)
+    settings = navi_settings(tmp_path, "http://127.0.0.1:9", planning="off")
+    async with Navi.open(
+        settings, backend=llm, store=InMemoryEventStore(), background=False
+    ) as navi:
+        session = await navi.create_session()
+        texts = 0
+        ahead: list[int] = []  # chunks the LLM had produced beyond each one received
+        async for record in navi.run_stream(session, "go"):
+            if record.type == "llm.text":
+                texts += 1
+                ahead.append(llm.sent - texts)
+        assert texts == llm.chunks
+        records = await navi.store.read(session)
+        assert [r.seq for r in records] == list(range(1, len(records) + 1))
+        text = "".join(r.event.text for r in records if isinstance(r.event, LLMText))
+        assert text == "tok " * llm.chunks
+    # Each batch reached the follower before the next one was staged (then the LLM is
+    # 127 to 0 chunks ahead, about 64 in the middle). Without the stager's pause after
+    # each batch, it would stage the whole answer before the follower got its turn.
+    assert statistics.median(ahead) < WRITER_MAX_BATCH
