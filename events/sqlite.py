@@ -15,12 +15,15 @@ from types import TracebackType
 from typing import Any
 
 import anyio
+import structlog
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.planning import Guess
 from events.sql import INSERT_COLUMNS, MAX_HEADS_AHEAD, SqlEventStore
+
+log = structlog.get_logger(__name__)
 
 # Batches up to this size are written on the event loop itself (see _commit). A worker
 # thread would run the SQL in parallel, but while the loop is busy (a fast stream) it
@@ -143,7 +146,13 @@ class SqliteEventStore(SqlEventStore):
                     await anyio.sleep(CHECKPOINT_EVERY)
                     if self.commit_count != done:
                         done = self.commit_count
-                        await anyio.to_thread.run_sync(_checkpoint, conn, limiter=limiter)
+                        try:
+                            await anyio.to_thread.run_sync(_checkpoint, conn, limiter=limiter)
+                        except sqlite3.Error as exc:
+                            # A full disk, say. The WAL still holds every commit; a dead
+                            # checkpointer would take the store's committer down with it.
+                            log.warning("sqlite.checkpoint_failed", error=str(exc))
+                            done = -1  # try again at the next tick
         finally:
             conn.close()
 
