@@ -26,12 +26,12 @@ from navi.session.state import SessionState
 # sends them to the store once the oldest is WRITER_MAX_DELAY old or once there are
 # WRITER_MAX_BATCH of them. Every chunk of a batch waits for the whole batch's commit
 # before a client can see it, so a flat-out stream goes in small batches (SQLite commits
-# 128 chunks in about a millisecond on the loop); WRITER_MAX_IN_FLIGHT keeps as many
+# 256 chunks in one or two milliseconds on the loop); WRITER_MAX_IN_FLIGHT keeps as many
 # chunks on their way to the store as 8 batches of 512 did. The session actor's stager
 # follows the same rule to let each batch through (SessionActor.stage).
 WRITER_MAX_DELAY = 0.005
-WRITER_MAX_BATCH = 128
-WRITER_MAX_IN_FLIGHT = 32
+WRITER_MAX_BATCH = 256
+WRITER_MAX_IN_FLIGHT = 16
 
 
 class ForkWriter(StreamWriter):
