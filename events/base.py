@@ -250,18 +250,19 @@ class BaseEventStore:
     ) -> list[Recorded]:
         """Events of a stream after ``after_seq`` (up to ``to_seq``, at most ``limit``).
 
-        Reading a stream's tail is answered from the notifier's cache when it knows
-        the stream (its commits happened here, or a full read saw its head), so that
-        a projection catching up on an unchanged stream costs no query."""
-        if to_seq is None and limit is None:
-            cached = self.notifier.recent_after(stream_id, after_seq)
-            if cached is not None:
-                return cached
-            records = await self._read(stream_id, after_seq=after_seq, to_seq=None, limit=None)
-            if records or after_seq == 0:  # otherwise the head is only known to be <= after
-                self.notifier.seen(stream_id, records[-1].seq if records else 0)
-            return records
-        return await self._read(stream_id, after_seq=after_seq, to_seq=to_seq, limit=limit)
+        A read is answered from the notifier's cache when the cache holds the whole
+        range (the stream's commits happened here, or a full read saw its head), so
+        that a projection catching up on an unchanged stream, or a look at a new
+        session's first event, costs no query."""
+        cached = self.notifier.recent_after(stream_id, after_seq, to_seq=to_seq, limit=limit)
+        if cached is not None:
+            return cached
+        records = await self._read(stream_id, after_seq=after_seq, to_seq=to_seq, limit=limit)
+        last = records[-1].seq if records else after_seq
+        reached_head = (limit is None or len(records) < limit) and (to_seq is None or last < to_seq)
+        if reached_head and (records or after_seq == 0):  # else the head is only known <= after
+            self.notifier.seen(stream_id, last)
+        return records
 
     async def _read(
         self, stream_id: str, *, after_seq: int, to_seq: int | None, limit: int | None

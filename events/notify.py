@@ -78,8 +78,17 @@ class StreamNotifier:
         for stream_id in list(self._waiters):
             self.wake(stream_id)
 
-    def recent_after(self, stream_id: str, after_seq: int) -> list[Recorded] | None:
-        """Cached events after ``after_seq``; ``None`` when the cache cannot answer."""
+    def recent_after(
+        self,
+        stream_id: str,
+        after_seq: int,
+        *,
+        to_seq: int | None = None,
+        limit: int | None = None,
+    ) -> list[Recorded] | None:
+        """Cached events after ``after_seq`` (up to ``to_seq``, at most ``limit``);
+        ``None`` when the cache cannot answer. The cache holds a run of the stream's
+        events that ends at its head, so any range inside that run can be sliced."""
         recent = self._recent.get(stream_id)
         if recent is None:
             return None
@@ -91,4 +100,9 @@ class StreamNotifier:
         if first > after_seq + 1 or recent.head < after_seq:
             return None
         start = after_seq + 1 - first
-        return [recent.events[i] for i in range(start, len(recent.events))]
+        end = len(recent.events)
+        if to_seq is not None:
+            end = min(end, to_seq + 1 - first)
+        if limit is not None:
+            end = min(end, start + limit)
+        return [recent.events[i] for i in range(start, end)]

@@ -27,7 +27,7 @@ log = structlog.get_logger(__name__)
 _E = events_table
 # Streams whose head the planner keeps; past that it starts again from what it needs.
 MAX_HEADS_AHEAD = 10_000
-_COLUMNS = (
+READ_COLUMNS = (
     _E.c.stream_id,
     _E.c.seq,
     _E.c.position,
@@ -243,7 +243,7 @@ class SqlEventStore(BaseEventStore):
         cond = and_(_E.c.stream_id == stream_id, _E.c.seq > after_seq)
         if to_seq is not None:
             cond = and_(cond, _E.c.seq <= to_seq)
-        query = select(*_COLUMNS).where(cond).order_by(_E.c.seq)
+        query = select(*READ_COLUMNS).where(cond).order_by(_E.c.seq)
         if limit is not None:
             query = query.limit(limit)
         async with self.engine.connect() as conn:
@@ -253,7 +253,7 @@ class SqlEventStore(BaseEventStore):
     async def read_all(
         self, *, after_position: int = 0, limit: int | None = None
     ) -> list[Recorded]:
-        query = select(*_COLUMNS).where(_E.c.position > after_position).order_by(_E.c.position)
+        query = select(*READ_COLUMNS).where(_E.c.position > after_position).order_by(_E.c.position)
         if limit is not None:
             query = query.limit(limit)
         async with self.engine.connect() as conn:
@@ -273,7 +273,7 @@ class SqlEventStore(BaseEventStore):
             .group_by(_E.c.stream_id)
             .subquery()
         )
-        query = select(*_COLUMNS).join(
+        query = select(*READ_COLUMNS).join(
             heads, and_(_E.c.stream_id == heads.c.sid, _E.c.seq == heads.c.head)
         )
         async with self.engine.connect() as conn:

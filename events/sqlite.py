@@ -1,8 +1,9 @@
 """The SQLite event store (WAL): Navi's default, one file ``navi.db``.
 
-The schema and every read go through SQLAlchemy Core (aiosqlite). Writes do not: the
-committer owns a plain sqlite3 connection, because with aiosqlite each statement is a
-trip to another thread that costs ten times the SQL itself (measured in bench/loop.py).
+The schema and the log-wide reads go through SQLAlchemy Core (aiosqlite). Writes and
+stream reads do not: the committer owns a plain sqlite3 connection and stream reads
+another one, because with aiosqlite each statement is a trip to another thread that
+costs ten times the SQL itself (measured in bench/loop.py).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
+from events.envelope import Recorded
 from events.planning import Guess
-from events.sql import INSERT_COLUMNS, MAX_HEADS_AHEAD, SqlEventStore
+from events.sql import INSERT_COLUMNS, MAX_HEADS_AHEAD, READ_COLUMNS, SqlEventStore, row_to_recorded
 
 log = structlog.get_logger(__name__)
 
@@ -62,6 +64,18 @@ def insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
         conn.executemany(_INSERT, rows[whole:])
 
 
+# Stream reads run on the event loop, on a plain sqlite3 connection of their own, a page
+# at a time with a loop turn between pages: a session's recovery or a subscriber's
+# catch-up reads a few rows, and through aiosqlite each read cost ~1 ms of thread hops
+# (bench/loop.py: 4-5 ms per new session). A page of rows decodes in ~2 ms at most.
+READ_PAGE = 500
+_READ_STREAM = (
+    f"SELECT {', '.join(c.name for c in READ_COLUMNS)} FROM navi_events "
+    "WHERE stream_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
+)
+_NO_END = 2**62
+
+
 def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
@@ -92,6 +106,7 @@ class SqliteEventStore(SqlEventStore):
             raise ValueError(f"unknown SQLite synchronous mode {synchronous!r}")
         self._synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
+        self._reader: sqlite3.Connection | None = None
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -121,6 +136,10 @@ class SqliteEventStore(SqlEventStore):
         _pragmas(conn, self._synchronous)
         conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpointer
         self._conn = conn
+        reader = sqlite3.connect(self.path, isolation_level=None)
+        _pragmas(reader, self._synchronous)
+        reader.execute("PRAGMA busy_timeout=0")  # a busy read goes to a thread (see _read)
+        self._reader = reader
         self._checkpoint_scope = anyio.CancelScope()
         self._busy_ms = 10000
         self._limiter = anyio.CapacityLimiter(1)
@@ -166,10 +185,37 @@ class SqliteEventStore(SqlEventStore):
         await super().__aexit__(exc_type, exc, tb)
 
     async def _close(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+        for conn in (self._conn, self._reader):
+            if conn is not None:
+                conn.close()
+        self._conn = self._reader = None
         await super()._close()
+
+    async def _read(
+        self, stream_id: str, *, after_seq: int, to_seq: int | None, limit: int | None
+    ) -> list[Recorded]:
+        conn = self._reader
+        assert conn is not None, "store not open"
+        end = _NO_END if to_seq is None else to_seq
+        records: list[Recorded] = []
+        last = after_seq
+        while True:
+            want = READ_PAGE if limit is None else min(READ_PAGE, limit - len(records))
+            try:
+                rows = conn.execute(_READ_STREAM, (stream_id, last, end, want)).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                # Rare in WAL mode (a reader can meet a WAL restart): wait in a thread.
+                rest = None if limit is None else limit - len(records)
+                return records + await super()._read(
+                    stream_id, after_seq=last, to_seq=to_seq, limit=rest
+                )
+            records.extend(row_to_recorded(row) for row in rows)
+            if len(rows) < want or len(records) == limit:
+                return records
+            last = rows[-1][1]
+            await anyio.lowlevel.checkpoint()
 
     async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         """One transaction on the committer's own sqlite3 connection.

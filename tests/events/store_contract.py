@@ -33,6 +33,13 @@ def chunk(i: int) -> LLMText:
     return LLMText(text=f"chunk {i}")
 
 
+async def fresh_read(contract: Any, stream: str, *, after: int) -> list[Recorded]:
+    """What a store that has never seen ``stream`` reads of it."""
+    async with contract.open_store(reopen=True) as store:
+        result: list[Recorded] = await store.read(stream, after_seq=after)
+        return result
+
+
 class StoreContract:
     """Subclasses provide ``open_store``: an async context manager yielding an open store
     over fresh, empty storage (and, called again with ``reopen=True``, over the same one)."""
@@ -292,6 +299,37 @@ class DurableStoreContract(StoreContract):
                 await store.append("s", [chunk(3)], expected_seq=2)
             next_one = await store.append("s", [chunk(3)], expected_seq=3)
             assert next_one[0].position > again[0].position
+
+    async def test_every_range_reads_the_same_from_cache_and_from_the_log(self) -> None:
+        """A range is answered from the cache of the store that wrote it and from the
+        log by a store that never saw it (SQLite reads it page by page): the same
+        events either way, including ranges that cross a page or end past the head."""
+        total = 1234
+        async with self.open_store() as writer:
+            for start in range(0, total, 200):
+                batch = [chunk(i) for i in range(start + 1, min(start + 200, total) + 1)]
+                await writer.append("s", batch, expected_seq=start)
+            async with self.open_store(reopen=True) as fresh:
+                for after, to, limit in itertools.product(
+                    (0, 1, 499, 500, 501, 1200, total),
+                    (None, 1, 500, 1001, total + 5),
+                    (None, 0, 1, 500, 700),
+                ):
+                    want = [f"chunk {i}" for i in range(after + 1, total + 1)]
+                    if to is not None:
+                        want = want[: max(0, to - after)]
+                    if limit is not None:
+                        want = want[:limit]
+                    for store in (writer, fresh):
+                        got = await store.read("s", after_seq=after, to_seq=to, limit=limit)
+                        assert texts(got) == want, (after, to, limit)
+                        assert [r.seq for r in got] == [int(t.split()[1]) for t in want]
+            assert texts(await fresh_read(self, "s", after=1230)) == [
+                "chunk 1231",
+                "chunk 1232",
+                "chunk 1233",
+                "chunk 1234",
+            ]
 
     async def test_two_stores_on_one_storage_take_turns(self) -> None:
         """Two writers (two processes, say) on the same storage, each sometimes writing
