@@ -22,6 +22,13 @@ class InMemoryEventStore(BaseEventStore):
         self._keys: dict[tuple[str, str], tuple[int, int]] = {}
 
     async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
+        return self._commit_now(batch)
+
+    @property
+    def commits_now(self) -> bool:
+        return True
+
+    def _commit_now(self, batch: list[AppendRequest]) -> list[Planned]:
         heads = {r.stream_id: len(self._streams.get(r.stream_id, ())) for r in batch}
         keys = dict(self._keys)
         planned, new_keys = self.plan(batch, heads, len(self._all), keys)

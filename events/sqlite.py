@@ -74,6 +74,8 @@ _READ_STREAM = (
     "WHERE stream_id = ? AND seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
 )
 _NO_END = 2**62
+# In WAL mode a commit waits for the disk only with synchronous FULL or EXTRA.
+_NO_SYNC_ON_COMMIT = frozenset({"OFF", "NORMAL"})
 
 
 def _checkpoint(conn: sqlite3.Connection) -> None:
@@ -216,6 +218,32 @@ class SqliteEventStore(SqlEventStore):
                 return records
             last = rows[-1][1]
             await anyio.lowlevel.checkpoint()
+
+    @property
+    def commits_now(self) -> bool:
+        return self._synchronous in _NO_SYNC_ON_COMMIT
+
+    def _commit_now(self, batch: list[AppendRequest]) -> list[Planned] | None:
+        """A small batch, on the caller's task, when the commit does not wait for the
+        disk (WAL with synchronous NORMAL or OFF) and no other process holds the write
+        lock; else ``None`` and the committer takes it (a sync to disk is then shared by
+        whatever group commit gathers meanwhile)."""
+        conn = self._conn
+        assert conn is not None, "store not open"
+        if sum(len(r.events) for r in batch) > INLINE_MAX_EVENTS:
+            return None
+        try:
+            planned = self._write_sync(conn, batch, 0, None)
+        except sqlite3.OperationalError as exc:
+            self._position_ahead = None
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return None
+        except BaseException:
+            self._position_ahead = None
+            raise
+        self._committed(None)
+        return planned
 
     async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
         """One transaction on the committer's own sqlite3 connection.

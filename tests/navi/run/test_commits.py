@@ -13,7 +13,6 @@ import pytest
 from events.base import AppendRequest, Planned
 from events.envelope import Recorded
 from events.memory import InMemoryEventStore
-from events.planning import Guess
 from events.types import Event, LLMCompleted, ToolCall, tag_of
 from navi.config import Settings
 from navi.llm.stop import StopSignal
@@ -38,8 +37,8 @@ class CommitLog(InMemoryEventStore):
         super().__init__(clock=lambda: float(next(ticks)))
         self.commits: list[list[str]] = []
 
-    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
-        planned = await super()._commit(batch, guess)
+    def _commit_now(self, batch: list[AppendRequest]) -> list[Planned]:
+        planned = super()._commit_now(batch)
         self.commits.append([r.type for item in planned for r in item.records])
         return planned
 
