@@ -36,6 +36,7 @@ from _common import median, report
 from events.codec import encode_stored
 from events.memory import InMemoryEventStore
 from navi.app import Navi
+from navi.cli import freeze_startup_objects
 from navi.logs import configure_logging
 from tests.support.fake_llm import FakeLLMProcess, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -99,6 +100,7 @@ async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> T
             httpx.AsyncClient(base_url=fake.url, headers=HEADERS, timeout=30) as http,
         ):
             await one_session(navi)
+            freeze_startup_objects()  # as `navi serve` does once it is open
             bodies = [msgspec.json.encode(b) for b in fake.requests]
             assert len(bodies) == iterations, len(bodies)
             for _ in range(sessions):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from collections.abc import Sequence
 
@@ -31,7 +32,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings, env = _settings(args)
     configure_logging(settings.log_level)
     try:
-        app = create_app(settings, env=env)
+        app = create_app(settings, env=env, on_started=freeze_startup_objects)
     except AuthConfigError as exc:
         sys.stderr.write(f"navi: {exc}\n")
         return 2
@@ -51,6 +52,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
     )
     return 0
+
+
+def freeze_startup_objects() -> None:
+    """Move everything alive after start-up (modules, classes, profiles, tool schemas:
+    ~100,000 objects, none of them garbage) out of the cyclic collector's reach. A full
+    collection then scans only what the server has made since: without this, each one
+    paused the event loop for 50-75 ms (measured in bench/loop.py), a latency spike in
+    every stream that it hit."""
+    gc.collect()
+    gc.freeze()
 
 
 def cmd_state_diagram(args: argparse.Namespace) -> int:

@@ -83,8 +83,10 @@ def create_app(
     env: Mapping[str, str] | None = None,
     navi_factory: NaviFactory | None = None,
     users: Users | None = None,
+    on_started: Callable[[], object] | None = None,
 ) -> Starlette:
-    """The ASGI app. ``navi_factory`` opens the ``Navi`` it serves (tests pass their own)."""
+    """The ASGI app. ``navi_factory`` opens the ``Navi`` it serves (tests pass their own);
+    ``on_started`` runs once it is open (``navi serve`` freezes the start-up objects)."""
     users = users or Users.configure(
         host=settings.host, api_token=settings.api_token, users_file=settings.users_file
     )
@@ -104,6 +106,8 @@ def create_app(
             app.state.navi_server = server
             app.state.max_upload_bytes = settings.session_files_max_size_mb * 1024 * 1024
             tg.start_soon(files.clean_periodically, server.sessions)
+            if on_started is not None:
+                on_started()
             log.info(
                 "navi.started",
                 backend=navi.backend.name,
