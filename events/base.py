@@ -207,8 +207,7 @@ class BaseEventStore:
         return None
 
     async def result(self, request: AppendRequest) -> list[Recorded]:
-        if not request.done.is_set():
-            await request.done.wait()
+        await request.done.wait()
         if request.error is not None:
             raise request.error
         if request.replay_range is not None:

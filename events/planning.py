@@ -52,13 +52,40 @@ class EventIds:
 new_uuid = EventIds()
 
 
+class Completion:
+    """Set once; awaited by whoever waits for a commit. Its ``anyio.Event`` is made
+    only if someone waits before it is set: an append that its caller commits at once
+    (``BaseEventStore._lead``) never needs one."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
 @dataclass(eq=False)
 class AppendRequest:
     stream_id: str
     events: list[Staged]
     expected_seq: int
     idempotency_key: str | None
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: Completion = field(default_factory=Completion)
     result: list[Recorded] | None = None
     error: BaseException | None = None
     # Set by the committer when the idempotency key was already used: (first, last) seq.
