@@ -1,25 +1,48 @@
-"""What the HTTP backends share: the client, error mapping, and line splitting."""
+"""What the HTTP backends share: the clients, error mapping, and line splitting."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any, Protocol
 
 import httpx
 import msgspec
 
 from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
+from navi.llm.lean_http import LeanClient, lean_applies
 
 __all__ = [
+    "StreamClient",
+    "StreamResponse",
+    "close_clients",
     "endpoint",
     "error_detail",
     "error_text",
     "line_blocks",
     "make_client",
+    "make_stream_client",
     "open_stream",
     "request_json",
 ]
+
+# What carries a backend's chat streams: the lean client where it applies, else httpx.
+StreamClient = LeanClient | httpx.AsyncClient
+
+
+class StreamResponse(Protocol):
+    """A streaming answer, from either client."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+    async def aread(self) -> bytes: ...
+
 
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
 
@@ -39,6 +62,25 @@ def make_client(base_url: str, *, connect_timeout: float, api_key: str = "") -> 
     )
 
 
+def make_stream_client(
+    client: httpx.AsyncClient, *, connect_timeout: float, api_key: str = ""
+) -> StreamClient:
+    """The client for a backend's chat streams: the lean one for a plain ``http://``
+    server reached without a proxy, else ``client`` itself (see :mod:`lean_http`)."""
+    if lean_applies(client.base_url):
+        return LeanClient(client.base_url, connect_timeout=connect_timeout, api_key=api_key)
+    return client
+
+
+async def close_clients(client: httpx.AsyncClient, streams: StreamClient) -> None:
+    """Close a backend's clients (``streams`` may be ``client`` itself)."""
+    try:
+        if streams is not client:
+            await streams.aclose()
+    finally:
+        await client.aclose()
+
+
 def endpoint(client: httpx.AsyncClient, path: str) -> httpx.URL:
     """The absolute URL of ``path`` under the client's base URL, as the client would
     join them (the base keeps its own path: ``…/v1`` + ``/chat/completions``). Built once
@@ -47,21 +89,35 @@ def endpoint(client: httpx.AsyncClient, path: str) -> httpx.URL:
     return base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode("ascii"))
 
 
-@asynccontextmanager
-async def open_stream(
-    client: httpx.AsyncClient,
-    path: str | httpx.URL,
+def open_stream(
+    client: StreamClient,
+    path: httpx.URL,
     body: bytes,
     *,
     url: str,
     on_error_status: Callable[[int, bytes], LLMError],
-) -> AsyncIterator[httpx.Response]:
-    """POST ``body`` and hand over the streaming response; map transport failures.
+) -> AbstractAsyncContextManager[StreamResponse]:
+    """POST ``body`` to ``path`` (an :func:`endpoint`) and hand over the streaming
+    response; transport failures become :class:`LLMError` s.
 
     A non-2xx answer is read in full and turned into an error by ``on_error_status``.
     Cancellation passes through untouched, and leaving the block closes the
     response (and so the connection if unread), which tells the server to stop.
     """
+    if isinstance(client, LeanClient):
+        return client.stream(path.raw_path, body, url=url, on_error_status=on_error_status)
+    return _httpx_stream(client, path, body, url=url, on_error_status=on_error_status)
+
+
+@asynccontextmanager
+async def _httpx_stream(
+    client: httpx.AsyncClient,
+    path: httpx.URL,
+    body: bytes,
+    *,
+    url: str,
+    on_error_status: Callable[[int, bytes], LLMError],
+) -> AsyncIterator[httpx.Response]:
     try:
         async with client.stream("POST", path, content=body) as response:
             if response.status_code >= 400:
@@ -100,7 +156,7 @@ async def request_json(
     return response.content
 
 
-async def line_blocks(response: httpx.Response) -> AsyncIterator[bytes]:
+async def line_blocks(response: StreamResponse) -> AsyncIterator[bytes]:
     """Yield the body as blocks of whole lines, one block per network read.
 
     A read that completes no line yields ``b""``: it still proves the server is

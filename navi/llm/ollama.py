@@ -13,10 +13,13 @@ from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
 from navi.llm.guard import RawBatches, guard_stream
 from navi.llm.http import (
+    StreamClient,
+    close_clients,
     endpoint,
     error_detail,
     line_blocks,
     make_client,
+    make_stream_client,
     open_stream,
     request_json,
 )
@@ -60,6 +63,9 @@ class OllamaBackend(CompletesFromStream):
         self._model = model or settings.default_model
         self._client: httpx.AsyncClient = make_client(
             self._url, connect_timeout=settings.connect_timeout
+        )
+        self._streams: StreamClient = make_stream_client(
+            self._client, connect_timeout=settings.connect_timeout
         )
         self._chat = endpoint(self._client, "/api/chat")
         self._wire = WireParts(encode_message, encode_tool)
@@ -154,7 +160,7 @@ class OllamaBackend(CompletesFromStream):
             raise LLMError(f"The server at {self._url} is not an Ollama server.") from None
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await close_clients(self._client, self._streams)
 
     def _guarded(
         self, body: dict[str, object], model: str, stop: StopSignal | None
@@ -174,7 +180,7 @@ class OllamaBackend(CompletesFromStream):
             return ollama_error(status, content, model=model, url=self._url)
 
         async with open_stream(
-            self._client, self._chat, body, url=self._url, on_error_status=on_error_status
+            self._streams, self._chat, body, url=self._url, on_error_status=on_error_status
         ) as response:
             async for block in line_blocks(response):
                 yield parser.feed(block)

@@ -16,10 +16,13 @@ from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError
 from navi.llm.guard import RawBatches, guard_stream
 from navi.llm.http import (
+    StreamClient,
+    close_clients,
     endpoint,
     error_detail,
     line_blocks,
     make_client,
+    make_stream_client,
     open_stream,
     request_json,
 )
@@ -60,10 +63,12 @@ class OpenAICompatibleBackend(CompletesFromStream):
         self._settings = settings
         self._url = (url or settings.openai_base_url).rstrip("/")
         self._model = model or settings.openai_model or settings.default_model
+        key = settings.openai_api_key if api_key is None else api_key
         self._client: httpx.AsyncClient = make_client(
-            self._url,
-            connect_timeout=settings.connect_timeout,
-            api_key=settings.openai_api_key if api_key is None else api_key,
+            self._url, connect_timeout=settings.connect_timeout, api_key=key
+        )
+        self._streams: StreamClient = make_stream_client(
+            self._client, connect_timeout=settings.connect_timeout, api_key=key
         )
         self._chat = endpoint(self._client, "/chat/completions")
         self._wire = WireParts(encode_message, encode_tool)
@@ -129,7 +134,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
             ) from None
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await close_clients(self._client, self._streams)
 
     async def _raw(self, body: bytes, model: str) -> RawBatches:
         parser = OpenAIStreamParser(self._url)
@@ -138,7 +143,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
             return openai_error(status, content, model=model, url=self._url)
 
         async with open_stream(
-            self._client, self._chat, body, url=self._url, on_error_status=on_error_status
+            self._streams, self._chat, body, url=self._url, on_error_status=on_error_status
         ) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 # A server that does not stream (or not with these options) answers whole.
