@@ -8,8 +8,9 @@ overhead per iteration, and bytes of log per iteration.
 The fake server runs in its own process, as a real LLM server would: in this process
 its work (parsing each request, rendering each answer) would count as Navi's. "The
 fake server alone" is measured from this process over HTTP with the very request
-bodies Navi sent, through an httpx client used as leanly as it can be (so that all
-Navi does besides counts), interleaved with Navi session by session so that both see
+bodies Navi sent, through a raw keep-alive socket that writes each request whole and
+reads the answer to its end without parsing it (so that everything Navi does besides,
+its HTTP client included, counts), interleaved with Navi session by session so that both see
 the same load on a shared machine. The figures are medians over the sessions: a burst
 of load from another process spoils a few sessions, not the result. One untimed
 session first warms both up (connections, caches) and records the request bodies
@@ -23,13 +24,14 @@ disturbed by other processes than wall-clock time.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import anyio
-import httpx
 import msgspec
 
 from _common import median, report
@@ -44,9 +46,7 @@ from tests.support.navi_app import navi_settings, open_navi
 CALL = Reply(tool_calls=[FakeToolCall(name="todo", arguments={"action": "read"})])
 ANSWER = Reply(text="Done: all steps read.")
 PROMPT = "Read the todo list over and over."
-# The fake alone is asked as lean an httpx client asks: JSON headers set once on the
-# client, the absolute URL built once (what is left of a request is httpx's own work).
-HEADERS = {"content-type": "application/json", "accept": "application/json"}
+CHUNKED_END = b"\r\n0\r\n\r\n"  # the last chunk of a chunked body, and its end
 
 
 class Timing(msgspec.Struct):
@@ -75,15 +75,44 @@ async def one_session(navi: Navi) -> tuple[float, float]:
     return time.perf_counter() - start, time.process_time() - cpu
 
 
-async def fake_alone(http: httpx.AsyncClient, bodies: list[bytes]) -> tuple[float, float]:
+class RawClient:
+    """The fake server's own time, measured with as little client as there can be: one
+    keep-alive socket, each request written whole, the answer read to the end of its
+    chunked body and not parsed. What any HTTP client does beyond that (Navi's too)
+    counts as its overhead."""
+
+    def __init__(self, url: str) -> None:
+        parsed = urlsplit(url)
+        self.host, self.port = parsed.hostname or "127.0.0.1", parsed.port or 80
+        self.head = (
+            f"POST /api/chat HTTP/1.1\r\nHost: {parsed.netloc}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json\r\n"
+        ).encode()
+        self.conn: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def post(self, body: bytes) -> None:
+        if self.conn is None:
+            self.conn = await asyncio.open_connection(self.host, self.port)
+        reader, writer = self.conn
+        writer.write(self.head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        tail = b""
+        while not tail.endswith(CHUNKED_END):
+            data = await reader.read(65536)
+            if not data:
+                raise ConnectionError("the fake server closed the connection")
+            tail = (tail + data)[-len(CHUNKED_END) :]
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn[1].close()
+
+
+async def fake_alone(client: RawClient, bodies: list[bytes]) -> tuple[float, float]:
     """The fake server's own time for one session's requests, read to the end as Navi
     reads them."""
-    chat = http.base_url.copy_with(raw_path=http.base_url.raw_path + b"api/chat")
     start, cpu = time.perf_counter(), time.process_time()
     for body in bodies:
-        async with http.stream("POST", chat, content=body) as response:
-            async for _ in response.aiter_bytes():
-                pass
+        await client.post(body)
     return time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -95,10 +124,8 @@ async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> T
         fake.script(*turn * (1 + 2 * sessions))
         settings = navi_settings(root, fake.url, planning="off")
         store = InMemoryEventStore() if memory else None
-        async with (
-            open_navi(settings, store=store) as navi,
-            httpx.AsyncClient(base_url=fake.url, headers=HEADERS, timeout=30) as http,
-        ):
+        http = RawClient(fake.url)
+        async with open_navi(settings, store=store) as navi:
             await one_session(navi)
             freeze_startup_objects()  # as `navi serve` does once it is open
             bodies = [msgspec.json.encode(b) for b in fake.requests]
@@ -107,6 +134,7 @@ async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> T
                 timing.navi.append(await one_session(navi))
                 timing.fake.append(await fake_alone(http, bodies))
             events = await navi.store.read_all()
+            http.close()
         assert fake.state["requests"] == iterations * (1 + 2 * sessions)
     # The store is closed: SQLite has checkpointed its WAL into the file.
     timing.payload_bytes = sum(len(encode_stored(r.event)) for r in events)
