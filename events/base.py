@@ -11,7 +11,8 @@ woken only after the commit.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from types import TracebackType
 from typing import Self
 
@@ -349,6 +350,16 @@ class BaseEventStore:
         raise NotImplementedError
 
     async def subscribe(self, stream_id: str, *, after_seq: int = 0) -> AsyncIterator[Recorded]:
+        async with aclosing(self.subscribe_batches(stream_id, after_seq=after_seq)) as batches:
+            async for batch in batches:
+                for record in batch:
+                    yield record
+
+    async def subscribe_batches(
+        self, stream_id: str, *, after_seq: int = 0
+    ) -> AsyncGenerator[list[Recorded], None]:
+        """``subscribe``, a commit's events (or a page of the catch-up) at a time: for a
+        follower that looks at each batch as a whole."""
         last = after_seq
         while True:
             wake = self.notifier.waiter(stream_id)
@@ -356,8 +367,7 @@ class BaseEventStore:
             if batch is None:
                 batch = await self.read(stream_id, after_seq=last, limit=1000)
             if batch:
-                for record in batch:
-                    yield record
+                yield batch
                 last = batch[-1].seq
                 continue
             await wake.wait()

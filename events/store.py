@@ -49,3 +49,9 @@ class EventStore(Protocol):
     def subscribe(self, stream_id: str, *, after_seq: int = 0) -> AsyncIterator[Recorded]:
         """Events after ``after_seq``: caught up from the log, then live; no gap, no duplicate."""
         ...
+
+    def subscribe_batches(
+        self, stream_id: str, *, after_seq: int = 0
+    ) -> AsyncIterator[list[Recorded]]:
+        """``subscribe``, a commit (or a page of the catch-up) at a time."""
+        ...

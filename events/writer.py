@@ -53,6 +53,7 @@ class StreamWriter:
         # fast_acquire: taking the free lock (nearly always) does not yield to the loop.
         self._sending = anyio.Lock(fast_acquire=True)
         self._due = False
+        self.batches_sent = 0  # batches submitted to the store so far
 
     @property
     def last_seq(self) -> int:
@@ -104,9 +105,19 @@ class StreamWriter:
 
     async def append(self, *events: Event | NewEvent) -> list[Recorded]:
         """Stage events and wait until they (and everything before) are durable."""
-        await self.stage(*events)
-        records = await self.commit()
-        return records[-len(events) :] if events else []
+        if not events or self._staged or self._in_flight or self._sending.locked():
+            await self.stage(*events)
+            records = await self.commit()
+            return records[-len(events) :] if events else []
+        # Nothing before them is on its way (a decision between streams, the usual
+        # case): they go to the store as one append, without passing through the stage.
+        self._check()
+        expected = self._seq
+        self._seq += len(events)
+        with anyio.CancelScope(shield=True):  # once counted in _seq, always submitted
+            request = await self.store.submit(self.stream_id, events, expected_seq=expected)
+            self._in_flight.append(request)
+        return self._given(await self._await_oldest())
 
     async def commit(self) -> list[Recorded]:
         """Wait until everything staged is durable; returns the last batch's records."""
@@ -115,7 +126,11 @@ class StreamWriter:
         last: list[Recorded] = []
         while self._in_flight:
             last = await self._await_oldest()
-        return last
+        return self._given(last)
+
+    def _given(self, records: list[Recorded]) -> list[Recorded]:
+        """Committed records as this writer gives them out (a subclass may renumber)."""
+        return records
 
     @asynccontextmanager
     async def ticking(self) -> AsyncIterator[None]:
@@ -155,6 +170,7 @@ class StreamWriter:
             with anyio.CancelScope(shield=True):
                 request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
                 self._in_flight.append(request)
+            self.batches_sent += 1
 
     async def _await_oldest(self) -> list[Recorded]:
         request = self._in_flight[0]

@@ -7,7 +7,7 @@ import functools
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -209,9 +209,13 @@ class Navi:
         return end.event.content if isinstance(end.event, RunCompleted) else ""
 
     async def wait_for_end(self, session_id: str, reply: m.RunStartedReply) -> Recorded:
-        async for record in self.store.subscribe(session_id, after_seq=reply.after_seq):
-            if record.run_id == reply.run_id and record.type in TERMINAL_RUN_EVENTS:
-                return record
+        run_id = reply.run_id
+        batches = self.store.subscribe_batches(session_id, after_seq=reply.after_seq)
+        async with aclosing(batches):
+            async for batch in batches:
+                for record in batch:
+                    if record.run_id == run_id and record.type in TERMINAL_RUN_EVENTS:
+                        return record
         raise AssertionError("unreachable: a subscription never ends")
 
     async def run_ephemeral(

@@ -9,7 +9,6 @@ and the tools, and ``stop.requested`` is recorded.
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
@@ -52,7 +51,7 @@ from navi.run.workers import Worker, run_workers
 from navi.session import messages as m
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, clean_images
-from navi.session.recovery import WRITER_MAX_BATCH, WRITER_MAX_DELAY, recover
+from navi.session.recovery import recover
 from navi.session.state import SessionState
 from profiles import UnknownProfile, profile_hash
 
@@ -99,10 +98,6 @@ class SessionActor(Actor[object]):
         self._run_id: str | None = None
         # A re-summary asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
-        # The burst of chunks staged since the stream last paused or drained (see stage).
-        self._burst = 0
-        self._burst_at = 0.0
-        self._staged_at = 0.0
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -416,32 +411,18 @@ class SessionActor(Actor[object]):
                 self._stage_now(event)
         else:
             self._stage_now(event)
-        await self._writer.send_if_due()
-        await self._drain_if_due()
-
-    async def _drain_if_due(self) -> None:
-        """Let a fast stream's batch through before staging the next one.
-
-        A stream arriving faster than it is handled never waits on the network, so it
-        would keep the event loop for a whole read (hundreds of chunks) while the batch
-        it has just sent waits to be committed and its frames wait to go out. When a
-        burst has filled a batch, as the writer counts (WRITER_MAX_*: the writer has
-        sent it at this very chunk), the stager gives a few turns to the pipeline. A slow
-        stream never fills a batch (it pauses; the writer's ticker sends its chunks)."""
-        now = time.monotonic()
-        if now - self._staged_at >= WRITER_MAX_DELAY:
-            self._burst = 0  # a pause: what was staged has been sent by the ticker
-        if self._burst == 0:
-            self._burst_at = now
-        self._burst += 1
-        self._staged_at = now
-        if self._burst >= WRITER_MAX_BATCH or (
-            self._burst > 1 and now - self._burst_at >= WRITER_MAX_DELAY
-        ):
-            self._burst = 0
+        # A stream arriving faster than it is handled never waits on the network, so
+        # it would keep the event loop for a whole read (hundreds of chunks) while the
+        # batch just sent waits to be committed and its frames to go out. So when this
+        # chunk sent a batch on its way, as the writer alone decides (full, or old), the
+        # stager gives the pipeline a few turns before it stages the next one. A slow
+        # stream pauses anyway: the writer's ticker sends its chunks meanwhile.
+        writer = self._writer
+        sent = writer.batches_sent
+        await writer.send_if_due()
+        if writer.batches_sent != sent:
             for _ in range(DRAIN_TURNS):
                 await anyio.lowlevel.checkpoint()
-            self._staged_at = time.monotonic()
 
     def _stage_now(self, event: Event) -> None:
         assert self._writer is not None

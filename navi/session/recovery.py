@@ -28,7 +28,7 @@ from navi.session.state import SessionState
 # before a client can see it, so a flat-out stream goes in small batches (SQLite commits
 # 256 chunks in one or two milliseconds on the loop); WRITER_MAX_IN_FLIGHT keeps as many
 # chunks on their way to the store as 8 batches of 512 did. The session actor's stager
-# follows the same rule to let each batch through (SessionActor.stage).
+# lets each batch through once the writer has sent it (SessionActor.stage).
 WRITER_MAX_DELAY = 0.005
 WRITER_MAX_BATCH = 256
 WRITER_MAX_IN_FLIGHT = 16
@@ -55,13 +55,13 @@ class ForkWriter(StreamWriter):
     def last_seq(self) -> int:
         return super().last_seq + self.offset
 
-    # ``stage`` returns what ``stage_nowait`` does, and ``append`` commits through
-    # ``commit``: shifting these two shifts every seq the writer gives out.
+    # ``stage`` returns what ``stage_nowait`` does, and every committed record goes out
+    # through ``_given``: shifting these two shifts every seq the writer gives out.
     def stage_nowait(self, *events: Event | NewEvent) -> int:
         return super().stage_nowait(*events) + self.offset
 
-    async def commit(self) -> list[Recorded]:
-        return [replace(r, seq=r.seq + self.offset) for r in await super().commit()]
+    def _given(self, records: list[Recorded]) -> list[Recorded]:
+        return [replace(r, seq=r.seq + self.offset) for r in records]
 
 
 async def recover(

@@ -229,6 +229,24 @@ class StoreContract:
                     await store.append("s", [chunk(4)], expected_seq=3)
             assert seen == ["chunk 2", "chunk 3", "chunk 4"]
 
+    async def test_batches_of_a_subscription_are_its_commits(self) -> None:
+        async with self.open_store() as store:
+            await store.append("s", [chunk(1), chunk(2), chunk(3)], expected_seq=0)
+            seen: list[list[str]] = []
+
+            async def follow() -> None:
+                async for batch in store.subscribe_batches("s", after_seq=1):
+                    seen.append(texts(batch))
+                    if batch[-1].seq == 5:
+                        return
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follow)
+                    await anyio.sleep(0.01)
+                    await store.append("s", [chunk(4), chunk(5)], expected_seq=3)
+            assert seen == [["chunk 2", "chunk 3"], ["chunk 4", "chunk 5"]]
+
     async def test_subscribe_has_no_gap_and_no_duplicate_under_racing_appends(self) -> None:
         total = 600
         async with self.open_store() as store:

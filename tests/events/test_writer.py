@@ -21,6 +21,23 @@ async def test_chunks_wait_for_a_boundary_and_commit_together() -> None:
         assert store.commit_count == 1
 
 
+async def test_decisions_appended_while_batches_are_on_their_way_keep_their_order() -> None:
+    """An append with nothing before it goes straight to the store; one that finds
+    batches still on their way (or being sent) waits its turn behind them."""
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_batch=2, max_delay=60)
+        first = await writer.append(ToolCompleted(call_id="c", name="t", output="a"))
+        assert [r.seq for r in first] == [1] and store.commit_count == 1
+        for i in range(5):  # two batches sent (not yet committed), one chunk staged
+            writer.stage_nowait(LLMText(text=str(i)))
+            await writer.send_if_due()
+        decided = await writer.append(LLMCompleted(content="01234"))
+        assert [r.seq for r in decided] == [7]
+        stored = await store.read("s")
+        assert [r.seq for r in stored] == list(range(1, 8))
+        assert [r.event.text for r in stored[1:6]] == list("01234")  # type: ignore[attr-defined]
+
+
 async def test_a_full_batch_is_sent_without_a_boundary() -> None:
     async with InMemoryEventStore() as store:
         writer = StreamWriter(store, "s", last_seq=0, max_batch=4, max_delay=60)

@@ -4,6 +4,7 @@ and each batch reaches a follower of the log before the stager runs on."""
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
@@ -36,8 +37,9 @@ class FloodLLM:
     model = "flood-model"
     url = "flood:"
 
-    def __init__(self, chunks: int) -> None:
+    def __init__(self, chunks: int, *, stall_every: int = 0) -> None:
         self.chunks = chunks
+        self.stall_every = stall_every
         self.sent = 0
 
     async def stream_complete(
@@ -50,6 +52,10 @@ class FloodLLM:
     ) -> AsyncGenerator[StreamChunk, None]:
         for _ in range(self.chunks):
             self.sent += 1
+            if self.stall_every and self.sent % self.stall_every == 0:
+                # The process stalls without yielding (a garbage collection, say) for
+                # longer than the writer's delay: it sends a batch that is not full.
+                time.sleep(0.006)
             yield TextPiece(text="tok ")
         yield FinalChunk(finish_reason="stop", completion_tokens=self.chunks)
 
@@ -70,8 +76,11 @@ class FloodLLM:
         pass
 
 
-async def test_a_flat_out_stream_reaches_a_follower_batch_by_batch(tmp_path: Path) -> None:
-    llm = FloodLLM(chunks=8 * WRITER_MAX_BATCH + 5)
+@pytest.mark.parametrize("stall_every", [0, 100], ids=["steady", "stalling"])
+async def test_a_flat_out_stream_reaches_a_follower_batch_by_batch(
+    tmp_path: Path, stall_every: int
+) -> None:
+    llm = FloodLLM(chunks=8 * WRITER_MAX_BATCH + 5, stall_every=stall_every)
     settings = navi_settings(tmp_path, "http://127.0.0.1:9", planning="off")
     async with Navi.open(
         settings, backend=llm, store=InMemoryEventStore(), background=False
