@@ -2,9 +2,14 @@
 
 100,000 chunk-sized events (~200 bytes) through the SQLite store (and PostgreSQL when
 NAVI_BENCH_POSTGRES_URL or NAVI_TEST_POSTGRES_URL is set), with raw sqlite3 batched
-inserts measured in the same run as the ceiling.
+inserts (and raw asyncpg COPY transactions) measured in the same run as the ceiling.
 
-    .venv/bin/python bench/append.py [--events N]
+PostgreSQL is measured in a database of its own, created next to the given one and
+dropped after (if the user may not create databases, in the given one, after deleting
+the bench's earlier events): rows deleted by earlier runs and not yet vacuumed (a test
+server often runs without autovacuum) would slow every append down, run after run.
+
+    .venv/bin/python bench/append.py [--events N] [--only memory,sqlite,postgres]
 """
 
 from __future__ import annotations
@@ -13,20 +18,28 @@ import argparse
 import sqlite3
 import tempfile
 import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import asyncpg
 from _common import percentile, postgres_url, report
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
 
 from events.base import BaseEventStore
 from events.memory import InMemoryEventStore
-from events.postgres import PostgresEventStore
+from events.postgres import PostgresEventStore, asyncpg_dsn
+from events.sql import INSERT_COLUMNS
 from events.sqlite import SqliteEventStore
 from events.types import LLMText
 from events.writer import StreamWriter
 
 CHUNK = LLMText(text="x" * 170)  # ~200 bytes of JSON payload
 BATCH = 256  # what a streaming writer stages between flushes
+PG_BATCH = 512  # the store's transactions in one_stream (a StreamWriter's batches)
 
 
 async def one_stream(store: BaseEventStore, total: int) -> float:
@@ -144,38 +157,107 @@ async def run_store(label: str, make: object, total: int, figures: dict[str, flo
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--events", type=int, default=100_000)
-    total = parser.parse_args().events
+    parser.add_argument(
+        "--only", default="memory,sqlite,postgres", help="the stores to measure, comma-separated"
+    )
+    args = parser.parse_args()
+    total, only = args.events, set(args.only.split(","))
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        figures["raw_sqlite_events_per_s"] = raw_sqlite(Path(tmp) / "raw.db", total)
-        print(
-            f"{'raw sqlite3':10} batches of {BATCH}:             "
-            f"{figures['raw_sqlite_events_per_s']:>10,.0f} events/s (the ceiling)"
-        )
+        if "sqlite" in only:
+            figures["raw_sqlite_events_per_s"] = raw_sqlite(Path(tmp) / "raw.db", total)
+            print(
+                f"{'raw sqlite3':10} batches of {BATCH}:             "
+                f"{figures['raw_sqlite_events_per_s']:>10,.0f} events/s (the ceiling)"
+            )
         counter = iter(range(1000))
-        await run_store("memory", InMemoryEventStore, total, figures)
-        await run_store(
-            "sqlite",
-            lambda: SqliteEventStore(Path(tmp) / f"navi{next(counter)}.db"),
-            total,
-            figures,
-        )
+        if "memory" in only:
+            await run_store("memory", InMemoryEventStore, total, figures)
+        if "sqlite" in only:
+            await run_store(
+                "sqlite",
+                lambda: SqliteEventStore(Path(tmp) / f"navi{next(counter)}.db"),
+                total,
+                figures,
+            )
         url = postgres_url()
-        if url:
-            await _reset_postgres(url)
-            await run_store("postgres", lambda: PostgresEventStore(url), total, figures)
+        if "postgres" not in only:
+            pass
+        elif url:
+            async with bench_database(url) as db:
+                figures["raw_postgres_events_per_s"] = await raw_postgres(db, total)
+                print(
+                    f"{'raw asyncpg':10} COPY, {PG_BATCH} per transaction:  "
+                    f"{figures['raw_postgres_events_per_s']:>10,.0f} events/s (the ceiling)"
+                )
+                await run_store("postgres", lambda: PostgresEventStore(db), total, figures)
         else:
             print("postgres   skipped: set NAVI_BENCH_POSTGRES_URL to measure it")
-    figures["wake_p50_ms"] = figures["sqlite_wake_p50_ms"]
-    figures["wake_p99_ms"] = figures["sqlite_wake_p99_ms"]
+    if "sqlite" in only:
+        figures["wake_p50_ms"] = figures["sqlite_wake_p50_ms"]
+        figures["wake_p99_ms"] = figures["sqlite_wake_p99_ms"]
     report(figures)
 
 
-async def _reset_postgres(url: str) -> None:
-    from sqlalchemy import text
+@asynccontextmanager
+async def bench_database(url: str) -> AsyncIterator[str]:
+    """A fresh database next to ``url`` for the run, dropped after; or ``url`` itself,
+    without the bench's earlier events, if this user may not create one."""
+    name = f"navi_bench_{uuid.uuid4().hex[:10]}"
+    admin = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        try:
+            await admin.execute(f'CREATE DATABASE "{name}"')
+        except asyncpg.InsufficientPrivilegeError:
+            async with PostgresEventStore(url) as store, store.engine.begin() as conn:
+                await conn.execute(text("DELETE FROM navi_events WHERE stream_id LIKE 'bench-%'"))
+            yield url
+            return
+        try:
+            yield make_url(url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
 
-    async with PostgresEventStore(url) as store, store.engine.begin() as conn:
-        await conn.execute(text("DELETE FROM navi_events WHERE stream_id LIKE 'bench-%'"))
+
+async def raw_postgres(url: str, total: int) -> float:
+    """The bare server path: the store's rows, COPY in transactions of PG_BATCH, one
+    connection, durable commits; into a copy of the events table (indexes included)."""
+    async with PostgresEventStore(url):  # creates the schema
+        pass
+    conn = await asyncpg.connect(asyncpg_dsn(url))
+    try:
+        await conn.execute("DROP TABLE IF EXISTS navi_bench_raw")
+        await conn.execute("CREATE TABLE navi_bench_raw (LIKE navi_events INCLUDING ALL)")
+        payload = b'{"text":"' + b"x" * 170 + b'"}'
+        now = time.time()
+        rows = [
+            (
+                i,
+                "raw",
+                i,
+                f"00000000-0000-4000-8000-{i:012x}",
+                "llm.text",
+                1,
+                now,
+                None,
+                None,
+                payload,
+            )
+            for i in range(1, total + 1)
+        ]
+        start = time.perf_counter()
+        for k in range(0, total, PG_BATCH):
+            async with conn.transaction():
+                await conn.copy_records_to_table(
+                    "navi_bench_raw", records=rows[k : k + PG_BATCH], columns=INSERT_COLUMNS
+                )
+        rate = total / (time.perf_counter() - start)
+        await conn.execute("DROP TABLE navi_bench_raw")
+    finally:
+        await conn.close()
+    return rate
 
 
 if __name__ == "__main__":

@@ -11,6 +11,12 @@ and before a retry the store checks whether the failed attempt did commit after 
 (the connection can die between COMMIT and its answer) by looking for the event ids it
 had planned. The LISTEN connection reconnects too, and then forgets every cached
 stream head, since notifications sent meanwhile were missed.
+
+A write transaction is a few round trips on one connection, each a wait for the server
+during which the event loop stages and plans what comes next. While appends are queued,
+a commit's message also begins the next transaction and takes the lock for it; a batch
+planned ahead is then written first and its plan checked after, so that the server
+writes its rows while the event loop works (statements in ``events.pg_writes``).
 """
 
 from __future__ import annotations
@@ -32,14 +38,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
+from events.pg_writes import (
+    BEGIN_LOCKED,
+    CHANNEL,
+    HEADS_AND_POSITION,
+    PLANNED_AHEAD_HELD,
+    WRITE_LOCK_KEY,
+    roll_back,
+)
 from events.planning import Guess
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
 log = structlog.get_logger(__name__)
-
-CHANNEL = "navi_events"
-# pg_advisory_xact_lock key held by every event writer ("navi" in ASCII).
-WRITE_LOCK_KEY = 0x6E617669
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -108,6 +118,11 @@ class PostgresEventStore(SqlEventStore):
         )
         self._foreign_notifies = 0
         self.reconnects = 0
+        # The writer connection whose transaction, begun by the last commit's message,
+        # holds the write lock for the next batch (see _end); and what that message
+        # sends after the COMMIT (a test makes it fail).
+        self._locked: asyncpg.Connection | None = None
+        self._begin_next = BEGIN_LOCKED
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
         writer = create_async_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=True)
@@ -121,50 +136,128 @@ class PostgresEventStore(SqlEventStore):
         self, driver: Any, batch: list[AppendRequest], guess: Guess | None
     ) -> list[Planned]:
         conn: asyncpg.Connection = driver
-        streams = sorted({r.stream_id for r in batch})
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", WRITE_LOCK_KEY)
-            rows = await conn.fetch(
-                "SELECT s, (SELECT seq FROM navi_events WHERE stream_id = s "
-                "ORDER BY seq DESC LIMIT 1) FROM unnest($1::text[]) AS s",
-                streams,
-            )
-            heads = {sid: int(seq or 0) for sid, seq in rows}
-            position = await conn.fetchval("SELECT coalesce(max(position), 0) FROM navi_events")
-            written = [r for r in batch if not await self._landed_before(conn, r)]
-            if len(written) < len(batch):  # an earlier attempt did commit: plan the rest
-                batch, guess = written, None
-            used: dict[tuple[str, str], tuple[int, int]] = {}
-            keyed = [r for r in batch if r.idempotency_key is not None]
-            if keyed and (guess is None or not guess.holds(heads, position)):
-                found = await conn.fetch(
-                    "SELECT stream_id, key, first_seq, last_seq FROM navi_idempotency "
-                    "WHERE (stream_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
-                    [r.stream_id for r in keyed],
-                    [r.idempotency_key for r in keyed],
-                )
-                used = {(s, k): (f, la) for s, k, f, la in found}
-            planned, records, new_keys = self.plan_in_transaction(
-                batch, guess, heads, int(position), used
-            )
-            for item in planned:  # if the COMMIT's answer is lost, a retry looks for these
-                self._attempted[item.request] = [rec.event_id for rec in item.records]
-            if records:
-                # COPY: the fastest bulk path PostgreSQL has, inside the transaction.
+        locked = conn.is_in_transaction() and self._locked is conn
+        self._locked = None
+        try:
+            if (
+                locked
+                and guess is not None
+                and all(r.idempotency_key is None and r not in self._attempted for r in batch)
+            ):
+                planned = await self._write_planned_ahead(conn, batch, guess)
+                if planned is not None:
+                    return planned
+                locked = False  # rolled back: plan it again, on what the log holds
+            if not locked:
+                await conn.execute(BEGIN_LOCKED)
+            return await self._plan_and_write(conn, batch, guess)
+        except BaseException:
+            await roll_back(conn)
+            raise
+
+    async def _write_planned_ahead(
+        self, conn: asyncpg.Connection, batch: list[AppendRequest], guess: Guess
+    ) -> list[Planned] | None:
+        """Write a batch planned ahead in the transaction (holding the lock) that the last
+        commit began: rows first, so that the server writes them while the event loop
+        plans and stages what comes next; then check the plan. ``None``: rolled back,
+        the log did not hold what the plan assumed (a batch before it failed, or another
+        process wrote between)."""
+        planned, records, _ = self.plan_in_transaction(
+            batch, guess, guess.heads, guess.position, {}
+        )
+        self._remember_attempt(planned)
+        held = True
+        if records:
+            try:
                 await conn.copy_records_to_table(
                     "navi_events", records=records, columns=INSERT_COLUMNS
                 )
-            if new_keys:
-                await conn.executemany(
-                    "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) "
-                    "VALUES ($1, $2, $3, $4)",
-                    new_keys,
-                )
-            for stream_id in {item.request.stream_id for item in planned}:
-                await conn.execute(
-                    "SELECT pg_notify($1, $2)", CHANNEL, f"{self.node_id}:{stream_id}"
-                )
+            except asyncpg.UniqueViolationError:
+                held = False
+        if held:
+            last = dict(guess.heads)
+            for item in planned:
+                last[item.request.stream_id] = item.records[-1].seq
+            held = await conn.fetchval(
+                PLANNED_AHEAD_HELD,
+                guess.position,
+                guess.position + len(records),
+                list(last),
+                [guess.heads[s] for s in last],
+                list(last.values()),
+                CHANNEL,
+                f"{self.node_id}:",
+            )
+        if not held:
+            await conn.execute("ROLLBACK")
+            for request in batch:
+                self._attempted.pop(request, None)
+            return None
+        await self._end(conn, commit=bool(records))
         return planned
+
+    async def _plan_and_write(
+        self, conn: asyncpg.Connection, batch: list[AppendRequest], guess: Guess | None
+    ) -> list[Planned]:
+        """Plan ``batch`` (or check its plan) on the heads and position read under the
+        lock, then write it: this read, COPY (asyncpg sends the rows right behind the
+        statement: one round trip) and COMMIT, after the BEGIN."""
+        streams = sorted({r.stream_id for r in batch})
+        rows = await conn.fetch(HEADS_AND_POSITION, streams, CHANNEL, f"{self.node_id}:")
+        heads = {row[0]: row[1] for row in rows}
+        position = rows[0][2]
+        written = [r for r in batch if not await self._landed_before(conn, r)]
+        if len(written) < len(batch):  # an earlier attempt did commit: plan the rest
+            batch, guess = written, None
+        used: dict[tuple[str, str], tuple[int, int]] = {}
+        keyed = [r for r in batch if r.idempotency_key is not None]
+        if keyed and (guess is None or not guess.holds(heads, position)):
+            found = await conn.fetch(
+                "SELECT stream_id, key, first_seq, last_seq FROM navi_idempotency "
+                "WHERE (stream_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+                [r.stream_id for r in keyed],
+                [r.idempotency_key for r in keyed],
+            )
+            used = {(s, k): (f, la) for s, k, f, la in found}
+        planned, records, new_keys = self.plan_in_transaction(batch, guess, heads, position, used)
+        self._remember_attempt(planned)
+        if records:
+            await conn.copy_records_to_table("navi_events", records=records, columns=INSERT_COLUMNS)
+        if new_keys:
+            await conn.executemany(
+                "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) "
+                "VALUES ($1, $2, $3, $4)",
+                new_keys,
+            )
+        await self._end(conn, commit=bool(records or new_keys))
+        return planned
+
+    def _remember_attempt(self, planned: list[Planned]) -> None:
+        # If the COMMIT's answer is lost, a retry looks for these ids (_landed_before).
+        for item in planned:
+            self._attempted[item.request] = [rec.event_id for rec in item.records]
+
+    async def _end(self, conn: asyncpg.Connection, *, commit: bool) -> None:
+        """COMMIT, or ROLLBACK when nothing is written (stale or replayed appends; it
+        drops their NOTIFY too). While more appends are queued, the same message begins
+        the next transaction and takes the lock for it: the next batch starts with its
+        rows. (Another process waiting for the lock still gets it in turn: this commit
+        is then answered once that process's transaction is over.)"""
+        end = "COMMIT" if commit else "ROLLBACK"
+        if self._send is None or self._send.statistics().current_buffer_used == 0:
+            await conn.execute(end)
+            return
+        try:
+            await conn.execute(f"{end}; {self._begin_next}")
+        except Exception as exc:
+            if is_disconnect(exc) or not conn.is_in_transaction():
+                raise  # the COMMIT failed, or whether it did is unknown
+            # Committed; only the next transaction failed to begin (a lock_timeout, say).
+            log.warning("postgres.lock_ahead_failed", error=str(exc))
+            await roll_back(conn)
+            return
+        self._locked = conn
 
     async def _landed_before(self, conn: asyncpg.Connection, request: AppendRequest) -> bool:
         """Whether an earlier attempt of ``request``, whose COMMIT went unanswered, did
