@@ -3,10 +3,11 @@
 Every LLM call of the agent loop is one streamed POST. Through httpx it crosses the
 request and response models, the auth, redirect and cookie hooks and httpcore's pool:
 CPU on every iteration for features a chat stream never uses (0.7 ms per call against
-0.2 ms here, measured against the fake LLM server). This client does what such a
-request needs: fixed headers and the body in one write, the answer parsed by h11, a
-small pool of keep-alive connections, on asyncio (the event loop of anyio's asyncio
-backend, and uvloop under uvicorn).
+0.1 ms here, measured against the fake LLM server). This client does what such a
+request needs: fixed headers and the body in one write, the answer parsed by llhttp
+(``httptools``, the C parser uvicorn uses) as it arrives, a small pool of keep-alive
+connections, on asyncio (the event loop of anyio's asyncio backend, and uvloop under
+uvicorn).
 
 It serves plain ``http://`` servers reached without a proxy (:func:`lean_applies`);
 anything else (``https://``, a proxy from the environment, credentials in the URL)
@@ -15,9 +16,9 @@ stays with httpx, which also does all the small requests (model lists, probes).
 * A reused idle connection that the server had already closed (the write fails, or
   the connection ends before the first byte of an answer) is replaced by a fresh one
   and the request sent once more. Once a byte of the answer arrived there is no retry.
-* A connection goes back to the pool only when its answer was read to the end. Any
-  other exit (stop, timeout, error, cancellation) closes it: that is how the server
-  learns to stop generating.
+* A connection goes back to the pool only when its answer was read to the end and the
+  server did not ask to close it. Any other exit (stop, timeout, error, cancellation)
+  closes it: that is how the server learns to stop generating.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import cast
 
 import anyio
 import anyio.lowlevel
-import h11
+import httptools
 import httpx
 
 from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
@@ -44,8 +45,10 @@ WRITE_TIMEOUT = 60.0
 # As httpx: an idle connection older than this is not reused (servers close them).
 KEEPALIVE_EXPIRY = 5.0
 MAX_IDLE = 8
-# Received bytes held for a reader that lags before the socket stops reading.
+# Body bytes held for a reader that lags before the socket stops reading.
 MAX_BUFFERED = 256 * 1024
+# An answer's head past this size is refused (llhttp sets no limit; h11 had one).
+MAX_HEAD = 64 * 1024
 
 
 try:
@@ -70,20 +73,33 @@ def lean_applies(base_url: httpx.URL) -> bool:
 
 
 class _Connection(asyncio.Protocol):
-    """One connection and its h11 state, as an asyncio protocol: what arrives waits for
-    the one reader; a close is immediate (no await: nothing to shield when a cancelled
-    stream closes it). Cheaper than anyio's socket stream, which pauses and resumes
-    reading around every read and adds checkpoints to every write (0.05 ms a call)."""
+    """One connection as an asyncio protocol. While an answer is awaited, what arrives
+    goes through its parser at once (llhttp's callbacks below fill the head and the
+    body pieces) and wakes the one reader; a close is immediate (no await: nothing to
+    shield when a cancelled stream closes it). Cheaper than anyio's socket stream,
+    which pauses and resumes reading around every read and adds checkpoints to every
+    write (0.05 ms a call)."""
 
     def __init__(self) -> None:
-        self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
-        self._received: list[bytes] = []
+        self._parser: httptools.HttpResponseParser | None = None  # while answering
+        # The answer being read (see expect_answer).
+        self.answered = False  # a byte of it arrived
+        self.head = False  # its final head is parsed (informational answers skipped)
+        self.complete = False  # its end is parsed
+        self.status_code = 0
+        self.headers: dict[str, str] = {}
+        self.keep_alive = False  # the server lets the connection serve another request
+        self.malformed: str | None = None  # why the parser rejected the answer
+        self._head_size = 0  # bytes received while the head was incomplete
+        self._informational = False
+        self.body: list[bytes] = []  # pieces parsed, not yet read
         self._buffered = 0
         self._reading_paused = False
-        self._ended = False  # the server closed its side, or the connection is lost
+        self._stray = False  # bytes outside any awaited answer: never reuse
+        self.ended = False  # the server closed its side, or the connection is lost
         self._error: Exception | None = None
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None  # while writing is paused
@@ -91,7 +107,7 @@ class _Connection(asyncio.Protocol):
     @property
     def usable(self) -> bool:
         """Idle and still open, with nothing unexpected received meanwhile."""
-        return not self._ended and not self._received
+        return not self.ended and not self._stray
 
     # ------------------------------------------------------------ protocol callbacks
 
@@ -100,8 +116,23 @@ class _Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        self._received.append(data)
-        self._buffered += len(data)
+        parser = self._parser
+        if parser is None or self.complete or self.malformed is not None:
+            self._stray = True
+            return
+        self.answered = True
+        try:
+            parser.feed_data(data)
+        except (httptools.HttpParserError, httptools.HttpParserUpgrade) as exc:
+            # After the end: bytes past a "Connection: close" answer.
+            if self.complete:
+                self._stray = True
+            else:
+                self.malformed = str(exc) or type(exc).__name__
+        if not self.head:
+            self._head_size += len(data)
+            if self._head_size > MAX_HEAD and self.malformed is None:
+                self.malformed = f"a head of more than {MAX_HEAD} bytes"
         if self._buffered > MAX_BUFFERED and not self._reading_paused:
             # The reader is behind: let TCP push back on the server.
             assert self._transport is not None
@@ -110,13 +141,11 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def eof_received(self) -> None:
-        self._ended = True
-        self._wake()
+        self._end_of_input()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._ended = True
         self._error = exc
-        self._wake()
+        self._end_of_input()
         self.resume_writing()
 
     def pause_writing(self) -> None:
@@ -127,52 +156,111 @@ class _Connection(asyncio.Protocol):
         if writable is not None and not writable.done():
             writable.set_result(None)
 
+    def _end_of_input(self) -> None:
+        if not self.ended and self._error is None and self.head and not self.complete:
+            # llhttp learns of the end of a body delimited by the close only from
+            # llhttp_finish, which httptools does not expose: a clean close is its end.
+            self.complete = self.malformed is None and _delimited_by_close(self.headers)
+        self.ended = True
+        self._wake()
+
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    # ------------------------------------------------------------ parser callbacks
+
+    def on_message_begin(self) -> None:
+        if self.complete:  # a second answer to one request
+            self._stray = True
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head:  # a trailer field after a chunked body: not used
+            return
+        key = name.decode("latin-1").lower()
+        # (llhttp drops the whitespace before a value, not after it.)
+        text = value.decode("latin-1").rstrip(" \t")
+        headers = self.headers
+        headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        parser = self._parser
+        assert parser is not None
+        status = parser.get_status_code()
+        if status < 200:
+            self._informational = True
+            self.headers = {}
+            return
+        self.status_code = status
+        # Asked now: llhttp forgets the framing flags once the message is complete.
+        self.keep_alive = parser.should_keep_alive()
+        self.head = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+        self._buffered += len(body)
+
+    def on_message_complete(self) -> None:
+        if self._informational:
+            self._informational = False
+            self.body.clear()
+            self._buffered = 0
+            return
+        self.complete = True
+
     # ------------------------------------------------------------ used by the client
+
+    def expect_answer(self) -> None:
+        """Parse what arrives from now on as the answer to a request being sent."""
+        self._parser = httptools.HttpResponseParser(self)
+        self.answered = self.head = self.complete = False
+        self.status_code = self._head_size = 0
+        self.headers = {}
+
+    def done(self) -> None:
+        """The answer is read: anything more that arrives is unexpected."""
+        self._parser = None  # (it refers back to this protocol)
 
     async def send(self, data: bytes) -> None:
         """Write ``data``; wait only while the socket buffer is full (``WRITE_TIMEOUT``)."""
-        if self._ended or self._transport is None:
+        if self.ended or self._transport is None:
             raise ConnectionResetError("the connection is closed")
         self._transport.write(data)
         if self._writable is not None:
             with anyio.fail_after(WRITE_TIMEOUT):
                 while self._writable is not None:
                     await self._writable
-            if self._ended:
-                raise self._lost()
+            if self.ended:
+                raise ConnectionResetError("the connection is closed")
 
-    async def receive(self) -> bytes:
-        """All the bytes that arrived since the last call, waiting for some; ``b""``
-        once the server closed its side. Raises ``OSError`` if the connection broke."""
-        while not self._received:
-            if self._ended:
-                if self._error is not None:
-                    raise self._lost()
-                return b""
-            waiter = self._waiter = self._loop.create_future()
-            await waiter
-        received, self._received = self._received, []
+    async def wait(self, url: str) -> None:
+        """Until the parser or the connection has news; raises if the answer is
+        malformed or the connection ended."""
+        if self.malformed is not None:
+            raise _bad_answer(url, self.malformed)
+        if self.ended:
+            why = _describe(self._error) if self._error else "closed by the server"
+            raise IncompleteStream(f"the connection dropped ({why})", url=url)
+        waiter = self._waiter = self._loop.create_future()
+        await waiter
+
+    def take_body(self) -> bytes:
+        """The body bytes parsed since the last call (``b""`` if none)."""
+        body, self.body = self.body, []
         self._buffered = 0
         if self._reading_paused:
             assert self._transport is not None
             self._reading_paused = False
             self._transport.resume_reading()
-        return received[0] if len(received) == 1 else b"".join(received)
-
-    def _lost(self) -> OSError:
-        error = self._error
-        if isinstance(error, OSError):
-            return error
-        return ConnectionResetError(f"the connection is closed{f' ({error})' if error else ''}")
+        if len(body) == 1:
+            return body[0]
+        return b"".join(body)
 
     def close(self) -> None:
         """Close at once; unsent and unread bytes are dropped (the server sees it go)."""
-        self._ended = True
+        self.ended = True
+        self._parser = None
         if self._transport is not None:
             self._transport.abort()
 
@@ -180,20 +268,14 @@ class _Connection(asyncio.Protocol):
 class LeanResponse:
     """The streamed answer: ``status_code``, ``headers`` (lowercase names), the body."""
 
-    __slots__ = ("_conn", "_eof", "_url", "complete", "headers", "status_code")
+    __slots__ = ("_conn", "_url", "complete", "headers", "status_code")
 
-    def __init__(self, conn: _Connection, event: h11.Response, url: str) -> None:
+    def __init__(self, conn: _Connection, url: str) -> None:
         self._conn = conn
         self._url = url
-        self._eof = False
         self.complete = False
-        self.status_code = event.status_code
-        headers: dict[str, str] = {}
-        for name, value in event.headers:
-            key = name.decode("latin-1")
-            text = value.decode("latin-1")
-            headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        self.headers = headers
+        self.status_code = conn.status_code
+        self.headers = conn.headers
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         """The body, one piece per network read that carried body bytes."""
@@ -206,40 +288,14 @@ class LeanResponse:
         return b"".join([piece async for piece in self.aiter_bytes()])
 
     async def _read(self) -> bytes:
-        """The body bytes that the next network read completes; ``b""`` at the end."""
-        conn = self._conn.h11
-        parts: list[bytes | bytearray] = []
-        while True:
-            try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise self._broken(exc) from exc
-            if event is h11.NEED_DATA:
-                if parts:
-                    break
-                await self._receive()
-            elif type(event) is h11.Data:
-                parts.append(event.data)
-            elif type(event) is h11.EndOfMessage:
-                self.complete = True
-                break
-            else:
-                raise _bad_answer(self._url, f"unexpected {type(event).__name__}")
-        return b"".join(parts)
-
-    async def _receive(self) -> None:
-        try:
-            data = await self._conn.receive()
-        except OSError as exc:
-            detail = f"the connection dropped ({_describe(exc)})"
-            raise IncompleteStream(detail, url=self._url) from exc
-        self._eof = not data
-        self._conn.h11.receive_data(data)
-
-    def _broken(self, exc: h11.RemoteProtocolError) -> LLMError:
-        if self._eof:
-            return IncompleteStream(f"the connection dropped ({exc})", url=self._url)
-        return _bad_answer(self._url, str(exc))
+        """The body bytes parsed since the last read, waiting for some; ``b""`` at the
+        end (then ``complete`` is set, as it is with the last bytes when they came
+        with the end)."""
+        conn = self._conn
+        while not conn.body and not conn.complete:
+            await conn.wait(self._url)
+        self.complete = conn.complete
+        return conn.take_body()
 
 
 class LeanClient:
@@ -257,7 +313,13 @@ class LeanClient:
         ]
         if api_key:
             headers.append((b"Authorization", f"Bearer {api_key}".encode()))
-        self._headers = headers
+        for name, value in headers:
+            if any(c in value for c in (b"\r", b"\n", b"\0")):
+                # It would end the header and start another (the target is safe: httpx
+                # has percent-encoded the URL's path).
+                raise ValueError(f"invalid {name.decode()} header: a line break or NUL")
+        # Everything of a request's head but the target and the body's length.
+        self._headers = b"".join(b"%b: %b\r\n" % header for header in headers)
         self._idle: list[_Connection] = []
         self._closed = False
 
@@ -275,14 +337,16 @@ class LeanClient:
         A non-2xx answer is read in full and turned into an error by ``on_error_status``.
         """
         response: LeanResponse | None = None
+        head = b"POST %b HTTP/1.1\r\n%bContent-Length: %d\r\n\r\n"
+        request = head % (target, self._headers, len(body)) + body
         conn = self._take_idle()
         if conn is not None:
-            response = await self._exchange(conn, target, body, url)
+            response = await self._exchange(conn, request, url)
         if response is None:
             # No idle connection, or the server had closed it before answering (then
             # sending again is safe: a chat request has no side effect to repeat).
             conn = await self._connect(url)
-            response = await self._exchange(conn, target, body, url)
+            response = await self._exchange(conn, request, url)
             if response is None:
                 raise IncompleteStream(
                     "the server closed the connection without answering", url=url
@@ -303,13 +367,11 @@ class LeanClient:
             # Let the transports finish closing their sockets (a callback each).
             await anyio.lowlevel.checkpoint()
 
-    async def _exchange(
-        self, conn: _Connection, target: bytes, body: bytes, url: str
-    ) -> LeanResponse | None:
+    async def _exchange(self, conn: _Connection, request: bytes, url: str) -> LeanResponse | None:
         """Send the request, read the answer's head. ``None`` (the connection closed)
         when the connection ended before the first byte of an answer."""
         try:
-            response = await self._request(conn, target, body, url)
+            response = await self._request(conn, request, url)
         except BaseException:
             conn.close()
             raise
@@ -317,44 +379,21 @@ class LeanClient:
             conn.close()
         return response
 
-    async def _request(
-        self, conn: _Connection, target: bytes, body: bytes, url: str
-    ) -> LeanResponse | None:
-        protocol = conn.h11
-        headers = [*self._headers, (b"Content-Length", b"%d" % len(body))]
-        head = protocol.send(h11.Request(method=b"POST", target=target, headers=headers))
-        protocol.send_with_data_passthrough(h11.Data(data=body))
-        protocol.send(h11.EndOfMessage())
+    @staticmethod
+    async def _request(conn: _Connection, request: bytes, url: str) -> LeanResponse | None:
+        conn.expect_answer()
         try:
-            # One write: the server gets the request whole (h11 has passed the body
-            # through untouched: with a Content-Length there is no framing to add).
-            await conn.send((head or b"") + body)
+            # One write: the server gets the request whole.
+            await conn.send(request)
         except TimeoutError as exc:
             raise ServerUnreachable(url, detail="WriteTimeout") from exc
         except OSError:
             return None
-        received = False
-        while True:
-            try:
-                event = protocol.next_event()
-            except h11.RemoteProtocolError as exc:
-                raise _bad_answer(url, str(exc)) from exc
-            if event is h11.NEED_DATA:
-                try:
-                    data = await conn.receive()
-                except OSError as exc:
-                    if not received:
-                        return None
-                    detail = f"the connection dropped ({_describe(exc)})"
-                    raise IncompleteStream(detail, url=url) from exc
-                if not data and not received:
-                    return None
-                received = True
-                protocol.receive_data(data)
-            elif type(event) is h11.Response:
-                return LeanResponse(conn, event, url)
-            elif type(event) is not h11.InformationalResponse:
-                raise _bad_answer(url, f"unexpected {type(event).__name__}")
+        while not conn.head:
+            if conn.ended and not conn.answered:
+                return None
+            await conn.wait(url)
+        return LeanResponse(conn, url)
 
     async def _connect(self, url: str) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -378,21 +417,31 @@ class LeanClient:
         return None
 
     def _release(self, response: LeanResponse) -> None:
-        """Its connection back to the pool if the answer was read to the end; else
-        closed, which is what tells the server to stop generating."""
+        """Its connection back to the pool if the answer was read to the end and the
+        server keeps the connection open; else closed, which is what tells the server
+        to stop generating."""
         conn = response._conn
-        protocol = conn.h11
         if (
-            protocol.their_state is h11.DONE
-            and protocol.our_state is h11.DONE
+            response.complete
+            and conn.keep_alive
+            and conn.usable
             and not self._closed
             and len(self._idle) < MAX_IDLE
         ):
-            protocol.start_next_cycle()
+            conn.done()
             conn.idle_since = time.monotonic()
             self._idle.append(conn)
         else:
             conn.close()
+
+
+def _delimited_by_close(headers: dict[str, str]) -> bool:
+    """Whether a body with these headers ends where the connection does (RFC 9112
+    6.3: neither chunked nor with a Content-Length)."""
+    coding = headers.get("transfer-encoding")
+    if coding is not None:
+        return coding.rsplit(",", 1)[-1].strip().lower() != "chunked"
+    return "content-length" not in headers
 
 
 def _bad_answer(url: str, detail: str) -> LLMError:

@@ -257,9 +257,225 @@ async def test_an_error_status_is_read_whole_and_the_connection_kept(
 
 async def test_a_malformed_answer_is_an_llm_error(raw: RawServer, client: LeanClient) -> None:
     raw.answers = [lambda conn: conn.transport.write(b"NOT HTTP AT ALL\r\n\r\n")]
-    with pytest.raises(LLMError, match="malformed HTTP answer") as caught:
+    with anyio.fail_after(5), pytest.raises(LLMError, match="malformed HTTP answer") as caught:
         await post(client)
     assert not isinstance(caught.value, IncompleteStream)
+
+
+def raw_answer(*pieces: bytes, close: bool = False) -> Answer:
+    """Writes ``pieces`` as they are (one write each), then hangs up if ``close``."""
+
+    def answer(conn: Connection) -> None:
+        for piece in pieces:
+            conn.transport.write(piece)
+        if close:
+            conn.transport.close()
+
+    return answer
+
+
+CHUNKED_ANSWER = (
+    b"HTTP/1.1 200 OK\r\nX-Seen: a  \r\nContent-Type: application/x-ndjson\r\nx-seen: b\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n"
+    + b"".join(b"%x\r\n%b\r\n" % (len(line), line) for line in LINES)
+    + b"0\r\nX-Trailer: t\r\n\r\n"
+)
+
+
+async def test_the_head_is_read_as_httpx_would_give_it(raw: RawServer, client: LeanClient) -> None:
+    raw.answers = [raw_answer(CHUNKED_ANSWER)]
+    async with client.stream(b"/api/chat", b"{}", url="test", on_error_status=_fail) as response:
+        assert b"".join([piece async for piece in response.aiter_bytes()]) == b"".join(LINES)
+    assert response.status_code == 200
+    # Lowercase names, repeated fields joined, no trailing whitespace, no trailer fields.
+    assert response.headers == {
+        "x-seen": "a, b",
+        "content-type": "application/x-ndjson",
+        "transfer-encoding": "chunked",
+    }
+
+
+async def test_an_answer_written_one_byte_at_a_time_arrives_whole(
+    raw: RawServer, client: LeanClient
+) -> None:
+    def answer(conn: Connection) -> None:
+        async def trickle() -> None:
+            for i in range(len(CHUNKED_ANSWER)):
+                conn.transport.write(CHUNKED_ANSWER[i : i + 1])
+                await asyncio.sleep(0.001)  # (each byte its own network read)
+
+        asyncio.get_running_loop().create_task(trickle())
+
+    raw.answers = [answer, chunked(*LINES)]
+    assert b"".join(await post(client)) == b"".join(LINES)
+    assert b"".join(await post(client)) == b"".join(LINES)
+    assert [r.connection for r in raw.requests] == [0, 0]
+
+
+class _Transport:
+    """Enough of a transport for the protocol to be fed by hand."""
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+    def abort(self) -> None: ...
+
+
+@pytest.mark.parametrize("framing", ["chunked", "content-length"])
+async def test_an_answer_split_at_any_byte_is_parsed_the_same(framing: str) -> None:
+    body = b"".join(LINES)
+    data = (
+        CHUNKED_ANSWER
+        if framing == "chunked"
+        else b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nX-Seen: a\r\n"
+        b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+    )
+    for cut in range(1, len(data)):
+        conn = lean_http._Connection()
+        conn.connection_made(cast(asyncio.Transport, _Transport()))
+        conn.expect_answer()
+        received = b""
+        for piece in (data[:cut], data[cut:]):
+            conn.data_received(piece)
+            received += conn.take_body()
+        assert conn.head and conn.complete and conn.keep_alive and conn.usable, cut
+        assert received == body and conn.headers["x-seen"].startswith("a"), cut
+        assert conn.status_code == (200 if framing == "chunked" else 201)
+
+
+async def test_an_informational_answer_is_skipped(raw: RawServer, client: LeanClient) -> None:
+    raw.answers = [
+        raw_answer(
+            b"HTTP/1.1 100 Continue\r\n\r\n",
+            b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n",
+            b'HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\n{"n":1}\n',
+        ),
+        chunked(*LINES),
+    ]
+    async with client.stream(b"/api/chat", b"{}", url="test", on_error_status=_fail) as response:
+        assert await response.aread() == b'{"n":1}\n'
+    assert response.status_code == 200 and "link" not in response.headers
+    await post(client)
+    assert [r.connection for r in raw.requests] == [0, 0]
+
+
+@pytest.mark.parametrize(
+    ("head", "close"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\n", False),
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\n", False),
+        (b"HTTP/1.0 200 OK\r\n\r\n", True),
+        (b"HTTP/1.1 200 OK\r\n\r\n", True),
+    ],
+    ids=["connection-close", "http-1.0", "http-1.0-until-close", "until-close"],
+)
+async def test_an_answer_that_closes_the_connection_is_read_and_not_reused(
+    raw: RawServer, client: LeanClient, head: bytes, close: bool
+) -> None:
+    # (Without a hang-up, the server waits for the client to close.)
+    raw.answers = [raw_answer(head, b'{"n":1}\n', close=close), chunked(*LINES)]
+    assert await post(client) == [b'{"n":1}\n']
+    with anyio.fail_after(5):
+        await raw.connections[0].closed.wait()
+    await post(client)
+    assert [r.connection for r in raw.requests] == [0, 1]
+
+
+async def test_an_http_1_0_answer_that_keeps_alive_is_reused(
+    raw: RawServer, client: LeanClient
+) -> None:
+    raw.answers = [
+        raw_answer(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\n{}\n"),
+        chunked(*LINES),
+    ]
+    assert await post(client) == [b"{}\n"]
+    await post(client)
+    assert [r.connection for r in raw.requests] == [0, 0]
+
+
+async def test_bytes_past_the_end_of_an_answer_spoil_the_connection(
+    raw: RawServer, client: LeanClient
+) -> None:
+    extra = b"HTTP/1.1 200 OK\r\n"
+    raw.answers = [
+        raw_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}" + extra),
+        chunked(*LINES),
+    ]
+    await post(client)
+    await post(client)
+    assert [r.connection for r in raw.requests] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        raw_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n"),
+        raw_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"),
+        raw_answer(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\n"
+        ),
+        raw_answer(b"HTTP/1.1 200 OK\r\nBad Name: x\r\n\r\n"),
+    ],
+    ids=["chunk-size", "both-framings", "switching-protocols", "header-name"],
+)
+async def test_malformed_answers_are_llm_errors(
+    raw: RawServer, client: LeanClient, answer: Answer
+) -> None:
+    raw.answers = [answer]
+    with anyio.fail_after(5), pytest.raises(LLMError, match="malformed HTTP answer") as caught:
+        await post(client)
+    assert not isinstance(caught.value, IncompleteStream)
+
+
+async def test_a_head_that_never_ends_is_refused(
+    raw: RawServer, client: LeanClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lean_http, "MAX_HEAD", 4096)
+    fields = b"".join(b"X-%d: %b\r\n" % (i, b"v" * 100) for i in range(100))
+    raw.answers = [
+        raw_answer(
+            b"HTTP/1.1 200 OK\r\n", *[fields[i : i + 1000] for i in range(0, len(fields), 1000)]
+        )
+    ]
+    with anyio.fail_after(5), pytest.raises(LLMError, match="malformed HTTP answer: a head"):
+        await post(client)
+
+
+async def test_an_answer_left_unread_is_not_reused_even_if_it_all_arrived(
+    raw: RawServer, client: LeanClient
+) -> None:
+    def answer(conn: Connection) -> None:
+        chunked(LINES[0], end=False)(conn)
+        loop = asyncio.get_running_loop()
+        loop.call_later(0.02, conn.transport.write, b"8\r\n%b\r\n0\r\n\r\n" % LINES[1])
+
+    raw.answers = [answer, chunked(*LINES)]
+    async with client.stream(b"/api/chat", b"{}", url="test", on_error_status=_fail) as response:
+        async for _ in response.aiter_bytes():
+            await anyio.sleep(0.1)  # the rest and the end arrive meanwhile
+            break
+    await post(client)
+    assert [r.connection for r in raw.requests] == [0, 1]
+
+
+async def test_a_reader_that_lags_stops_the_socket_reading(
+    raw: RawServer, client: LeanClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lean_http, "MAX_BUFFERED", 64 * 1024)
+    lines = [b'{"n":"%b"}\n' % (b"x" * 1000) for _ in range(2000)]
+    raw.answers = [chunked(*lines)]
+    async with client.stream(b"/api/chat", b"{}", url="test", on_error_status=_fail) as response:
+        await anyio.sleep(0.1)  # the server writes 2 MB meanwhile; nobody reads
+        conn = response._conn
+        assert conn._reading_paused and conn._buffered < 1024 * 1024
+        assert await response.aread() == b"".join(lines)
+    assert not conn._reading_paused
+
+
+def test_a_header_value_cannot_end_the_header() -> None:
+    with pytest.raises(ValueError, match="Authorization"):
+        LeanClient(httpx.URL("http://127.0.0.1:1"), connect_timeout=1.0, api_key="k\r\nX: y")
 
 
 # ---------------------------------------------------------------- the pool
@@ -341,6 +557,23 @@ async def test_a_connection_dropped_after_answer_bytes_is_not_retried(
     with pytest.raises(IncompleteStream, match="connection dropped"):
         await post(client)
     assert len(raw.requests) == 2
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        raw_answer(b"HTTP/1.1 200 OK\r\nContent-Le", close=True),
+        raw_answer(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}\n", close=True),
+        raw_answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{}", close=True),
+    ],
+    ids=["mid-head", "content-length", "chunked"],
+)
+async def test_a_clean_close_before_the_end_is_an_incomplete_stream(
+    raw: RawServer, client: LeanClient, answer: Answer
+) -> None:
+    raw.answers = [answer]
+    with anyio.fail_after(5), pytest.raises(IncompleteStream, match="closed by the server"):
+        await post(client)
 
 
 async def test_a_connection_left_before_the_end_is_closed(
