@@ -10,6 +10,7 @@ woken only after the commit.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
@@ -40,6 +41,15 @@ from events.types import Event
 __all__ = ["AppendRequest", "BaseEventStore", "Clock", "IdFactory", "Planned", "new_uuid"]
 
 log = structlog.get_logger(__name__)
+
+
+def _others_ready() -> bool:
+    """Whether a turn of the event loop now would run anything else (which might append
+    too). asyncio keeps what is ready to run in ``loop._ready``; on a loop without it
+    (uvloop), assume something is. Alone (one session at work, the common case), the
+    turn would gather nothing and cost a trip through the loop per commit."""
+    ready = getattr(asyncio.get_running_loop(), "_ready", None)
+    return ready is None or len(ready) > 0
 
 
 class BaseEventStore:
@@ -170,7 +180,8 @@ class BaseEventStore:
         bad, the committer gets the batch, in order (it commits a bad one alone)."""
         self._gathering = batch
         try:
-            await anyio.lowlevel.checkpoint()
+            if _others_ready():
+                await anyio.lowlevel.checkpoint()
             if self._commit_directly(batch):
                 return
             # Still gathering while these wait for room in the queue: nothing appended
