@@ -19,7 +19,7 @@ import httpx
 import msgspec
 import pytest
 
-from navi.llm import lean_http
+from navi.llm import lean_conn, lean_http
 from navi.llm.errors import (
     IncompleteStream,
     LLMError,
@@ -332,7 +332,7 @@ async def test_an_answer_split_at_any_byte_is_parsed_the_same(framing: str) -> N
         b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
     )
     for cut in range(1, len(data)):
-        conn = lean_http._Connection()
+        conn = lean_conn.Connection()
         conn.connection_made(cast(asyncio.Transport, _Transport()))
         conn.expect_answer()
         received = b""
@@ -431,7 +431,7 @@ async def test_malformed_answers_are_llm_errors(
 async def test_a_head_that_never_ends_is_refused(
     raw: RawServer, client: LeanClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lean_http, "MAX_HEAD", 4096)
+    monkeypatch.setattr(lean_conn, "MAX_HEAD", 4096)
     fields = b"".join(b"X-%d: %b\r\n" % (i, b"v" * 100) for i in range(100))
     raw.answers = [
         raw_answer(
@@ -462,7 +462,7 @@ async def test_an_answer_left_unread_is_not_reused_even_if_it_all_arrived(
 async def test_a_reader_that_lags_stops_the_socket_reading(
     raw: RawServer, client: LeanClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lean_http, "MAX_BUFFERED", 64 * 1024)
+    monkeypatch.setattr(lean_conn, "MAX_BUFFERED", 64 * 1024)
     lines = [b'{"n":"%b"}\n' % (b"x" * 1000) for _ in range(2000)]
     raw.answers = [chunked(*lines)]
     async with client.stream(b"/api/chat", b"{}", url="test", on_error_status=_fail) as response:
@@ -499,13 +499,13 @@ async def test_an_idle_connection_the_server_closed_is_not_used(
     raw.connections[0].transport.close()
     await anyio.sleep(0.05)  # the client's side sees the hang-up
     written_on: list[object] = []
-    send = lean_http._Connection.send
+    send = lean_conn.Connection.send
 
-    async def spy(conn: lean_http._Connection, data: bytes) -> None:
+    async def spy(conn: lean_conn.Connection, data: bytes) -> None:
         written_on.append(conn)
         await send(conn, data)
 
-    monkeypatch.setattr(lean_http._Connection, "send", spy)
+    monkeypatch.setattr(lean_conn.Connection, "send", spy)
     await post(client)
     assert [r.connection for r in raw.requests] == [0, 1]
     # Known to be closed: the request was not even tried on it (no retry needed).
@@ -602,7 +602,7 @@ async def test_connection_refused_is_server_unreachable() -> None:
 async def test_a_write_that_makes_no_progress_times_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lean_http, "WRITE_TIMEOUT", 0.2)
+    monkeypatch.setattr(lean_conn, "WRITE_TIMEOUT", 0.2)
     with socket.create_server(("127.0.0.1", 0)) as listener:  # accepts, never reads
         lean = LeanClient(
             httpx.URL(f"http://127.0.0.1:{listener.getsockname()[1]}"), connect_timeout=5.0
