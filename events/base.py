@@ -43,6 +43,11 @@ __all__ = ["AppendRequest", "BaseEventStore", "Clock", "IdFactory", "Planned", "
 log = structlog.get_logger(__name__)
 
 
+# After this many leads in a row gathered nothing, only every PROBE_EVERY-th gathers.
+LONE_LEADS = 8
+PROBE_EVERY = 8
+
+
 def _others_ready() -> bool:
     """Whether a turn of the event loop now would run anything else (which might append
     too). asyncio keeps what is ready to run in ``loop._ready``; on a loop without it
@@ -71,6 +76,7 @@ class BaseEventStore:
         # append may be committed by its caller at once (see _commit_now).
         self._pending = 0
         self._gathering: list[AppendRequest] | None = None  # the batch _lead gathers
+        self._lone_leads = 0  # leads in a row that gathered no other append
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,8 +186,13 @@ class BaseEventStore:
         bad, the committer gets the batch, in order (it commits a bad one alone)."""
         self._gathering = batch
         try:
-            if _others_ready():
+            lone = self._lone_leads
+            # A run of leads that gathered nothing (one session at work) stops paying
+            # the turn, but every PROBE_EVERY-th lead still gathers: once one gathers
+            # another append, they all do again.
+            if _others_ready() and (lone < LONE_LEADS or lone % PROBE_EVERY == 0):
                 await anyio.lowlevel.checkpoint()
+            self._lone_leads = lone + 1 if len(batch) == 1 else 0
             if self._commit_directly(batch):
                 return
             # Still gathering while these wait for room in the queue: nothing appended
