@@ -378,18 +378,27 @@ class BaseEventStore:
                     yield record
 
     async def subscribe_batches(
-        self, stream_id: str, *, after_seq: int = 0
+        self, stream_id: str, *, after_seq: int = 0, wake_on: frozenset[str] | None = None
     ) -> AsyncGenerator[list[Recorded], None]:
         """``subscribe``, a commit's events (or a page of the catch-up) at a time: for a
-        follower that looks at each batch as a whole."""
+        follower that looks at each batch as a whole. With ``wake_on`` (event types),
+        live batches come only once a commit holds one of those types (then with all
+        the events since the last batch): a follower waiting for a run's end is not
+        woken by every commit of the run."""
         last = after_seq
-        while True:
-            wake = self.notifier.waiter(stream_id)
-            batch = self.notifier.recent_after(stream_id, last)
-            if batch is None:
-                batch = await self.read(stream_id, after_seq=last, limit=1000)
-            if batch:
-                yield batch
-                last = batch[-1].seq
-                continue
-            await wake.wait()
+        wake: anyio.Event | None = None
+        try:
+            while True:
+                if wake is None or wake.is_set():  # an unset one is still registered
+                    wake = self.notifier.waiter(stream_id, tags=wake_on)
+                batch = self.notifier.recent_after(stream_id, last)
+                if batch is None:
+                    batch = await self.read(stream_id, after_seq=last, limit=1000)
+                if batch:
+                    yield batch
+                    last = batch[-1].seq
+                    continue
+                await wake.wait()
+        finally:
+            if wake_on is not None and wake is not None and not wake.is_set():
+                self.notifier.forget(stream_id, wake)

@@ -25,12 +25,20 @@ class _Recent:
 class StreamNotifier:
     def __init__(self, *, recent_per_stream: int = 4096, max_streams: int = 1024) -> None:
         self._waiters: dict[str, anyio.Event] = {}
+        # Waiters for commits that hold certain event types (a run's end, say).
+        self._tagged: dict[str, list[tuple[frozenset[str], anyio.Event]]] = {}
         self._recent: OrderedDict[str, _Recent] = OrderedDict()
         self._recent_per_stream = recent_per_stream
         self._max_streams = max_streams
 
-    def waiter(self, stream_id: str) -> anyio.Event:
-        """The event that the next commit to ``stream_id`` sets. Take it *before* reading."""
+    def waiter(self, stream_id: str, *, tags: frozenset[str] | None = None) -> anyio.Event:
+        """The event that the next commit to ``stream_id`` sets (with ``tags``: the next
+        commit holding an event of one of these types, or a write by another process).
+        Take it *before* reading."""
+        if tags is not None:
+            tagged = anyio.Event()
+            self._tagged.setdefault(stream_id, []).append((tags, tagged))
+            return tagged
         event = self._waiters.get(stream_id)
         if event is None:
             event = self._waiters[stream_id] = anyio.Event()
@@ -49,12 +57,37 @@ class StreamNotifier:
         recent.events.extend(records)
         if records:
             recent.head = records[-1].seq
-        self.wake(stream_id)
-
-    def wake(self, stream_id: str) -> None:
         event = self._waiters.pop(stream_id, None)
         if event is not None:
             event.set()
+        tagged = self._tagged.get(stream_id)
+        if tagged is not None:
+            types = {record.type for record in records}
+            waiting = [(tags, event) for tags, event in tagged if tags.isdisjoint(types)]
+            for tags, event in tagged:
+                if not tags.isdisjoint(types):
+                    event.set()
+            if waiting:
+                self._tagged[stream_id] = waiting
+            else:
+                del self._tagged[stream_id]
+
+    def forget(self, stream_id: str, event: anyio.Event) -> None:
+        """Drop a waiter taken with ``tags`` that nobody waits on any more."""
+        tagged = self._tagged.get(stream_id)
+        if tagged is not None:
+            tagged[:] = [(tags, e) for tags, e in tagged if e is not event]
+            if not tagged:
+                del self._tagged[stream_id]
+
+    def wake(self, stream_id: str) -> None:
+        """Wake every waiter of ``stream_id``: its log changed in a way this cache cannot
+        tell (another process wrote)."""
+        event = self._waiters.pop(stream_id, None)
+        if event is not None:
+            event.set()
+        for _, tagged in self._tagged.pop(stream_id, ()):
+            tagged.set()
 
     def seen(self, stream_id: str, head: int) -> None:
         """A full read found ``head`` as the stream's last seq. Remember it, unless the
@@ -75,7 +108,7 @@ class StreamNotifier:
         """Notifications from other processes may have been missed (the listening
         connection was down): forget every cached stream and wake every reader."""
         self._recent.clear()
-        for stream_id in list(self._waiters):
+        for stream_id in list(self._waiters) + list(self._tagged):
             self.wake(stream_id)
 
     def recent_after(

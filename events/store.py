@@ -51,7 +51,8 @@ class EventStore(Protocol):
         ...
 
     def subscribe_batches(
-        self, stream_id: str, *, after_seq: int = 0
+        self, stream_id: str, *, after_seq: int = 0, wake_on: frozenset[str] | None = None
     ) -> AsyncIterator[list[Recorded]]:
-        """``subscribe``, a commit (or a page of the catch-up) at a time."""
+        """``subscribe``, a commit (or a page of the catch-up) at a time; with
+        ``wake_on``, live batches only once a commit holds one of those event types."""
         ...

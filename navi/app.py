@@ -210,7 +210,9 @@ class Navi:
 
     async def wait_for_end(self, session_id: str, reply: m.RunStartedReply) -> Recorded:
         run_id = reply.run_id
-        batches = self.store.subscribe_batches(session_id, after_seq=reply.after_seq)
+        batches = self.store.subscribe_batches(
+            session_id, after_seq=reply.after_seq, wake_on=TERMINAL_RUN_EVENTS
+        )
         async with aclosing(batches):
             async for batch in batches:
                 for record in batch:

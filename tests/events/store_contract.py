@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 import anyio
@@ -246,6 +246,35 @@ class StoreContract:
                     await anyio.sleep(0.01)
                     await store.append("s", [chunk(4), chunk(5)], expected_seq=3)
             assert seen == [["chunk 2", "chunk 3"], ["chunk 4", "chunk 5"]]
+
+    async def test_a_follower_waiting_for_certain_events_is_woken_only_by_them(self) -> None:
+        async with self.open_store() as store:
+            await store.append("s", [chunk(1)], expected_seq=0)
+            seen: list[list[str]] = []
+
+            async def follow() -> None:
+                batches = store.subscribe_batches("s", wake_on=frozenset({"run.started"}))
+                async with aclosing(batches):
+                    async for batch in batches:
+                        seen.append([r.type for r in batch])
+                        if batch[-1].type == "run.started":
+                            return
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(follow)
+                    await anyio.sleep(0.01)
+                    await store.append("s", [chunk(2)], expected_seq=1)
+                    await anyio.sleep(0.01)
+                    assert seen == [["llm.text"]]  # the catch-up; chunk 2 woke nobody
+                    await store.append("s", [chunk(3), RunStarted(profile_id="p")], expected_seq=2)
+            assert seen == [["llm.text"], ["llm.text", "llm.text", "run.started"]]
+            # A follower that found what it waited for in the catch-up leaves no waiter.
+            batches = store.subscribe_batches("s", wake_on=frozenset({"run.started"}))
+            async with aclosing(batches):
+                async for _ in batches:
+                    break
+            assert store.notifier._tagged == {}
 
     async def test_subscribe_has_no_gap_and_no_duplicate_under_racing_appends(self) -> None:
         total = 600
