@@ -153,7 +153,8 @@ class BaseEventStore:
         expected_seq: int,
         idempotency_key: str | None = None,
     ) -> AppendRequest:
-        """Queue an append and return at once; ``result()`` waits for its commit.
+        """Hand an append to the store without waiting for others' commits;
+        ``result()`` waits for its own (already done if its caller led it, ``_lead``).
 
         Appends are committed in the order they are submitted, so one writer may have
         several in flight (each ``expected_seq`` counting the ones before it)."""
