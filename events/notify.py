@@ -63,10 +63,12 @@ class StreamNotifier:
         tagged = self._tagged.get(stream_id)
         if tagged is not None:
             types = {record.type for record in records}
-            waiting = [(tags, event) for tags, event in tagged if tags.isdisjoint(types)]
-            for tags, event in tagged:
-                if not tags.isdisjoint(types):
-                    event.set()
+            waiting = []
+            for tags, waiter in tagged:
+                if tags.isdisjoint(types):
+                    waiting.append((tags, waiter))
+                else:
+                    waiter.set()
             if waiting:
                 self._tagged[stream_id] = waiting
             else:

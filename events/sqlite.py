@@ -78,6 +78,11 @@ _NO_END = 2**62
 _NO_SYNC_ON_COMMIT = frozenset({"OFF", "NORMAL"})
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether SQLite refused for a lock another connection holds (nothing was done)."""
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 def _checkpoint(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
@@ -206,7 +211,7 @@ class SqliteEventStore(SqlEventStore):
             try:
                 rows = conn.execute(_READ_STREAM, (stream_id, last, end, want)).fetchall()
             except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
+                if not _busy(exc):
                     raise
                 # Rare in WAL mode (a reader can meet a WAL restart): wait in a thread.
                 rest = None if limit is None else limit - len(records)
@@ -224,46 +229,43 @@ class SqliteEventStore(SqlEventStore):
         return self._synchronous in _NO_SYNC_ON_COMMIT
 
     def _commit_now(self, batch: list[AppendRequest]) -> list[Planned] | None:
-        """A small batch, on the caller's task, when the commit does not wait for the
-        disk (WAL with synchronous NORMAL or OFF) and no other process holds the write
-        lock; else ``None`` and the committer takes it (a sync to disk is then shared by
-        whatever group commit gathers meanwhile)."""
+        return self._write_inline(batch, None)
+
+    def _write_inline(
+        self, batch: list[AppendRequest], guess: Guess | None
+    ) -> list[Planned] | None:
+        """A batch of a decision or two (up to INLINE_MAX_EVENTS) written right here on
+        the event loop: a tenth of a millisecond, less than any hop to a thread. ``None``,
+        with nothing written, when it is larger or another process holds the write
+        lock: waiting for either belongs in a worker thread."""
         conn = self._conn
         assert conn is not None, "store not open"
         if sum(len(r.events) for r in batch) > INLINE_MAX_EVENTS:
             return None
         try:
-            planned = self._write_sync(conn, batch, 0, None)
+            planned = self._write_sync(conn, batch, 0, guess)
         except sqlite3.OperationalError as exc:
-            self._position_ahead = None
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not _busy(exc):
+                self._position_ahead = None
                 raise
             return None
         except BaseException:
             self._position_ahead = None
             raise
-        self._committed(None)
+        self._committed(guess)
         return planned
 
     async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
-        """One transaction on the committer's own sqlite3 connection.
-
-        A small batch (a decision event or two) is written right here on the event
-        loop: it takes a tenth of a millisecond, less than any hop to a thread. If
-        another process holds the write lock, or the batch is large (a stream's
-        chunks), it goes to a worker thread, where waiting does not block the loop;
-        it was planned ahead (``guess``), so the thread runs little more than SQL."""
+        """One transaction on the committer's own sqlite3 connection: on the loop if it
+        can be (``_write_inline``), else in a worker thread, where waiting does not block
+        the loop; it was planned ahead (``guess``), so the thread runs little more than
+        SQL."""
+        inline = self._write_inline(batch, guess)
+        if inline is not None:
+            return inline
         conn = self._conn
         assert conn is not None, "store not open"
         try:
-            if sum(len(r.events) for r in batch) <= INLINE_MAX_EVENTS:
-                try:
-                    planned = self._write_sync(conn, batch, 0, guess)
-                    self._committed(guess)
-                    return planned
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) and "busy" not in str(exc):
-                        raise
             planned = await anyio.to_thread.run_sync(
                 self._write_sync, conn, batch, 10000, guess, limiter=self._limiter
             )

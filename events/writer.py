@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 import anyio
@@ -114,9 +114,7 @@ class StreamWriter:
         self._check()
         expected = self._seq
         self._seq += len(events)
-        with anyio.CancelScope(shield=True):  # once counted in _seq, always submitted
-            request = await self.store.submit(self.stream_id, events, expected_seq=expected)
-            self._in_flight.append(request)
+        await self._submit(events, expected)
         return self._given(await self._await_oldest())
 
     async def commit(self) -> list[Recorded]:
@@ -166,11 +164,13 @@ class StreamWriter:
             if not self._staged:
                 return
             batch, self._staged = self._staged, []
-            expected = self._seq - len(batch)
-            with anyio.CancelScope(shield=True):
-                request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
-                self._in_flight.append(request)
-            self.batches_sent += 1
+            await self._submit(batch, self._seq - len(batch))
+
+    async def _submit(self, batch: Sequence[Staged], expected: int) -> None:
+        with anyio.CancelScope(shield=True):  # once counted in _seq, always submitted
+            request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
+            self._in_flight.append(request)
+        self.batches_sent += 1
 
     async def _await_oldest(self) -> list[Recorded]:
         request = self._in_flight[0]
