@@ -10,7 +10,8 @@ import httpx
 import msgspec
 
 from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
-from navi.llm.lean_http import LeanClient, lean_applies
+from navi.llm.lean_http import LeanClient, LeanResponse, cut_lines, lean_applies
+from navi.llm.watchdog import Watchdog
 
 __all__ = [
     "StreamClient",
@@ -24,6 +25,7 @@ __all__ = [
     "make_stream_client",
     "open_stream",
     "request_json",
+    "stream_watchdog",
 ]
 
 # What carries a backend's chat streams: the lean client where it applies, else httpx.
@@ -81,6 +83,13 @@ async def close_clients(client: httpx.AsyncClient, streams: StreamClient) -> Non
         await client.aclose()
 
 
+def stream_watchdog(client: StreamClient) -> Watchdog | None:
+    """A watchdog for one stream of ``client`` if it can be watched (the lean client),
+    else ``None``: httpx's streams get the guard's cancel scopes (see
+    :mod:`navi.llm.watchdog`)."""
+    return client.watchdog() if isinstance(client, LeanClient) else None
+
+
 def endpoint(client: httpx.AsyncClient, path: str) -> httpx.URL:
     """The absolute URL of ``path`` under the client's base URL, as the client would
     join them (the base keeps its own path: ``…/v1`` + ``/chat/completions``). Built once
@@ -96,16 +105,20 @@ def open_stream(
     *,
     url: str,
     on_error_status: Callable[[int, bytes], LLMError],
+    watchdog: Watchdog | None = None,
 ) -> AbstractAsyncContextManager[StreamResponse]:
     """POST ``body`` to ``path`` (an :func:`endpoint`) and hand over the streaming
-    response; transport failures become :class:`LLMError` s.
+    response; transport failures become :class:`LLMError` s. ``watchdog``: from
+    :func:`stream_watchdog` for the same client.
 
     A non-2xx answer is read in full and turned into an error by ``on_error_status``.
     Cancellation passes through untouched, and leaving the block closes the
     response (and so the connection if unread), which tells the server to stop.
     """
     if isinstance(client, LeanClient):
-        return client.stream(path.raw_path, body, url=url, on_error_status=on_error_status)
+        return client.stream(
+            path.raw_path, body, url=url, on_error_status=on_error_status, watchdog=watchdog
+        )
     return _httpx_stream(client, path, body, url=url, on_error_status=on_error_status)
 
 
@@ -156,22 +169,21 @@ async def request_json(
     return response.content
 
 
-async def line_blocks(response: StreamResponse) -> AsyncIterator[bytes]:
+def line_blocks(response: StreamResponse) -> AsyncIterator[bytes]:
     """Yield the body as blocks of whole lines, one block per network read.
 
     A read that completes no line yields ``b""``: it still proves the server is
     alive. An unterminated last line is yielded at the end with a newline added.
     """
+    if isinstance(response, LeanResponse):
+        return response.line_blocks()
+    return _line_blocks(response)
+
+
+async def _line_blocks(response: StreamResponse) -> AsyncIterator[bytes]:
     tail = b""
     async for data in response.aiter_bytes():
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            tail += data
-            yield b""
-            continue
-        # (A full-length slice of bytes is the object itself: no copy on the fast path.)
-        block = tail + data[: cut + 1] if tail else data[: cut + 1]
-        tail = data[cut + 1 :]
+        block, tail = cut_lines(tail, data)
         yield block
     if tail.strip():
         yield tail + b"\n"

@@ -10,6 +10,7 @@ import anyio
 import httptools
 
 from navi.llm.errors import IncompleteStream, LLMError
+from navi.llm.watchdog import StreamInterrupted
 
 __all__ = ["Connection", "bad_answer", "delimited_by_close", "describe"]
 
@@ -50,6 +51,7 @@ class Connection(asyncio.Protocol):
         self._stray = False  # bytes outside any awaited answer: never reuse
         self.ended = False  # the server closed its side, or the connection is lost
         self._error: Exception | None = None
+        self._interrupted = False  # see interrupt()
         self._waiter: asyncio.Future[None] | None = None
         self._writable: asyncio.Future[None] | None = None  # while writing is paused
 
@@ -163,7 +165,7 @@ class Connection(asyncio.Protocol):
     def expect_answer(self) -> None:
         """Parse what arrives from now on as the answer to a request being sent."""
         self._parser = httptools.HttpResponseParser(self)
-        self.answered = self.head = self.complete = False
+        self.answered = self.head = self.complete = self._interrupted = False
         self.status_code = self._head_size = 0
         self.headers = {}
 
@@ -173,19 +175,26 @@ class Connection(asyncio.Protocol):
 
     async def send(self, data: bytes) -> None:
         """Write ``data``; wait only while the socket buffer is full (``WRITE_TIMEOUT``)."""
+        if self._interrupted:
+            raise StreamInterrupted
         if self.ended or self._transport is None:
             raise ConnectionResetError("the connection is closed")
         self._transport.write(data)
         if self._writable is not None:
             with anyio.fail_after(WRITE_TIMEOUT):
-                while self._writable is not None:
+                while self._writable is not None and not self._interrupted:
                     await self._writable
+            if self._interrupted:
+                raise StreamInterrupted
             if self.ended:
                 raise ConnectionResetError("the connection is closed")
 
     async def wait(self, url: str) -> None:
         """Until the parser or the connection has news; raises if the answer is
-        malformed or the connection ended."""
+        malformed or the connection ended, :class:`StreamInterrupted` if the wait was
+        interrupted (then before anything else: a stop is no dropped connection)."""
+        if self._interrupted:
+            raise StreamInterrupted
         if self.malformed is not None:
             raise bad_answer(url, self.malformed)
         if self.ended:
@@ -193,6 +202,19 @@ class Connection(asyncio.Protocol):
             raise IncompleteStream(f"the connection dropped ({why})", url=url)
         waiter = self._waiter = self._loop.create_future()
         await waiter
+        if self._interrupted:
+            raise StreamInterrupted
+
+    def interrupt(self) -> None:
+        """End the current wait (of :meth:`wait` or :meth:`send`) with
+        :class:`StreamInterrupted`, and every later one of this answer: the stream
+        watchdog's abort (a stop or a timeout). The waiter is woken, not failed: a
+        future's exception that nobody retrieves is logged as an error."""
+        self._interrupted = True
+        self._wake()
+        writable = self._writable
+        if writable is not None and not writable.done():
+            writable.set_result(None)
 
     def take_body(self) -> bytes:
         """The body bytes parsed since the last call (``b""`` if none)."""

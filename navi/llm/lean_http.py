@@ -19,6 +19,9 @@ stays with httpx, which also does all the small requests (model lists, probes).
 * A connection goes back to the pool only when its answer was read to the end and the
   server did not ask to close it. Any other exit (stop, timeout, error, cancellation)
   closes it: that is how the server learns to stop generating.
+* Stop and timeouts come from the stream's :class:`~navi.llm.watchdog.Watchdog` when
+  one is given: the connect, the write and every wait for the answer are bound to it
+  and end with :class:`~navi.llm.watchdog.StreamInterrupted` when it fires.
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ import httpx
 
 from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
 from navi.llm.lean_conn import Connection, describe
+from navi.llm.watchdog import StreamInterrupted, Watchdog
 
-__all__ = ["LeanClient", "LeanResponse", "lean_applies"]
+__all__ = ["LeanClient", "LeanResponse", "cut_lines", "lean_applies"]
 
 # As httpx: an idle connection older than this is not reused (servers close them).
 KEEPALIVE_EXPIRY = 5.0
@@ -65,6 +69,15 @@ def lean_applies(base_url: httpx.URL) -> bool:
     return not (proxies.get("http") or proxies.get("all"))
 
 
+def cut_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:
+    """The whole lines of ``tail + data`` (``b""`` if none) and what follows them."""
+    cut = data.rfind(b"\n")
+    if cut < 0:
+        return b"", tail + data
+    # (A full-length slice of bytes is the object itself: no copy on the fast path.)
+    return (tail + data[: cut + 1] if tail else data[: cut + 1]), data[cut + 1 :]
+
+
 class LeanResponse:
     """The streamed answer: ``status_code``, ``headers`` (lowercase names), the body."""
 
@@ -78,24 +91,39 @@ class LeanResponse:
         self.headers = conn.headers
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        """The body, one piece per network read that carried body bytes."""
+        """The body, one piece per network read that carried body bytes (all the
+        pieces parsed since the last one); ``complete`` is set with the last piece."""
+        conn = self._conn
+        url = self._url
         while not self.complete:
-            data = await self._read()
+            # (Inline rather than a coroutine per read: this runs once per read of
+            # every LLM call.)
+            while not conn.body and not conn.complete:
+                await conn.wait(url)
+            self.complete = conn.complete
+            data = conn.take_body()
             if data:
                 yield data
 
     async def aread(self) -> bytes:
         return b"".join([piece async for piece in self.aiter_bytes()])
 
-    async def _read(self) -> bytes:
-        """The body bytes parsed since the last read, waiting for some; ``b""`` at the
-        end (then ``complete`` is set, as it is with the last bytes when they came
-        with the end)."""
+    async def line_blocks(self) -> AsyncIterator[bytes]:
+        """:func:`navi.llm.http.line_blocks` of this body, reading it itself: one
+        async generator fewer on every read of every LLM call."""
         conn = self._conn
-        while not conn.body and not conn.complete:
-            await conn.wait(self._url)
-        self.complete = conn.complete
-        return conn.take_body()
+        url = self._url
+        tail = b""
+        while not self.complete:
+            while not conn.body and not conn.complete:
+                await conn.wait(url)
+            self.complete = conn.complete
+            data = conn.take_body()
+            if data:
+                block, tail = cut_lines(tail, data)
+                yield block
+        if tail.strip():
+            yield tail + b"\n"
 
 
 class LeanClient:
@@ -122,6 +150,17 @@ class LeanClient:
         self._headers = b"".join(b"%b: %b\r\n" % header for header in headers)
         self._idle: list[Connection] = []
         self._closed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def watchdog(self) -> Watchdog:
+        """A watchdog for one stream of this client: pass it to :meth:`stream` and to
+        the guard. On the loop of the last one, looked up again only when that loop no
+        longer runs (asking asyncio for the running loop costs a ``getpid`` system call
+        on Python 3.11)."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            loop = self._loop = asyncio.get_running_loop()
+        return Watchdog(loop)
 
     @asynccontextmanager
     async def stream(
@@ -131,22 +170,24 @@ class LeanClient:
         *,
         url: str,
         on_error_status: Callable[[int, bytes], LLMError],
+        watchdog: Watchdog | None = None,
     ) -> AsyncIterator[LeanResponse]:
         """POST ``body`` to ``target`` (a path) and hand over the streaming answer.
 
         A non-2xx answer is read in full and turned into an error by ``on_error_status``.
+        With a ``watchdog``, every wait until the block is left is bound to it.
         """
         response: LeanResponse | None = None
         head = b"POST %b HTTP/1.1\r\n%bContent-Length: %d\r\n\r\n"
         request = head % (target, self._headers, len(body)) + body
         conn = self._take_idle()
         if conn is not None:
-            response = await self._exchange(conn, request, url)
+            response = await self._exchange(conn, request, url, watchdog)
         if response is None:
             # No idle connection, or the server had closed it before answering (then
             # sending again is safe: a chat request has no side effect to repeat).
-            conn = await self._connect(url)
-            response = await self._exchange(conn, request, url)
+            conn = await self._connect(url, watchdog)
+            response = await self._exchange(conn, request, url, watchdog)
             if response is None:
                 raise IncompleteStream(
                     "the server closed the connection without answering", url=url
@@ -156,6 +197,9 @@ class LeanClient:
                 raise on_error_status(response.status_code, await response.aread())
             yield response
         finally:
+            if watchdog is not None:
+                # The connection may serve another stream from now on.
+                watchdog.watch(None)
             self._release(response)
 
     async def aclose(self) -> None:
@@ -167,11 +211,13 @@ class LeanClient:
             # Let the transports finish closing their sockets (a callback each).
             await anyio.lowlevel.checkpoint()
 
-    async def _exchange(self, conn: Connection, request: bytes, url: str) -> LeanResponse | None:
+    async def _exchange(
+        self, conn: Connection, request: bytes, url: str, watchdog: Watchdog | None
+    ) -> LeanResponse | None:
         """Send the request, read the answer's head. ``None`` (the connection closed)
         when the connection ended before the first byte of an answer."""
         try:
-            response = await self._request(conn, request, url)
+            response = await self._request(conn, request, url, watchdog)
         except BaseException:
             conn.close()
             raise
@@ -180,8 +226,13 @@ class LeanClient:
         return response
 
     @staticmethod
-    async def _request(conn: Connection, request: bytes, url: str) -> LeanResponse | None:
+    async def _request(
+        conn: Connection, request: bytes, url: str, watchdog: Watchdog | None
+    ) -> LeanResponse | None:
         conn.expect_answer()
+        if watchdog is not None:
+            # (After expect_answer, which clears the last answer's interruption.)
+            watchdog.watch(conn.interrupt)
         try:
             # One write: the server gets the request whole.
             await conn.send(request)
@@ -195,15 +246,26 @@ class LeanClient:
             await conn.wait(url)
         return LeanResponse(conn, url)
 
-    async def _connect(self, url: str) -> Connection:
+    async def _connect(self, url: str, watchdog: Watchdog | None) -> Connection:
         loop = asyncio.get_running_loop()
+        conn: Connection | None = None
         try:
-            with anyio.fail_after(self._connect_timeout):
+            with anyio.fail_after(self._connect_timeout) as scope:
+                if watchdog is not None:
+                    # (A new connection is rare enough for a cancel scope.)
+                    watchdog.watch(scope.cancel)
                 _, conn = await loop.create_connection(Connection, self._host, self._port)
         except TimeoutError as exc:
             raise ServerUnreachable(url, detail="ConnectTimeout") from exc
         except OSError as exc:
             raise ServerUnreachable(url, detail=describe(exc, "ConnectError")) from exc
+        if watchdog is not None and watchdog.fired:
+            # A stop or the first-chunk timeout cut the connect short (or came as it
+            # succeeded).
+            if conn is not None:
+                conn.close()
+            raise StreamInterrupted
+        assert conn is not None
         return conn
 
     def _take_idle(self) -> Connection | None:

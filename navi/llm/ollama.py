@@ -22,6 +22,7 @@ from navi.llm.http import (
     make_stream_client,
     open_stream,
     request_json,
+    stream_watchdog,
 )
 from navi.llm.ollama_wire import (
     OllamaStreamParser,
@@ -34,6 +35,7 @@ from navi.llm.ollama_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.watchdog import Watchdog
 from navi.llm.wire_parts import WireParts
 
 __all__ = ["OllamaBackend"]
@@ -165,22 +167,29 @@ class OllamaBackend(CompletesFromStream):
     def _guarded(
         self, body: dict[str, object], model: str, stop: StopSignal | None
     ) -> AsyncGenerator[StreamChunk, None]:
+        watchdog = stream_watchdog(self._streams)
         return guard_stream(
-            self._raw(_encoder.encode(body), model),
+            self._raw(_encoder.encode(body), model, watchdog),
             stop=stop,
             first_chunk_timeout=self._settings.first_chunk_timeout,
             chunk_timeout=self._settings.chunk_timeout,
             url=self._url,
+            watchdog=watchdog,
         )
 
-    async def _raw(self, body: bytes, model: str) -> RawBatches:
+    async def _raw(self, body: bytes, model: str, watchdog: Watchdog | None) -> RawBatches:
         parser = OllamaStreamParser(self._url)
 
         def on_error_status(status: int, content: bytes) -> LLMError:
             return ollama_error(status, content, model=model, url=self._url)
 
         async with open_stream(
-            self._streams, self._chat, body, url=self._url, on_error_status=on_error_status
+            self._streams,
+            self._chat,
+            body,
+            url=self._url,
+            on_error_status=on_error_status,
+            watchdog=watchdog,
         ) as response:
             async for block in line_blocks(response):
                 yield parser.feed(block)

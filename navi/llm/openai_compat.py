@@ -25,6 +25,7 @@ from navi.llm.http import (
     make_stream_client,
     open_stream,
     request_json,
+    stream_watchdog,
 )
 from navi.llm.openai_wire import (
     OpenAIStreamParser,
@@ -37,6 +38,7 @@ from navi.llm.openai_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.watchdog import Watchdog
 from navi.llm.wire_parts import WireParts
 
 __all__ = ["OpenAICompatibleBackend"]
@@ -105,12 +107,14 @@ class OpenAICompatibleBackend(CompletesFromStream):
             tool_choice=opts.tool_choice,
             wire=self._wire,
         )
+        watchdog = stream_watchdog(self._streams)
         guarded = guard_stream(
-            self._raw(_encoder.encode(body), model),
+            self._raw(_encoder.encode(body), model, watchdog),
             stop=stop,
             first_chunk_timeout=self._settings.first_chunk_timeout,
             chunk_timeout=self._settings.chunk_timeout,
             url=self._url,
+            watchdog=watchdog,
         )
         async with aclosing(guarded) as chunks:
             async for chunk in chunks:
@@ -136,14 +140,19 @@ class OpenAICompatibleBackend(CompletesFromStream):
     async def aclose(self) -> None:
         await close_clients(self._client, self._streams)
 
-    async def _raw(self, body: bytes, model: str) -> RawBatches:
+    async def _raw(self, body: bytes, model: str, watchdog: Watchdog | None) -> RawBatches:
         parser = OpenAIStreamParser(self._url)
 
         def on_error_status(status: int, content: bytes) -> LLMError:
             return openai_error(status, content, model=model, url=self._url)
 
         async with open_stream(
-            self._streams, self._chat, body, url=self._url, on_error_status=on_error_status
+            self._streams,
+            self._chat,
+            body,
+            url=self._url,
+            on_error_status=on_error_status,
+            watchdog=watchdog,
         ) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 # A server that does not stream (or not with these options) answers whole.

@@ -1,9 +1,10 @@
 """A cooperative stop for one LLM call (or one run), honoured at once.
 
 Why not a polled flag: the wait for a first chunk can last minutes (silent prefill),
-and a stop must end it within milliseconds. So a :class:`StopSignal` also cancels
-the cancel scopes registered with it: whoever waits on the LLM waits inside
-:meth:`StopSignal.scope`, and ``set()`` cancels that wait immediately.
+and a stop must end it within milliseconds. So ``set()`` also calls the hooks
+registered with it (:meth:`StopSignal.add_hook`): a cancel scope's ``cancel`` while
+someone waits inside :meth:`StopSignal.scope`, or a stream watchdog that aborts the
+read it guards (:mod:`navi.llm.watchdog`). Either ends the wait immediately.
 
 ``set()`` must be called from the event-loop thread (like everything anyio). Worker
 threads may read :meth:`is_set` at any time.
@@ -12,6 +13,7 @@ threads may read :meth:`is_set` at any time.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import TracebackType
 
 import anyio
@@ -22,13 +24,13 @@ __all__ = ["StopScope", "StopSignal"]
 class StopSignal:
     """Set once, never cleared. Create one per run; pass it to ``stream_complete``."""
 
-    __slots__ = ("_event", "_flag", "_scopes", "reason")
+    __slots__ = ("_event", "_flag", "_hooks", "reason")
 
     def __init__(self) -> None:
         self._flag = False
         # Created lazily: anyio.Event needs a running event loop.
         self._event: anyio.Event | None = None
-        self._scopes: set[anyio.CancelScope] = set()
+        self._hooks: set[Callable[[], None]] = set()
         self.reason = ""
 
     def is_set(self) -> bool:
@@ -41,8 +43,16 @@ class StopSignal:
         self.reason = reason
         if self._event is not None:
             self._event.set()
-        for scope in tuple(self._scopes):
-            scope.cancel()
+        for hook in tuple(self._hooks):
+            hook()
+
+    def add_hook(self, hook: Callable[[], None]) -> None:
+        """Have ``set()`` call ``hook`` (once, on the event-loop thread) until it is
+        removed. Not called if the signal is already set: check :meth:`is_set` first."""
+        self._hooks.add(hook)
+
+    def remove_hook(self, hook: Callable[[], None]) -> None:
+        self._hooks.discard(hook)
 
     async def wait(self) -> None:
         if self._flag:
@@ -75,7 +85,7 @@ class StopScope:
         signal = self._signal
         if signal._flag:
             scope.cancel()
-        signal._scopes.add(scope)
+        signal._hooks.add(scope.cancel)
         return scope.__enter__()
 
     def __exit__(
@@ -84,5 +94,5 @@ class StopScope:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self._signal._scopes.discard(self._scope)
+        self._signal._hooks.discard(self._scope.cancel)
         return bool(self._scope.__exit__(exc_type, exc, tb))

@@ -711,3 +711,25 @@ async def test_through_a_proxy_the_streams_take_httpx(
     # A proxy is asked for the absolute URL.
     assert raw.requests[0].head.startswith(b"POST http://llm.invalid:11434/api/chat ")
     await backend.aclose()
+
+
+async def test_line_blocks_of_a_body_trickled_in_are_whole_lines(
+    raw: RawServer, client: LeanClient
+) -> None:
+    # The lean response cuts its lines itself (no aiter_bytes layer): same blocks.
+    body = b'{"a":1}\n{"b":2}\n{"c":3}'  # the last line unterminated
+
+    def answer(conn: Connection) -> None:
+        async def trickle() -> None:
+            conn.transport.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+            for i in range(0, len(body), 5):
+                await asyncio.sleep(0.002)
+                conn.transport.write(body[i : i + 5])
+
+        asyncio.get_running_loop().create_task(trickle())
+
+    raw.answers = [answer]
+    blocks = await post(client)
+    assert b"".join(blocks) == body + b"\n"
+    assert all(block.endswith(b"\n") or block == b"" for block in blocks)
+    assert b"" in blocks  # reads that completed no line still count
