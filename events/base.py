@@ -4,15 +4,16 @@ Appends from all writers go through one bounded queue to one committer task, whi
 takes everything waiting and commits it in one transaction (group commit: under load
 batches grow by themselves). In a store that can commit without waiting (in memory;
 SQLite without a sync to disk), an append that finds the committer idle gathers what
-is appended during one loop turn and commits it itself (``_lead``). Subscribers are
-woken only after the commit.
+is appended during one loop turn and commits it itself (``_lead``), or, when no other
+task is ready to run, commits it at once without suspending (``submit_nowait``).
+Subscribers are woken only after the commit.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence, Sized
 from contextlib import aclosing
 from types import TracebackType
 from typing import Self
@@ -48,13 +49,17 @@ LONE_LEADS = 8
 PROBE_EVERY = 8
 
 
-def _others_ready() -> bool:
-    """Whether a turn of the event loop now would run anything else (which might append
-    too). asyncio keeps what is ready to run in ``loop._ready``; on a loop without it
-    (uvloop), assume something is. Alone (one session at work, the common case), the
-    turn would gather nothing and cost a trip through the loop per commit."""
-    ready = getattr(asyncio.get_running_loop(), "_ready", None)
-    return ready is None or len(ready) > 0
+def _ready_queue() -> Sized | None:
+    """What the running event loop has ready to run, or ``None`` if it cannot be seen:
+    asyncio keeps it in ``loop._ready`` (one deque for the loop's life); uvloop and trio
+    do not show it. Looked up once per store: ``asyncio.get_running_loop()`` makes a
+    ``getpid()`` system call on Python 3.11, every time."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # not asyncio
+        return None
+    ready = getattr(loop, "_ready", None)
+    return ready if isinstance(ready, Sized) else None
 
 
 class BaseEventStore:
@@ -77,10 +82,12 @@ class BaseEventStore:
         self._pending = 0
         self._gathering: list[AppendRequest] | None = None  # the batch _lead gathers
         self._lone_leads = 0  # leads in a row that gathered no other append
+        self._ready: Sized | None = None  # the loop's ready queue (see _gathers)
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> Self:
+        self._ready = _ready_queue()
         await self._open()
         send, receive = anyio.create_memory_object_stream[AppendRequest](self.queue_size)
         self._send = send
@@ -158,17 +165,66 @@ class BaseEventStore:
 
         Appends are committed in the order they are submitted, so one writer may have
         several in flight (each ``expected_seq`` counting the ones before it)."""
-        if self._send is None:
-            raise StoreClosedError("the event store is not open (use 'async with store')")
+        request = self.submit_nowait(
+            stream_id, events, expected_seq=expected_seq, idempotency_key=idempotency_key
+        )
+        if request is not None:
+            return request
         request = AppendRequest(stream_id, list(events), expected_seq, idempotency_key)
-        if self._gathering is not None:
-            self._gathering.append(request)
-        elif self._pending == 0 and self.commits_now:
+        if self._pending == 0 and self.commits_now:
             with anyio.CancelScope(shield=True):  # it carries other tasks' appends too
                 await self._lead([request])
         else:
             await self._enqueue(request)
         return request
+
+    def submit_nowait(
+        self,
+        stream_id: str,
+        events: Sequence[Event | NewEvent],
+        *,
+        expected_seq: int,
+        idempotency_key: str | None = None,
+    ) -> AppendRequest | None:
+        """``submit`` when the append can be handed over without suspending: joined to
+        the batch a lead gathers, committed here and now (the committer idle and no
+        other task ready to append: nothing to gather), or queued. Else ``None``, with
+        nothing done: then ``submit`` must be awaited (a gathering turn, or a full
+        queue). Nothing can cancel what does not suspend, so this path needs no shield
+        (cancel scopes cost more than the rest of a small commit's Python)."""
+        if self._send is None:
+            raise StoreClosedError("the event store is not open (use 'async with store')")
+        request = AppendRequest(stream_id, list(events), expected_seq, idempotency_key)
+        gathering = self._gathering
+        if gathering is not None:
+            gathering.append(request)
+            return request
+        if self._pending == 0 and self.commits_now:
+            lone = self._lone_leads
+            if self._gathers(lone):
+                return None  # _lead gives the loop a turn first
+            self._lone_leads = lone + 1
+            if self._commit_directly([request]):
+                return request
+        # The committer is busy (or the store could not commit now): queue it.
+        try:
+            self._send.send_nowait(request)
+        except anyio.WouldBlock:
+            return None
+        self._pending += 1
+        return request
+
+    def _gathers(self, lone: int) -> bool:
+        """Whether a lead, after ``lone`` leads in a row that gathered nothing, gives the
+        loop a turn to gather other appends: only if some other task is ready to run
+        (alone, one session at work, the common case, the turn would gather nothing and
+        cost a trip through the loop per commit). A run of lone leads stops paying the
+        turn, but every PROBE_EVERY-th lead still gathers: once one gathers another
+        append, they all do again."""
+        ready = self._ready
+        if ready is not None and not len(ready):
+            return False
+        return lone < LONE_LEADS or lone % PROBE_EVERY == 0
 
     async def _enqueue(self, request: AppendRequest) -> None:
         assert self._send is not None
@@ -188,10 +244,7 @@ class BaseEventStore:
         self._gathering = batch
         try:
             lone = self._lone_leads
-            # A run of leads that gathered nothing (one session at work) stops paying
-            # the turn, but every PROBE_EVERY-th lead still gathers: once one gathers
-            # another append, they all do again.
-            if _others_ready() and (lone < LONE_LEADS or lone % PROBE_EVERY == 0):
+            if self._gathers(lone):
                 await anyio.lowlevel.checkpoint()
             self._lone_leads = lone + 1 if len(batch) == 1 else 0
             if self._commit_directly(batch):

@@ -9,7 +9,9 @@ costs ten times the SQL itself (measured in bench/loop.py).
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from types import TracebackType
@@ -33,7 +35,7 @@ log = structlog.get_logger(__name__)
 # measured in bench/stream.py, a 256-event commit took 8-14 ms in the thread, 1-2 ms
 # inline.
 INLINE_MAX_EVENTS = 512
-# The WAL is checkpointed by a background task this often (while commits happen), not
+# The WAL is checkpointed by a background thread this often (while commits happen), not
 # by whichever commit crosses SQLite's 1000-page threshold: that commit would take
 # 35-50 ms (every ~13,000 streamed chunks, the p99 of bench/stream.py's latency).
 CHECKPOINT_EVERY = 0.1
@@ -48,6 +50,16 @@ _ROW = f"({', '.join('?' for _ in INSERT_COLUMNS)})"
 _INSERT_HEAD = f"INSERT INTO navi_events ({', '.join(INSERT_COLUMNS)}) VALUES "
 _INSERT = _INSERT_HEAD + _ROW
 _INSERT_MANY = _INSERT_HEAD + ", ".join([_ROW] * ROWS_PER_INSERT)
+
+
+_INSERT_OF: dict[int, str] = {}  # one statement inserting n rows, by n (see _write_unlocked)
+
+
+def _insert_of(n: int) -> str:
+    sql = _INSERT_OF.get(n)
+    if sql is None:
+        sql = _INSERT_OF[n] = _INSERT_HEAD + ", ".join([_ROW] * n)
+    return sql
 
 
 def insert_rows(conn: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -95,9 +107,53 @@ def _pragmas(dbapi_connection: Any, synchronous: str) -> None:
     cursor.close()
 
 
+class _Checkpointer(threading.Thread):
+    """Copies the WAL into the database file every CHECKPOINT_EVERY seconds while
+    commits happen, on a connection of its own: a PASSIVE checkpoint waits for no
+    reader or writer, and the committer goes on appending to the WAL meanwhile. A plain
+    thread, not a task: it costs the event loop nothing (a task woke the loop ten times
+    a second and hopped to a worker thread for each checkpoint)."""
+
+    def __init__(self, path: Path, synchronous: str, commit_count: Callable[[], int]) -> None:
+        super().__init__(name=f"sqlite-checkpoint {path.name}", daemon=True)
+        self._path = path
+        self._synchronous = synchronous
+        self._commit_count = commit_count
+        self._done = commit_count()  # read now: commits may come before the thread runs
+        self._stopping = threading.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None)
+            _pragmas(conn, self._synchronous)
+            done = self._done
+            while not self._stopping.wait(CHECKPOINT_EVERY):
+                count = self._commit_count()  # an int read: safe across threads
+                if count == done:
+                    continue
+                done = count
+                try:
+                    _checkpoint(conn)
+                except sqlite3.Error as exc:
+                    # A full disk, say. The WAL still holds every commit; a dead
+                    # checkpointer would let it grow without bound.
+                    log.warning("sqlite.checkpoint_failed", error=str(exc))
+                    done = -1  # try again at the next tick
+        except sqlite3.Error as exc:  # could not even connect: the store goes on without
+            log.warning("sqlite.checkpointer_failed", error=str(exc))
+        finally:
+            if conn is not None:
+                conn.close()
+
+
 class SqliteEventStore(SqlEventStore):
-    """Writes take ``BEGIN IMMEDIATE`` so two processes on one file never deadlock on
-    a lock upgrade; reads use their own connections and never block the writer (WAL)."""
+    """Write transactions take ``BEGIN IMMEDIATE`` so two processes on one file never
+    deadlock on a lock upgrade (a small commit is a single INSERT: ``_write_unlocked``);
+    reads use their own connections and never block the writer (WAL)."""
 
     def __init__(
         self,
@@ -114,6 +170,7 @@ class SqliteEventStore(SqlEventStore):
         self._synchronous = synchronous.upper()
         self._conn: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
+        self._checkpointer: _Checkpointer | None = None
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -139,15 +196,17 @@ class SqliteEventStore(SqlEventStore):
 
     async def _open(self) -> None:
         await super()._open()  # the schema, through SQLAlchemy
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        # Room in the statement cache for an INSERT of each size up to ROWS_PER_INSERT.
+        conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, cached_statements=512
+        )
         _pragmas(conn, self._synchronous)
-        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _checkpointer
+        conn.execute("PRAGMA wal_autocheckpoint=0")  # see _Checkpointer
         self._conn = conn
         reader = sqlite3.connect(self.path, isolation_level=None)
         _pragmas(reader, self._synchronous)
         reader.execute("PRAGMA busy_timeout=0")  # a busy read goes to a thread (see _read)
         self._reader = reader
-        self._checkpoint_scope = anyio.CancelScope()
         self._busy_ms = 10000
         self._limiter = anyio.CapacityLimiter(1)
         # What this connection's last commit left in the log (see _log_head).
@@ -156,31 +215,8 @@ class SqliteEventStore(SqlEventStore):
         self._known_position: int | None = None
 
     async def _started(self) -> None:
-        self.task_group.start_soon(self._checkpointer)
-
-    async def _checkpointer(self) -> None:
-        """Copy the WAL into the database file, in a worker thread on a connection of
-        its own: a PASSIVE checkpoint waits for no reader or writer, and the committer
-        goes on appending to the WAL meanwhile."""
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        _pragmas(conn, self._synchronous)
-        limiter = anyio.CapacityLimiter(1)
-        done = self.commit_count
-        try:
-            with self._checkpoint_scope:
-                while True:
-                    await anyio.sleep(CHECKPOINT_EVERY)
-                    if self.commit_count != done:
-                        done = self.commit_count
-                        try:
-                            await anyio.to_thread.run_sync(_checkpoint, conn, limiter=limiter)
-                        except sqlite3.Error as exc:
-                            # A full disk, say. The WAL still holds every commit; a dead
-                            # checkpointer would take the store's committer down with it.
-                            log.warning("sqlite.checkpoint_failed", error=str(exc))
-                            done = -1  # try again at the next tick
-        finally:
-            conn.close()
+        self._checkpointer = _Checkpointer(self.path, self._synchronous, lambda: self.commit_count)
+        self._checkpointer.start()
 
     async def __aexit__(
         self,
@@ -188,8 +224,17 @@ class SqliteEventStore(SqlEventStore):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._checkpoint_scope.cancel()  # the committer drains; the checkpointer just ends
-        await super().__aexit__(exc_type, exc, tb)
+        checkpointer, self._checkpointer = self._checkpointer, None
+        if checkpointer is not None:
+            checkpointer.stop()  # the committer drains; the checkpointer just ends
+        try:
+            await super().__aexit__(exc_type, exc, tb)
+        finally:
+            if checkpointer is not None:
+                # A checkpoint under way ends first (waited for off the loop): none
+                # outlives the store.
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(checkpointer.join)
 
     async def _close(self) -> None:
         for conn in (self._conn, self._reader):
@@ -235,15 +280,21 @@ class SqliteEventStore(SqlEventStore):
         self, batch: list[AppendRequest], guess: Guess | None
     ) -> list[Planned] | None:
         """A batch of a decision or two (up to INLINE_MAX_EVENTS) written right here on
-        the event loop: a tenth of a millisecond, less than any hop to a thread. ``None``,
-        with nothing written, when it is larger or another process holds the write
-        lock: waiting for either belongs in a worker thread."""
+        the event loop: tens of microseconds, less than any hop to a thread; a small one
+        as a single INSERT if it can be (``_write_unlocked``), else in a transaction.
+        ``None``, with nothing written, when it is larger or another process holds the
+        write lock: waiting for either belongs in a worker thread."""
         conn = self._conn
         assert conn is not None, "store not open"
-        if sum(len(r.events) for r in batch) > INLINE_MAX_EVENTS:
+        events = sum(len(r.events) for r in batch)
+        if events > INLINE_MAX_EVENTS:
             return None
         try:
-            planned = self._write_sync(conn, batch, 0, guess)
+            planned = None
+            if events <= ROWS_PER_INSERT:
+                planned = self._write_unlocked(conn, batch, guess)
+            if planned is None:
+                planned = self._write_sync(conn, batch, 0, guess)
         except sqlite3.OperationalError as exc:
             if not _busy(exc):
                 self._position_ahead = None
@@ -273,6 +324,59 @@ class SqliteEventStore(SqlEventStore):
             self._position_ahead = None
             raise
         self._committed(guess)
+        return planned
+
+    def _write_unlocked(
+        self, conn: sqlite3.Connection, batch: list[AppendRequest], guess: Guess | None
+    ) -> list[Planned] | None:
+        """A small batch as one multi-row INSERT in autocommit mode, without BEGIN
+        IMMEDIATE, the heads' lookup, and COMMIT (half the SQL of a decision's commit):
+        one statement is atomic on its own. It is planned on the heads and position this
+        store's last commit left, which hold only if no other connection wrote since;
+        and if one did, the INSERT fails and writes nothing: positions are dense (every
+        writer inserts at the last position + 1), so the other writer took the first
+        position this plan uses (``PRIMARY KEY position``). ``None``, with nothing
+        written, when the batch needs the full transaction (``_write_sync``): a stream
+        this store has not written yet, an idempotency key to look up, no row to write
+        (a stale ``expected_seq`` is only stale if the log is as known), or another
+        writer came between (then what is known is forgotten and read again)."""
+        position = self._known_position
+        if position is None or conn.in_transaction:  # (the INSERT must commit by itself)
+            return None
+        known = self._known_heads
+        heads: dict[str, int] = {}
+        for request in batch:
+            if request.idempotency_key is not None:
+                return None
+            head = known.get(request.stream_id)
+            if head is None:
+                return None
+            heads[request.stream_id] = head
+        planned, rows, _ = self.plan_in_transaction(batch, guess, heads, position, {})
+        if not rows:
+            return None
+        if self._busy_ms != 0:  # another process's lock is waited for in a thread
+            conn.execute("PRAGMA busy_timeout=0")
+            self._busy_ms = 0
+        try:
+            conn.execute(
+                _insert_of(len(rows)),
+                rows[0] if len(rows) == 1 else tuple(chain.from_iterable(rows)),
+            )
+        except sqlite3.IntegrityError:
+            # Another writer came between. The transaction would see it in data_version
+            # too; forgetting what is known does not depend on that.
+            self._known_heads, self._known_position = {}, None
+            return None
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc):  # a busy INSERT did nothing; anything else: ask the log
+                self._known_position = None
+            raise
+        except BaseException:
+            self._known_position = None
+            raise
+        left_heads, self._known_position = self._left
+        known.update(left_heads)  # no new stream: it stays as small as it was
         return planned
 
     def _write_sync(

@@ -167,9 +167,15 @@ class StreamWriter:
             await self._submit(batch, self._seq - len(batch))
 
     async def _submit(self, batch: Sequence[Staged], expected: int) -> None:
-        with anyio.CancelScope(shield=True):  # once counted in _seq, always submitted
-            request = await self.store.submit(self.stream_id, batch, expected_seq=expected)
+        # Once counted in _seq, always submitted: handed over without suspending (nothing
+        # can cancel that, the usual case), or under a shield.
+        request = self.store.submit_nowait(self.stream_id, batch, expected_seq=expected)
+        if request is not None:
             self._in_flight.append(request)
+        else:
+            with anyio.CancelScope(shield=True):
+                waited = await self.store.submit(self.stream_id, batch, expected_seq=expected)
+            self._in_flight.append(waited)
         self.batches_sent += 1
 
     async def _await_oldest(self) -> list[Recorded]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -9,7 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
+import events.sqlite
 from events.base import BaseEventStore
+from events.errors import ConcurrencyError
 from events.sqlite import SqliteEventStore
 from events.types import LLMText
 from tests.events.store_contract import DurableStoreContract
@@ -65,3 +68,167 @@ async def test_an_append_waits_for_another_process_without_blocking_the_loop(
         assert [r.seq for r in records] == [2]
         assert ticks >= 10  # the loop ran on while the append waited for the lock
         assert [r.event.text for r in await store.read("s")] == ["one", "two"]  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------- commits without a transaction
+
+
+def _insert_foreign(path: Path, stream: str, seq: int) -> int:
+    """What another process's commit leaves: one row at the next position. Returns it."""
+    other = sqlite3.connect(path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        (position,) = other.execute(
+            "SELECT coalesce(max(position), 0) + 1 FROM navi_events"
+        ).fetchone()
+        other.execute(
+            "INSERT INTO navi_events (position, stream_id, seq, event_id, type, version, "
+            "timestamp, payload) VALUES (?, ?, ?, ?, 'llm.text', 1, 0.0, ?)",
+            (position, stream, seq, f"foreign-{position}", b'{"text": "foreign"}'),
+        )
+        other.execute("COMMIT")
+    finally:
+        other.close()
+    return int(position)
+
+
+def _statements(store: SqliteEventStore) -> list[str]:
+    """Every SQL statement the store's writing connection runs from now on."""
+    seen: list[str] = []
+    assert store._conn is not None
+    store._conn.set_trace_callback(seen.append)
+    return seen
+
+
+def _whole_log(path: Path) -> list[tuple[int, str, int]]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute("SELECT position, stream_id, seq FROM navi_events ORDER BY position")
+        return [(int(p), str(s), int(q)) for p, s, q in rows]
+    finally:
+        conn.close()
+
+
+@pytest.mark.anyio
+async def test_a_small_commit_is_one_insert_without_a_transaction(tmp_path: Path) -> None:
+    """Once this store knows a stream's head (its first commit read it), a small append
+    is a single INSERT in autocommit mode: no BEGIN, no look at the heads, no COMMIT."""
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("s", [LLMText(text="one")], expected_seq=0)
+        sql = _statements(store)
+        records = await store.append("s", [LLMText(text="two"), LLMText(text="3")], expected_seq=1)
+        assert [r.seq for r in records] == [2, 3] and [r.position for r in records] == [2, 3]
+        assert len(sql) == 1 and sql[0].startswith("INSERT INTO navi_events")
+    assert _whole_log(path) == [(1, "s", 1), (2, "s", 2), (3, "s", 3)]
+
+
+@pytest.mark.anyio
+async def test_a_write_by_another_process_between_commits_is_detected(tmp_path: Path) -> None:
+    """Another connection writes between two of this store's commits: the INSERT planned
+    on what this store last left collides with the other's row (positions are dense) and
+    writes nothing; the commit is done again in a transaction that reads the log."""
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("s", [LLMText(text="one")], expected_seq=0)
+        await store.append("s", [LLMText(text="two")], expected_seq=1)  # without a transaction
+        assert _insert_foreign(path, "other", 1) == 3
+        sql = _statements(store)
+        records = await store.append("s", [LLMText(text="3"), LLMText(text="4")], expected_seq=2)
+        assert [(r.seq, r.position) for r in records] == [(3, 4), (4, 5)]
+        assert "BEGIN IMMEDIATE" in sql  # tried without, then with a transaction
+        # What it learnt holds for the next commit without a transaction.
+        records = await store.append("s", [LLMText(text="5")], expected_seq=4)
+        assert [(r.seq, r.position) for r in records] == [(5, 6)]
+    assert _whole_log(path) == [
+        (1, "s", 1),
+        (2, "s", 2),
+        (3, "other", 1),
+        (4, "s", 3),
+        (5, "s", 4),
+        (6, "s", 5),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_head_moved_by_another_process_is_read_before_refusing(tmp_path: Path) -> None:
+    """Another process appended to the stream and the caller counted it: this store's
+    own idea of the head is stale, not the caller's ``expected_seq``. And one that did
+    not count it is refused with nothing written."""
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("s", [LLMText(text="one")], expected_seq=0)
+        await store.append("s", [LLMText(text="two")], expected_seq=1)
+        _insert_foreign(path, "s", 3)
+        records = await store.append("s", [LLMText(text="four")], expected_seq=3)
+        assert [(r.seq, r.position) for r in records] == [(4, 4)]
+        _insert_foreign(path, "s", 5)
+        with pytest.raises(ConcurrencyError):
+            await store.append("s", [LLMText(text="stale")], expected_seq=4)
+    assert _whole_log(path) == [(p, "s", p) for p in range(1, 6)]
+
+
+@pytest.mark.anyio
+async def test_commits_without_a_transaction_keep_their_order_among_other_writers(
+    tmp_path: Path,
+) -> None:
+    """Two stores on one file take turns writing small batches to shared streams, so
+    that nearly every commit of each meets a write of the other: every event lands once,
+    in a dense log, each stream numbered without a gap."""
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as first, SqliteEventStore(path) as second:
+        written = {"a": 0, "b": 0}
+        for i in range(60):
+            store = first if i % 3 else second
+            stream = "a" if i % 2 else "b"
+            events = [LLMText(text=f"{i}.{k}") for k in range(1 + i % 3)]
+            records = await store.append(stream, events, expected_seq=written[stream])
+            written[stream] += len(events)
+            assert records[-1].seq == written[stream]
+    log = _whole_log(path)
+    assert [p for p, _, _ in log] == list(range(1, len(log) + 1))
+    for stream, head in written.items():
+        assert [q for _, s, q in log if s == stream] == list(range(1, head + 1))
+
+
+# ---------------------------------------------------------------- the checkpointer
+
+
+def _checkpointers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("sqlite-checkpoint")]
+
+
+@pytest.mark.anyio
+async def test_the_wal_is_checkpointed_by_a_thread_that_ends_with_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(events.sqlite, "CHECKPOINT_EVERY", 0.01)
+    calls = 0
+    real = events.sqlite._checkpoint
+
+    def failing_once(conn: sqlite3.Connection) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # a full disk, say: logged, and tried again at the next tick
+            raise sqlite3.OperationalError("database or disk is full")
+        real(conn)
+
+    monkeypatch.setattr(events.sqlite, "_checkpoint", failing_once)
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as store:
+        assert len(_checkpointers()) == 1
+        await store.append("s", [LLMText(text="one")], expected_seq=0)
+        with anyio.fail_after(5):
+            while calls < 2:
+                await anyio.sleep(0.01)
+        idle = calls
+        await anyio.sleep(0.05)
+        assert calls == idle  # no commit since: nothing to copy
+    assert _checkpointers() == []
+    # Everything is in the database file: a checkpoint finds nothing left to copy.
+    conn = sqlite3.connect(path)
+    try:
+        busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and frames == copied
+    finally:
+        conn.close()

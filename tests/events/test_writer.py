@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import pytest
 
@@ -79,3 +81,51 @@ async def test_a_writer_that_lost_its_stream_refuses_to_go_on() -> None:
         with pytest.raises(WriterFailedError, match="recover the stream"):
             await writer.stage(LLMText(text="more"))
         assert len(await store.read("s")) == 1
+
+
+async def test_a_decision_committed_at_once_enters_no_cancel_scope(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An append that its caller commits without suspending cannot be cancelled half
+    way, so it pays for no shield (a cancel scope costs more than the rest of the
+    commit's Python); an append that must wait for a turn of the loop is shielded."""
+    scopes: list[anyio.CancelScope] = []
+    real = anyio.CancelScope
+
+    def counting(**kw: Any) -> anyio.CancelScope:
+        scopes.append(real(**kw))
+        return scopes[-1]
+
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0)
+        await anyio.sleep(0.01)  # the store's own tasks have started: no other task is ready
+        monkeypatch.setattr(anyio, "CancelScope", counting)
+        for i in range(3):
+            await writer.append(
+                ToolCompleted(call_id=str(i), name="t", output="a"), LLMText(text="b")
+            )
+        assert scopes == [] and store.commit_count == 3
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.sleep, 0)  # ready to run: the lead gives the loop a turn
+            assert store.submit_nowait("s", [LLMText(text="c")], expected_seq=6) is None
+            assert store.commit_count == 3  # nothing done
+            records = await writer.append(LLMText(text="c"))
+        assert len(scopes) == 2 and [r.seq for r in records] == [7]  # the writer's and the lead's
+    assert [r.seq for r in await store.read("s")] == list(range(1, 8))
+
+
+async def test_a_cancelled_caller_still_submits_what_it_staged() -> None:
+    """Once counted in the writer's seqs, a batch reaches the store even if its caller
+    is cancelled on the way (with or without a gathering turn)."""
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0)
+        for ready in (False, True):
+            async with anyio.create_task_group() as tg:
+                if ready:
+                    tg.start_soon(anyio.sleep, 0)
+                with anyio.CancelScope() as scope:
+                    scope.cancel()
+                    await writer.append(LLMText(text=str(ready)))
+        assert writer.last_seq == 2
+        await writer.commit()
+        assert [r.seq for r in await store.read("s")] == [1, 2]
