@@ -100,7 +100,7 @@ class ActorCell:
         child = ActorCell(self.system, actor, name, parent=self, supervision=supervision)
         self.children[name] = child
         self.system._register(child)
-        await self._tg.start(child.run)
+        await self._tg.start(child.run, name=child.path)  # a name: anyio need not derive one
         return child.ref
 
     async def _stop_children(self, reason: str) -> None:

@@ -101,7 +101,7 @@ class ActorSystem:
         )
         self._register(cell)
         self._top[name] = cell
-        await tg.start(cell.run)
+        await tg.start(cell.run, name=cell.path)
         return cell.ref
 
     # ---------------------------------------------------------------- lookup

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 class SwitchProfileTool(Tool):
     name = "switch_profile"
+    uses_files = False
     description = (
         "Switch this conversation to another agent profile when the user's request belongs "
         "to another domain (e.g. server administration, smart home). The new profile's "

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -41,13 +42,13 @@ from events.types import (
     SubagentSpawned,
 )
 from navi.session import messages as m
+from navi.session.actor import SessionActor
 from profiles import UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
 
 if TYPE_CHECKING:
     from events.base import BaseEventStore
     from navi.app import Navi
-    from navi.session.actor import SessionActor
 
 log = structlog.get_logger(__name__)
 
@@ -96,7 +97,11 @@ class Spawner:
         self.store = store
         self.new_id = new_id
         self.timeout_s = timeout_s
-        self.log = log.bind(session_id=parent.session_id, call_id=call_id)
+
+    @cached_property
+    def log(self) -> Any:
+        # Bound when first used: a Spawner is made for every tool call, spawn_agent or not.
+        return log.bind(session_id=self.parent.session_id, call_id=self.call_id)
 
     async def __call__(self, task: str, profile_id: str) -> SubagentOutcome:
         progress = self.parent.state.progress
@@ -233,6 +238,7 @@ SpawnHook = Callable[..., Awaitable[SubagentOutcome]]
 
 class SpawnAgentTool(Tool):
     name = "spawn_agent"
+    uses_files = False
     description = (
         "Delegate a bounded subtask (typically three or more tool calls, e.g. research a "
         "topic, inspect a server) to a subagent that works on its own and returns its "
@@ -290,8 +296,6 @@ class SpawnAgentTool(Tool):
 
 def spawn_hooks(navi: Navi, host: object, call_id: str) -> dict[str, Any]:
     """The driver's ``tool_hooks`` for subagents: a ``spawn`` bound to this call."""
-    from navi.session.actor import SessionActor
-
     if not isinstance(host, SessionActor):
         return {}
     tool = navi.tools.get("spawn_agent")

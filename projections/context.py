@@ -72,6 +72,9 @@ class ContextState(msgspec.Struct, frozen=True, kw_only=True):
     partial_timestamp: float = 0.0
     llm_purpose: str = "loop"
     summaries: tuple[SummarySpan, ...] = ()
+    # What ``estimate_tokens`` counts of ``messages``, kept as they are added: the loop
+    # asks before every LLM call, and counting the whole context each time is quadratic.
+    chars: int = 0
 
     def as_list(self) -> list[Message]:
         return self.messages.to_list()
@@ -80,7 +83,14 @@ class ContextState(msgspec.Struct, frozen=True, kw_only=True):
 def _add(state: ContextState, message: Message) -> ContextState:
     if state.open_calls:
         return replace(state, deferred=(*state.deferred, message))
-    return replace(state, messages=state.messages.append(message))
+    return _append(state, message)
+
+
+def _append(state: ContextState, *added: Message, **changes: object) -> ContextState:
+    """``state`` with ``added`` at the end of its messages (and ``changes``)."""
+    messages = state.messages.append(added[0]) if len(added) == 1 else state.messages.extend(added)
+    chars = state.chars + sum(_chars(message) for message in added)
+    return replace(state, messages=messages, chars=chars, **changes)
 
 
 def _close_calls(state: ContextState, record: Recorded) -> ContextState:
@@ -100,8 +110,7 @@ def _close_calls(state: ContextState, record: Recorded) -> ContextState:
         )
         for call_id, name in state.open_calls
     ]
-    messages = state.messages.extend([*closing, *state.deferred])
-    return replace(state, messages=messages, open_calls=(), deferred=())
+    return _append(state, *closing, *state.deferred, open_calls=(), deferred=())
 
 
 def _files_text(files: tuple[FileRef, ...]) -> str:
@@ -120,7 +129,7 @@ def _on_user_message(state: ContextState, record: Recorded) -> ContextState:
         seq=record.seq,
     )
     state = _close_calls(state, record)
-    return replace(state, messages=state.messages.append(message))
+    return _append(state, message)
 
 
 def _on_plan_ready(state: ContextState, record: Recorded) -> ContextState:
@@ -181,9 +190,9 @@ def _on_llm_completed(state: ContextState, record: Recorded) -> ContextState:
     )
     state = _close_calls(state, record)
     tokens = event.prompt_tokens + event.completion_tokens
-    return replace(
+    return _append(
         state,
-        messages=state.messages.append(message),
+        message,
         open_calls=tuple((call.id, call.name) for call in event.tool_calls),
         partial=None,
         token_count=tokens or state.token_count,
@@ -216,10 +225,9 @@ def _on_tool_result(state: ContextState, record: Recorded) -> ContextState:
             seq=record.seq,
         )
         deferred = (*deferred, shown)
-    messages = state.messages.append(result)
     if still_open:
-        return replace(state, messages=messages, open_calls=still_open, deferred=deferred)
-    return replace(state, messages=messages.extend(deferred), open_calls=(), deferred=())
+        return _append(state, result, open_calls=still_open, deferred=deferred)
+    return _append(state, result, *deferred, open_calls=(), deferred=())
 
 
 def _on_run_ended(state: ContextState, record: Recorded) -> ContextState:
@@ -235,7 +243,7 @@ def _on_run_ended(state: ContextState, record: Recorded) -> ContextState:
         created_at=iso_time(state.partial_timestamp),
         seq=state.partial_seq,
     )
-    return replace(state, messages=state.messages.append(message))
+    return _append(state, message)
 
 
 def _on_compressed(state: ContextState, record: Recorded) -> ContextState:
@@ -251,11 +259,9 @@ def _on_compressed(state: ContextState, record: Recorded) -> ContextState:
     if result is None:
         return state  # it covers nothing that is still in the context
     messages, summaries = result
+    chars = sum(_chars(message) for message in messages)
     return replace(
-        state,
-        messages=Vec(messages),
-        summaries=summaries,
-        token_count=estimate_tokens(messages),
+        state, messages=Vec(messages), summaries=summaries, token_count=chars // 4, chars=chars
     )
 
 
@@ -264,15 +270,33 @@ def estimate_tokens(messages: list[Message]) -> int:
 
     Images are not counted (their cost depends on the model).
     """
-    chars = 0
-    for message in messages:
-        chars += len(message.content)
-        for call in message.tool_calls:
-            chars += len(call.name) + len(_json(call.arguments))
-    return chars // 4
+    return sum(_chars(message) for message in messages) // 4
+
+
+def _chars(message: Message) -> int:
+    if message.tool_calls:
+        return len(message.content) + _call_chars(message)
+    return len(message.content)
+
+
+def _call_chars(message: Message) -> int:
+    """The characters of a message's calls, remembered per message: the loop estimates
+    the whole context before every LLM call, and encoding every call's arguments again
+    each time made that quadratic in the length of a run."""
+    known = _calls_counted.get(id(message))
+    if known is not None and known[0] is message:
+        return known[1]
+    chars = sum(len(call.name) + len(_json(call.arguments)) for call in message.tool_calls)
+    if len(_calls_counted) >= _MAX_COUNTED:
+        _calls_counted.clear()
+    _calls_counted[id(message)] = (message, chars)
+    return chars
 
 
 _json = msgspec.json.Encoder(order="sorted").encode
+# id -> (the message itself, so that a recycled id is never mistaken for it; its chars)
+_calls_counted: dict[int, tuple[Message, int]] = {}
+_MAX_COUNTED = 4096
 
 _Handler = Callable[[ContextState, Recorded], ContextState]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -40,5 +41,26 @@ def iso_time(timestamp: float) -> str:
     """An envelope timestamp (seconds since the epoch) as ISO 8601 in UTC, with offset.
 
     Pure: the result depends on the timestamp only, never on the machine's time zone.
+    Exactly ``datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")``
+    (the fraction rounded half to even to microseconds, then cut to milliseconds), with
+    the date and time of the whole second reused: every message of the context gets
+    one, and the events of a run mostly fall within the same second.
     """
-    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")
+    global _last_second, _last_prefix
+    fraction, whole = math.modf(timestamp)
+    micros = round(fraction * 1e6)
+    if micros >= 1_000_000:
+        whole += 1.0
+        micros -= 1_000_000
+    elif micros < 0:
+        whole -= 1.0
+        micros += 1_000_000
+    second = int(whole)
+    if second != _last_second:
+        _last_prefix = datetime.fromtimestamp(second, UTC).isoformat()[:19]
+        _last_second = second
+    return f"{_last_prefix}.{micros // 1000:03d}+00:00"
+
+
+_last_second: int | None = None
+_last_prefix = ""

@@ -87,6 +87,10 @@ class Tool(abc.ABC):
     parameters: dict[str, Any] = {"type": "object", "properties": {}}
     # Safe to run again after a crash left the call without a result (resume).
     idempotent: bool = False
+    # Works in the session's files folder, which must then exist when it is called (the
+    # run makes it, checking before each call). A tool that never touches it says so
+    # and saves that check: it is a system call on every iteration of the loop.
+    uses_files: bool = True
     timeout_s: float = 60.0
 
     @abc.abstractmethod

@@ -27,6 +27,7 @@ def describe(fact: Fact) -> str:
 
 class MemorySearchTool(Tool):
     name = "memory_search"
+    uses_files = False
     description = (
         "Search your long-term memory of the user: facts (preferences, projects, "
         "environment, personal details) learned from past conversations, by keywords, "
@@ -68,6 +69,7 @@ class MemorySearchTool(Tool):
 
 class MemoryForgetTool(Tool):
     name = "memory_forget"
+    uses_files = False
     description = (
         "Forget a fact about the user for good: it disappears from memory search, from "
         "the memory summary and from every future conversation. Name it by its id (from "

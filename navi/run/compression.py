@@ -203,10 +203,10 @@ def summary_request(text: str) -> list[ChatMessage]:
     ]
 
 
-def context_tokens(messages: list[Message], recorded: int) -> int:
+def context_tokens(context: context_projection.ContextState) -> int:
     """The larger of the last recorded count and an estimate of the context as it is now
     (tool results added since the last call are not in the recorded count)."""
-    return max(recorded, context_projection.estimate_tokens(messages))
+    return max(context.token_count, context.chars // 4)
 
 
 # ---------------------------------------------------------------- effects
@@ -224,7 +224,7 @@ def _over(
     context: context_projection.ContextState, deps: RunDeps, profile: Profile
 ) -> tuple[bool, int]:
     settings = deps.settings
-    tokens = context_tokens(context.as_list(), context.token_count)
+    tokens = context_tokens(context)
     num_ctx = profile.num_ctx or settings.llm.num_ctx
     return tokens >= num_ctx * settings.compression_threshold, tokens
 
@@ -419,7 +419,7 @@ async def resummarise(
 ) -> bool:
     """Record a re-summary of ``selection`` (the session is at rest)."""
     context = host.state.context
-    tokens = context_tokens(context.as_list(), context.token_count)
+    tokens = context_tokens(context)
     try:
         return await _summarise(
             host, deps, _profile(host, deps), selection, tokens=tokens, model=model

@@ -540,7 +540,9 @@ class RunDriver:
         files_owner = owner.session_id
         if owner is self.host and created is not None and created.parent_stream_id:
             files_owner = created.parent_stream_id
-        files_dir = self._files_dir(files_owner)
+        # A tool that never touches the files folder does not need it made.
+        uses_files = getattr(self.deps.tools.get(call.name), "uses_files", True)
+        files_dir = self._files_dir(files_owner, make=uses_files)
         hooks = self.deps.tool_hooks(self.host, call.id)
         shared = owner is not self.host
         return ToolContext(
@@ -557,14 +559,14 @@ class RunDriver:
             switch_profile=hooks.get("switch_profile"),
         )
 
-    def _files_dir(self, owner: str) -> Path:
-        """The session's files folder, made if missing (checked on every call: a tool
-        may have removed it)."""
+    def _files_dir(self, owner: str, *, make: bool = True) -> Path:
+        """The session's files folder; with ``make``, made if missing (checked before
+        every call of a tool that uses it: another tool may have removed it)."""
         if self._files is None or self._files[0] != owner:
             path = self.deps.files_root / owner
             self._files = (owner, path, os.fspath(path))
         _, path, name = self._files
-        if not os.path.isdir(name):  # one stat, where mkdir(exist_ok) costs two and an error
+        if make and not os.path.isdir(name):  # one stat, where mkdir(exist_ok) costs two
             path.mkdir(parents=True, exist_ok=True)
         return path
 

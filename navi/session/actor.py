@@ -51,6 +51,7 @@ from navi.run.workers import Worker, run_workers
 from navi.session import messages as m
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, clean_images
+from navi.session.lock import SessionLock
 from navi.session.recovery import recover
 from navi.session.state import SessionState
 from profiles import UnknownProfile, profile_hash
@@ -91,7 +92,7 @@ class SessionActor(Actor[object]):
         self._writer: StreamWriter | None = None
         # Taken on every record: uncontended, without a loop turn (a plain acquire
         # yields once, a turn of the event loop per commit).
-        self._lock = anyio.Lock(fast_acquire=True)
+        self._lock = SessionLock()
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str]] = deque()
@@ -393,11 +394,14 @@ class SessionActor(Actor[object]):
     async def _append(self, events: Sequence[Event]) -> None:
         assert self._writer is not None
         state = self.state.run_state
+        after: list[RunState] = []
         for event in events:
             state = transition(state, event)
+            after.append(state)
         records = await self._writer.append(*(self._new(e) for e in events))
-        for record in records:
-            self._apply(record)
+        # Checked above, under the lock: nothing else is applied meanwhile.
+        for record, run_state in zip(records, after, strict=True):
+            self.state.apply(record, run_state)
 
     async def stage(self, event: Event) -> None:
         """Stage a chunk event: applied now, durable within milliseconds.

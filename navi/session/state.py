@@ -52,8 +52,10 @@ class SessionState:
         """The run state after ``record``; raises ``IllegalTransition`` if not allowed."""
         return transition(self.run_state, record.event)
 
-    def apply(self, record: Recorded) -> None:
-        self.run_state = self.check(record)
+    def apply(self, record: Recorded, run_state: RunState | None = None) -> None:
+        """Fold ``record`` in. ``run_state``: the state after it, when the caller has just
+        checked the transition itself (it is not checked twice)."""
+        self.run_state = self.check(record) if run_state is None else run_state
         self.last_seq = record.seq
         self.last_timestamp = record.timestamp
         event = record.event

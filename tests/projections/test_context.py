@@ -280,6 +280,8 @@ def test_generated_contexts_are_always_well_formed(log: list[Recorded]) -> None:
         # Mid-tools, the last group may still wait for results; otherwise it is complete.
         assert_well_formed(state.as_list(), complete=not state.open_calls)
         assert bool(state.deferred) <= bool(state.open_calls)
+        # The running count is the count of the messages as they are.
+        assert state.chars // 4 == estimate_tokens(state.as_list())
     assert not state.open_calls
     # Compression never loses a message that is not covered by a summary.
     covered = [range(first, last + 1) for _, first, last in state.summaries]
@@ -294,3 +296,17 @@ def test_message_defaults_fit_the_context() -> None:
     assert estimate_tokens([message]) == 0
     with pytest.raises(TypeError):
         Message(role="user", content="x")  # type: ignore[call-arg]
+
+
+def test_estimate_tokens_counts_each_message_s_calls_however_often_asked() -> None:
+    def with_call(arguments: dict[str, object]) -> Message:
+        call = ToolCall(id="c", name="todo", arguments=arguments)
+        return Message(role="assistant", content="", created_at="", seq=1, tool_calls=(call,))
+
+    short, long = with_call({"a": 1}), with_call({"action": "read", "text": "x" * 400})
+    expected_short = (len("todo") + len('{"a":1}')) // 4
+    for _ in range(3):  # remembered per message, never across messages
+        assert estimate_tokens([short]) == expected_short
+        assert estimate_tokens([long]) > 100
+        assert estimate_tokens([short, long]) == estimate_tokens([long, short])
+    assert estimate_tokens([with_call({"a": 1})]) == expected_short

@@ -16,6 +16,7 @@ _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
 
 class HttpRequestTool(Tool):
     name = "http_request"
+    uses_files = False
     description = (
         "Send an HTTP request (GET, POST, PUT, PATCH, DELETE, HEAD) with optional headers and "
         "body, and return the status, main headers and response body. Use 'json' for a JSON "

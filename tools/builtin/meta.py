@@ -19,6 +19,8 @@ USER_TOOL_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 class _RegistryTool(Tool):
+    uses_files = False
+
     def __init__(self, registry: ToolRegistry) -> None:
         self.registry = registry
 

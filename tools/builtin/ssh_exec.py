@@ -135,6 +135,7 @@ class SshPool:
 
 class SshExecTool(Tool):
     name = "ssh_exec"
+    uses_files = False
     description = (
         "Run a command on a named remote host over SSH and return its exit status and output "
         "(stdout and stderr). Hosts are configured by the user; an unknown name lists them."

@@ -94,6 +94,7 @@ def format_hits(query: str, hits: list[SearchHit]) -> str:
 
 class WebSearchTool(Tool):
     name = "web_search"
+    uses_files = False
     description = (
         "Search the web and return a numbered list of results (title, URL, snippet). "
         "Open a result with web_view to read it."

@@ -15,6 +15,7 @@ _TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/xml", "te
 
 class WebViewTool(Tool):
     name = "web_view"
+    uses_files = False
     description = (
         "Open a web page (http/https URL) and return its readable text: headings, "
         "paragraphs, lists and links, without scripts, styles or navigation. Use it to "
