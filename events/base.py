@@ -170,6 +170,17 @@ class BaseEventStore:
         )
         if request is not None:
             return request
+        return await self.submit_waiting(stream_id, events, expected_seq, idempotency_key)
+
+    async def submit_waiting(
+        self,
+        stream_id: str,
+        events: Sequence[Event | NewEvent],
+        expected_seq: int,
+        idempotency_key: str | None = None,
+    ) -> AppendRequest:
+        """``submit`` once ``submit_nowait`` said it must wait (a gathering turn, or a
+        full queue): not tried without waiting again."""
         request = AppendRequest(stream_id, list(events), expected_seq, idempotency_key)
         if self._pending == 0 and self.commits_now:
             with anyio.CancelScope(shield=True):  # it carries other tasks' appends too

@@ -174,7 +174,7 @@ class StreamWriter:
             self._in_flight.append(request)
         else:
             with anyio.CancelScope(shield=True):
-                waited = await self.store.submit(self.stream_id, batch, expected_seq=expected)
+                waited = await self.store.submit_waiting(self.stream_id, batch, expected)
             self._in_flight.append(waited)
         self.batches_sent += 1
 
