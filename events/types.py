@@ -394,5 +394,10 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in
 TERMINAL_RUN_EVENTS: frozenset[str] = frozenset({"run.completed", "run.stopped", "run.failed"})
 
 
+# (A class's ``__struct_config__`` is built anew on every access: 4x a dict lookup.)
+_TAGS: dict[type[Event], str] = {cls: tag for tag, cls in EVENT_TYPES.items()}
+
+
 def tag_of(event: Event) -> str:
-    return type(event).__struct_config__.tag  # type: ignore[return-value]
+    tag = _TAGS.get(type(event))
+    return type(event).__struct_config__.tag if tag is None else tag  # type: ignore[return-value]

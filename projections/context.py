@@ -201,8 +201,8 @@ def _on_llm_completed(state: ContextState, record: Recorded) -> ContextState:
 
 def _on_tool_result(state: ContextState, record: Recorded) -> ContextState:
     event: ToolCompleted | ToolFailed = record.event  # type: ignore[assignment]
-    still_open = tuple(call for call in state.open_calls if call[0] != event.call_id)
-    if len(still_open) == len(state.open_calls):
+    still_open = _still_open(state, event)
+    if still_open is None:
         return state  # a result for no open call: the log keeps it, the context cannot
     created_at = iso_time(record.timestamp)
     result = Message(
@@ -219,7 +219,7 @@ def _on_tool_result(state: ContextState, record: Recorded) -> ContextState:
     if image is not None:
         shown = Message(
             role="user",
-            content=f"The image returned by {event.name} (call {event.call_id}).",
+            content=_image_text(event),
             images=(image,),
             created_at=created_at,
             seq=record.seq,
@@ -228,6 +228,37 @@ def _on_tool_result(state: ContextState, record: Recorded) -> ContextState:
     if still_open:
         return _append(state, result, open_calls=still_open, deferred=deferred)
     return _append(state, result, *deferred, open_calls=(), deferred=())
+
+
+def _still_open(
+    state: ContextState, event: ToolCompleted | ToolFailed
+) -> tuple[tuple[str, str], ...] | None:
+    """The calls still open once ``event`` gives its call a result; ``None`` if its call
+    is not open."""
+    still_open = tuple(call for call in state.open_calls if call[0] != event.call_id)
+    return None if len(still_open) == len(state.open_calls) else still_open
+
+
+def _image_text(event: ToolCompleted | ToolFailed) -> str:
+    return f"The image returned by {event.name} (call {event.call_id})."
+
+
+def chars_after(state: ContextState, record: Recorded) -> int:
+    """``evolve(state, record).chars``; for a tool result (the loop asks before it makes
+    the next LLM call in the result's commit) counted without building the new state."""
+    event = record.event
+    if not isinstance(event, ToolCompleted | ToolFailed):
+        return evolve(state, record).chars
+    still_open = _still_open(state, event)
+    if still_open is None:
+        return state.chars
+    chars = state.chars + len(tool_result_content(event))
+    if still_open:
+        return chars
+    chars += sum(_chars(message) for message in state.deferred)
+    if isinstance(event, ToolCompleted) and image_of(event) is not None:
+        chars += len(_image_text(event))
+    return chars
 
 
 def _on_run_ended(state: ContextState, record: Recorded) -> ContextState:

@@ -43,6 +43,8 @@ from events.types import (
     LLMCompleted,
     LLMFailed,
     LLMRequested,
+    ToolCompleted,
+    ToolFailed,
 )
 from navi.llm.errors import LLMError
 from navi.llm.types import ChatMessage, LLMOptions
@@ -223,20 +225,27 @@ def over_threshold(host: RunHost, deps: RunDeps, profile: Profile) -> tuple[bool
 def _over(
     context: context_projection.ContextState, deps: RunDeps, profile: Profile
 ) -> tuple[bool, int]:
+    return _over_count(context_tokens(context), deps, profile)
+
+
+def _over_count(tokens: int, deps: RunDeps, profile: Profile) -> tuple[bool, int]:
     settings = deps.settings
-    tokens = context_tokens(context)
     num_ctx = profile.num_ctx or settings.llm.num_ctx
     return tokens >= num_ctx * settings.compression_threshold, tokens
 
 
 def would_compress(host: RunHost, deps: RunDeps, ahead: Recorded) -> bool:
     """Whether the pre-turn check would find the context over the threshold once
-    ``ahead`` (not yet recorded) is in it. Pure: ``ahead`` is folded into a copy of the
-    context, never into the session's state."""
+    ``ahead`` (not yet recorded) is in it. Pure: the session's state is not changed."""
     if not deps.settings.compression_enabled:
         return False
-    context = context_projection.evolve(host.state.context, ahead)
-    return _over(context, deps, _profile(host, deps))[0]
+    context = host.state.context
+    if isinstance(ahead.event, ToolCompleted | ToolFailed):
+        # A result changes only the character count, counted without folding it in.
+        tokens = max(context.token_count, context_projection.chars_after(context, ahead) // 4)
+    else:
+        tokens = context_tokens(context_projection.evolve(context, ahead))
+    return _over_count(tokens, deps, _profile(host, deps))[0]
 
 
 async def compress_if_needed(host: RunHost, deps: RunDeps) -> bool:

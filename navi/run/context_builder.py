@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from navi.llm.types import ChatMessage, ToolSpec
-from navi.llm.wire_parts import IdentityCache
+from navi.llm.wire_parts import IdentityCache, ListMemo
 from profiles import Profile, ProfileRegistry
 from projections.types import Message
 from tools import ToolRegistry
@@ -53,6 +53,7 @@ class ContextBuilder:
         # backend then encodes each of them once (navi.llm.wire_parts). Not those with
         # images: they are rare, and large enough not to be kept a while longer.
         self._chat = IdentityCache[Message, ChatMessage](to_chat, max_entries=4096)
+        self._chats = ListMemo[Message, ChatMessage](self._chat_of)
         self._system = IdentityCache[str, ChatMessage](_system, max_entries=64)
 
     def _fresh(self) -> None:
@@ -79,9 +80,11 @@ class ContextBuilder:
             remembered = await self.memory(user_id)
             if remembered:
                 out.append(self._system(remembered))
-        chat = self._chat
-        out.extend([to_chat(m) if m.images else chat(m) for m in context])
+        out.extend(self._chats(context))
         return out
+
+    def _chat_of(self, message: Message) -> ChatMessage:
+        return to_chat(message) if message.images else self._chat(message)
 
     def tool_names(self, profile: Profile, *, subagent: bool = False) -> list[str]:
         enabled = tuple(profile.subagent_tool_names if subagent else profile.enabled_tools)

@@ -255,9 +255,11 @@ class IllegalTransition(Exception):
 
 def event_kind(event: Event) -> str:
     """The key the table uses for ``event``: its tag, or a derived kind (see module doc)."""
-    if isinstance(event, LLMRequested):
-        return "llm.requested" if event.purpose == "loop" else f"llm.requested+{event.purpose}"
-    if isinstance(event, LLMCompleted) and event.tool_calls:
+    cls = type(event)
+    if cls is LLMRequested:
+        purpose = event.purpose  # type: ignore[attr-defined]
+        return "llm.requested" if purpose == "loop" else f"llm.requested+{purpose}"
+    if cls is LLMCompleted and event.tool_calls:  # type: ignore[attr-defined]
         return "llm.completed+tools"
     return tag_of(event)
 

@@ -10,14 +10,15 @@ from collections.abc import Mapping, Sequence
 
 from events.envelope import Recorded
 from events.types import (
-    LLMText,
-    LLMThinking,
     NoteDeleted,
     NoteSaved,
+    ProfileSwitched,
+    ScratchpadUpdated,
     SessionCreated,
     SessionDeleted,
     SessionPinned,
     TodoItem,
+    TodoUpdated,
 )
 from navi.run import progress as run_progress
 from navi.run.state import ACTIVE_STATES, RunState, transition
@@ -29,8 +30,18 @@ from projections.tool_state import (
     evolve_todo,
 )
 
-# Chunk events that no part of the state but the context folds (the hot path).
-_CONTEXT_ONLY = frozenset({LLMText, LLMThinking})
+_PROGRESS = run_progress.FOLDED
+_OWN = frozenset(
+    {
+        SessionCreated,
+        SessionDeleted,
+        SessionPinned,
+        NoteSaved,
+        NoteDeleted,
+        ScratchpadUpdated,
+        ProfileSwitched,
+    }
+)
 
 
 class SessionState:
@@ -59,9 +70,21 @@ class SessionState:
         self.last_seq = record.seq
         self.last_timestamp = record.timestamp
         event = record.event
-        if type(event) in _CONTEXT_ONLY:  # a streamed chunk: only the context keeps it
-            self.context = context_projection.evolve(self.context, record)
-            return
+        self.context = context_projection.evolve(self.context, record)
+        # Each other part is folded only for the event types that change it: a run
+        # applies five events per iteration, none of which most parts care about.
+        cls = type(event)
+        if cls in _PROGRESS:
+            self.progress = run_progress.evolve(self.progress, record)
+            if cls is TodoUpdated:
+                self.todo_items = evolve_todo(self.todo_items, record)
+        elif cls in _OWN:
+            self._apply_own(record)
+
+    def _apply_own(self, record: Recorded) -> None:
+        """The events that change the session's own fields and tool state (none of them
+        changes the run's progress)."""
+        event = record.event
         if isinstance(event, SessionCreated):
             self.created = event
         elif isinstance(event, SessionDeleted):
@@ -72,11 +95,8 @@ class SessionState:
             self.notes_by_id[event.note_id] = event.text
         elif isinstance(event, NoteDeleted):
             self.notes_by_id.pop(event.note_id, None)
-        self.context = context_projection.evolve(self.context, record)
-        self.todo_items = evolve_todo(self.todo_items, record)
         self.scratchpad_sections = evolve_scratchpad(self.scratchpad_sections, record)
         self.profile = evolve_active_profile(self.profile, record)
-        self.progress = run_progress.evolve(self.progress, record)
 
     # -- what tools read (tools.context.SessionToolState)
 

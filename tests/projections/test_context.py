@@ -24,7 +24,7 @@ from events.types import (
     ToolFailed,
     UserMessage,
 )
-from projections.context import CONTEXT, ContextState, estimate_tokens
+from projections.context import CONTEXT, ContextState, chars_after, estimate_tokens
 from projections.fold import fold, fold_until
 from projections.messages import MESSAGES
 from projections.types import Message
@@ -276,7 +276,9 @@ def test_a_result_for_no_open_call_is_left_out() -> None:
 def test_generated_contexts_are_always_well_formed(log: list[Recorded]) -> None:
     state = CONTEXT.initial
     for record in log:
+        counted = chars_after(state, record)  # what the state after it will count
         state = CONTEXT.evolve(state, record)
+        assert counted == state.chars
         # Mid-tools, the last group may still wait for results; otherwise it is complete.
         assert_well_formed(state.as_list(), complete=not state.open_calls)
         assert bool(state.deferred) <= bool(state.open_calls)

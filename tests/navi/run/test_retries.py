@@ -9,7 +9,25 @@ import anyio
 import pytest
 
 from events.envelope import Recorded
-from events.types import LLMCompleted, LLMFailed, LLMRequested, RunStarted, ToolCall
+from events.types import (
+    ContextInjected,
+    LLMCompleted,
+    LLMFailed,
+    LLMRequested,
+    PlanReady,
+    PlanStatus,
+    RunCompleted,
+    RunStarted,
+    StopRequested,
+    SubagentFinished,
+    SubagentSpawned,
+    TodoItem,
+    TodoUpdated,
+    ToolCall,
+    ToolCompleted,
+    ToolRequested,
+    ToolStarted,
+)
 from navi.run import progress
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -66,3 +84,36 @@ async def test_after_a_retried_call_the_next_call_is_a_new_iteration(tmp_path: P
             if isinstance(r.event, LLMRequested)
         ]
     assert requested == [(1, 1), (1, 2), (2, 1)]
+
+
+def test_the_progress_folds_each_kind_of_event_of_a_run() -> None:
+    spawned = SubagentSpawned(child_stream_id="s.c1", call_id="c1", task="look")
+    finished = SubagentFinished(child_stream_id="s.c1", call_id="c1", result="seen")
+    failed_step = TodoUpdated(items=(TodoItem(id=1, text="a", status="failed"),))
+    events: list[object] = [
+        RunStarted(profile_id="p"),
+        PlanStatus(phase=2, label="planning"),
+        PlanReady(plan="1. look"),
+        LLMRequested(iteration=1, attempt=1),
+        LLMCompleted(tool_calls=(ToolCall(id="c1", name="spawn_agent", arguments={}),)),
+        ToolRequested(call_id="c1", name="spawn_agent", arguments={}, step=1),
+        ToolStarted(call_id="c1", name="spawn_agent"),
+        spawned,
+        finished,
+        ToolCompleted(call_id="c1", name="spawn_agent", output="seen"),
+        failed_step,
+        ContextInjected(kind="replan", content="re-plan"),
+        LLMRequested(iteration=2, attempt=1),
+        ContextInjected(kind="goal_anchor", content="the goal"),
+        ContextInjected(kind="iteration_budget", content="3 left"),
+        StopRequested(reason="user"),
+    ]
+    p = fold(*events)
+    assert (p.plan_phase, p.plan_ready, p.iterations) == (2, True, 2)
+    assert (p.subagents, p.subagents_finished, p.tool_calls_made) == ((spawned,), (finished,), 1)
+    assert (p.failed_steps, p.replanned, p.last_anchor) == (frozenset({1}), 1, 2)
+    assert p.stop_requested and p.llm_open and not p.ended
+    assert fold(*events[:10]).resolved == frozenset({"c1"})
+    assert fold(*events[:10]).open_calls == []
+    ended = fold(*events, RunCompleted(content="done"))
+    assert ended.ended and not ended.llm_open
