@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
+import msgspec
 
 from events.types import Event, TodoItem
 from tools.settings import ToolSettings
@@ -64,8 +65,10 @@ class ProfileInfo:
     step_validation_enabled: bool = False
 
 
-@dataclass(frozen=True, kw_only=True)
-class ToolContext:
+class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
+    """Made for every call of the loop: a Struct, built in C (a frozen dataclass set its
+    twelve fields one ``object.__setattr__`` at a time)."""
+
     session_id: str
     files_dir: Path
     # Records a session-state event (todo, scratchpad, notes) in the session's log; for a
@@ -74,9 +77,9 @@ class ToolContext:
     state: SessionToolState
     user_id: str = "local"
     user_role: str = "user"
-    stop: StopSignal = field(default_factory=NeverStop)
-    settings: ToolSettings = field(default_factory=ToolSettings)
-    profile: ProfileInfo = field(default_factory=ProfileInfo)
+    stop: StopSignal = msgspec.field(default_factory=NeverStop)
+    settings: ToolSettings = msgspec.field(default_factory=ToolSettings)
+    profile: ProfileInfo = msgspec.field(default_factory=ProfileInfo)
     call_id: str = ""
     spawn: Hook | None = None
     switch_profile: Hook | None = None

@@ -31,7 +31,6 @@ import importlib.metadata
 import time
 import urllib.request
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 
 import anyio
 import anyio.lowlevel
@@ -41,7 +40,7 @@ from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
 from navi.llm.lean_conn import Connection, describe
 from navi.llm.watchdog import StreamInterrupted, Watchdog
 
-__all__ = ["LeanClient", "LeanResponse", "cut_lines", "lean_applies"]
+__all__ = ["LeanClient", "LeanResponse", "LeanStream", "cut_lines", "lean_applies"]
 
 # As httpx: an idle connection older than this is not reused (servers close them).
 KEEPALIVE_EXPIRY = 5.0
@@ -126,6 +125,40 @@ class LeanResponse:
             yield tail + b"\n"
 
 
+class LeanStream:
+    """``async with client.stream(...) as response``: a class rather than a
+    generator-based context manager, which would cost an async generator and its
+    bookkeeping on every LLM call."""
+
+    __slots__ = ("_client", "_open", "_response", "_watchdog")
+
+    def __init__(
+        self,
+        client: LeanClient,
+        target: bytes,
+        body: bytes,
+        url: str,
+        on_error_status: Callable[[int, bytes], LLMError],
+        watchdog: Watchdog | None,
+    ) -> None:
+        self._client = client
+        self._watchdog = watchdog
+        self._open = (target, body, url, on_error_status)
+        self._response: LeanResponse | None = None
+
+    async def __aenter__(self) -> LeanResponse:
+        target, body, url, on_error_status = self._open
+        self._response = await self._client._open(
+            target, body, url, on_error_status, self._watchdog
+        )
+        return self._response
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        response, self._response = self._response, None
+        if response is not None:
+            self._client._done(response, self._watchdog)
+
+
 class LeanClient:
     """POSTs JSON bodies to one ``http://`` server and streams the answers back."""
 
@@ -162,8 +195,7 @@ class LeanClient:
             loop = self._loop = asyncio.get_running_loop()
         return Watchdog(loop)
 
-    @asynccontextmanager
-    async def stream(
+    def stream(
         self,
         target: bytes,
         body: bytes,
@@ -171,15 +203,26 @@ class LeanClient:
         url: str,
         on_error_status: Callable[[int, bytes], LLMError],
         watchdog: Watchdog | None = None,
-    ) -> AsyncIterator[LeanResponse]:
-        """POST ``body`` to ``target`` (a path) and hand over the streaming answer.
+    ) -> LeanStream:
+        """POST ``body`` to ``target`` (a path) and hand over the streaming answer, as
+        ``async with client.stream(...) as response``.
 
         A non-2xx answer is read in full and turned into an error by ``on_error_status``.
         With a ``watchdog``, every wait until the block is left is bound to it.
         """
-        response: LeanResponse | None = None
+        return LeanStream(self, target, body, url, on_error_status, watchdog)
+
+    async def _open(
+        self,
+        target: bytes,
+        body: bytes,
+        url: str,
+        on_error_status: Callable[[int, bytes], LLMError],
+        watchdog: Watchdog | None,
+    ) -> LeanResponse:
         head = b"POST %b HTTP/1.1\r\n%bContent-Length: %d\r\n\r\n"
         request = head % (target, self._headers, len(body)) + body
+        response: LeanResponse | None = None
         conn = self._take_idle()
         if conn is not None:
             response = await self._exchange(conn, request, url, watchdog)
@@ -192,15 +235,18 @@ class LeanClient:
                 raise IncompleteStream(
                     "the server closed the connection without answering", url=url
                 )
-        try:
-            if response.status_code >= 400:
+        if response.status_code >= 400:
+            try:
                 raise on_error_status(response.status_code, await response.aread())
-            yield response
-        finally:
-            if watchdog is not None:
-                # The connection may serve another stream from now on.
-                watchdog.watch(None)
-            self._release(response)
+            finally:
+                self._done(response, watchdog)
+        return response
+
+    def _done(self, response: LeanResponse, watchdog: Watchdog | None) -> None:
+        if watchdog is not None:
+            # The connection may serve another stream from now on.
+            watchdog.watch(None)
+        self._release(response)
 
     async def aclose(self) -> None:
         self._closed = True

@@ -85,7 +85,7 @@ class OllamaBackend(CompletesFromStream):
     def url(self) -> str:
         return self._url
 
-    async def stream_complete(
+    def stream_complete(
         self,
         messages: Sequence[ChatMessage],
         tools: Sequence[ToolSpec] = (),
@@ -95,40 +95,60 @@ class OllamaBackend(CompletesFromStream):
     ) -> AsyncGenerator[StreamChunk, None]:
         opts = options if options is not None else LLMOptions()
         model = opts.model or self._model
-        explicit_think = opts.think is not None
-        think: bool | str | None
-        if explicit_think:
-            think = opts.think
-        elif model in self._refuses_thinking:
-            think = None
-        else:
-            think = self._settings.think
+        if opts.think is not None:
+            # Thinking asked for or refused explicitly (the run always says): there is
+            # no retry without it to make, so the guarded stream is the stream, without
+            # another async generator around every chunk.
+            return self._guarded(self._body(messages, tools, opts, model, opts.think), model, stop)
+        return self._retrying(messages, tools, opts, model, stop)
+
+    async def _retrying(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        opts: LLMOptions,
+        model: str,
+        stop: StopSignal | None,
+    ) -> AsyncGenerator[StreamChunk, None]:
+        """The stream with the configured thinking, asked again without it if the model
+        refuses it before anything came (remembered for the model)."""
+        think = None if model in self._refuses_thinking else self._settings.think
         while True:
-            body = build_chat_request(
-                messages,
-                tools,
-                model=model,
-                num_ctx=opts.num_ctx or self._settings.num_ctx,
-                think=think,
-                temperature=opts.temperature,
-                max_tokens=opts.max_tokens,
-                keep_alive=opts.keep_alive,
-                tool_choice=opts.tool_choice,
-                wire=self._wire,
-            )
             emitted = False
             try:
+                body = self._body(messages, tools, opts, model, think)
                 async with aclosing(self._guarded(body, model, stop)) as chunks:
                     async for chunk in chunks:
                         emitted = True
                         yield chunk
                 return
             except ThinkingNotSupported:
-                if emitted or explicit_think or not think:
+                if emitted or not think:
                     raise
                 self._refuses_thinking.add(model)
                 log.warning("llm.thinking_unsupported", model=model, url=self._url)
                 think = None
+
+    def _body(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        opts: LLMOptions,
+        model: str,
+        think: bool | str | None,
+    ) -> dict[str, object]:
+        return build_chat_request(
+            messages,
+            tools,
+            model=model,
+            num_ctx=opts.num_ctx or self._settings.num_ctx,
+            think=think,
+            temperature=opts.temperature,
+            max_tokens=opts.max_tokens,
+            keep_alive=opts.keep_alive,
+            tool_choice=opts.tool_choice,
+            wire=self._wire,
+        )
 
     async def list_models(self) -> list[ModelInfo]:
         body = await request_json(

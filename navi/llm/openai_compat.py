@@ -7,7 +7,6 @@ llama-cpp-python's server; the quirks are handled in :mod:`navi.llm.openai_wire`
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
 
 import httpx
 import msgspec
@@ -87,7 +86,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
     def url(self) -> str:
         return self._url
 
-    async def stream_complete(
+    def stream_complete(
         self,
         messages: Sequence[ChatMessage],
         tools: Sequence[ToolSpec] = (),
@@ -95,6 +94,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
         *,
         stop: StopSignal | None = None,
     ) -> AsyncGenerator[StreamChunk, None]:
+        # The guarded stream is the stream: no async generator around every chunk.
         opts = options if options is not None else LLMOptions()
         model = opts.model or self._model
         body = build_chat_request(
@@ -108,7 +108,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
             wire=self._wire,
         )
         watchdog = stream_watchdog(self._streams)
-        guarded = guard_stream(
+        return guard_stream(
             self._raw(_encoder.encode(body), model, watchdog),
             stop=stop,
             first_chunk_timeout=self._settings.first_chunk_timeout,
@@ -116,9 +116,6 @@ class OpenAICompatibleBackend(CompletesFromStream):
             url=self._url,
             watchdog=watchdog,
         )
-        async with aclosing(guarded) as chunks:
-            async for chunk in chunks:
-                yield chunk
 
     async def list_models(self) -> list[ModelInfo]:
         body = await request_json(

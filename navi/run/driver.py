@@ -259,7 +259,7 @@ class RunDriver:
         todo = self.state.todo_items
         found = [
             injections.iteration_budget(p, profile),
-            injections.goal_anchor(p, profile, self._goal()),
+            injections.goal_anchor(p, profile, self._goal),
             injections.anti_stall(p, profile, todo),
             injections.replan(p, profile, todo),
         ]

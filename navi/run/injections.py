@@ -7,6 +7,8 @@ events out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from events.types import ContextInjected, TodoItem
 from navi.run.progress import RunProgress
 from profiles import Profile
@@ -35,19 +37,25 @@ def iteration_budget(progress: RunProgress, profile: Profile) -> ContextInjected
     return ContextInjected(kind="iteration_budget", role="system", content=text)
 
 
-def goal_anchor(progress: RunProgress, profile: Profile, goal: str) -> ContextInjected | None:
-    """Every ``goal_anchoring_interval`` iterations, restate what the user asked for."""
-    if not profile.goal_anchoring_enabled or not goal:
+def goal_anchor(
+    progress: RunProgress, profile: Profile, goal: Callable[[], str]
+) -> ContextInjected | None:
+    """Every ``goal_anchoring_interval`` iterations, restate what the user asked for.
+    ``goal`` finds it in the context, only when an anchor is due (a search per call)."""
+    if not profile.goal_anchoring_enabled:
         return None
     n = progress.iterations
     if n == 0 or n % profile.goal_anchoring_interval != 0 or progress.last_anchor == n:
+        return None
+    text = goal()
+    if not text:
         return None
     return ContextInjected(
         kind="goal_anchor",
         role="system",
         content=(
             "[Goal reminder] The user's request for this turn was:\n"
-            f"{goal}\nKeep every next step in service of it."
+            f"{text}\nKeep every next step in service of it."
         ),
     )
 

@@ -37,16 +37,25 @@ def test_iteration_budget_speaks_only_near_the_end() -> None:
 
 def test_goal_anchor_every_interval() -> None:
     p = profile(goal_anchoring_enabled=True, goal_anchoring_interval=3)
-    at = [n for n in range(1, 10) if injections.goal_anchor(RunProgress(iterations=n), p, "g")]
+    asked: list[int] = []
+
+    def goal() -> str:
+        asked.append(1)
+        return "g"
+
+    at = [n for n in range(1, 10) if injections.goal_anchor(RunProgress(iterations=n), p, goal)]
     assert at == [3, 6, 9]
+    assert len(asked) == 3  # the goal is looked up only when an anchor is due
     done = RunProgress(iterations=3, last_anchor=3)
-    assert injections.goal_anchor(done, p, "g") is None
+    assert injections.goal_anchor(done, p, goal) is None
     assert (
         injections.goal_anchor(
-            RunProgress(iterations=3), profile(goal_anchoring_enabled=False), "g"
+            RunProgress(iterations=3), profile(goal_anchoring_enabled=False), goal
         )
         is None
     )
+    assert injections.goal_anchor(RunProgress(iterations=3), p, lambda: "") is None
+    assert len(asked) == 3
 
 
 def test_anti_stall_needs_open_steps_and_a_stall() -> None:
