@@ -346,9 +346,10 @@ class SqliteEventStore(SqlEventStore):
         writer inserts at the last position + 1), so the other writer took the first
         position this plan uses (``PRIMARY KEY position``). ``None``, with nothing
         written, when the batch needs the full transaction (``_write_sync``): a stream
-        this store has not written yet, an idempotency key to look up, no row to write
-        (a stale ``expected_seq`` is only stale if the log is as known), or another
-        writer came between (then what is known is forgotten and read again)."""
+        this store has not written yet that is not expected to be new, an idempotency
+        key to look up, no row to write (a stale ``expected_seq`` is only stale if the log
+        is as known), or another writer came between (then what is known is forgotten
+        and read again)."""
         position = self._known_position
         if position is None or conn.in_transaction:  # (the INSERT must commit by itself)
             return None
@@ -359,7 +360,12 @@ class SqliteEventStore(SqlEventStore):
                 return None
             head = known.get(request.stream_id)
             if head is None:
-                return None
+                if request.expected_seq != 0:
+                    return None
+                # A stream this store has not written, new as its writer expects (a
+                # session's first event): if it is not, another writer holds its seq 1
+                # and the INSERT fails on UNIQUE (stream_id, seq).
+                head = 0
             heads[request.stream_id] = head
         planned, rows, _ = self.plan_in_transaction(batch, guess, heads, position, {})
         if not rows:
@@ -385,7 +391,9 @@ class SqliteEventStore(SqlEventStore):
             self._known_position = None
             raise
         left_heads, self._known_position = self._left
-        known.update(left_heads)  # no new stream: it stays as small as it was
+        known.update(left_heads)
+        if len(known) > MAX_HEADS_AHEAD:
+            self._known_heads = dict(left_heads)
         return planned
 
     def _write_sync(

@@ -3,7 +3,7 @@
 Streamed chunks are staged and committed together: a batch goes to the store when a
 boundary event arrives (every non-chunk event is one), when it holds ``max_batch``
 events, or once its oldest event is ``max_delay`` seconds old (checked at the next
-``stage``, and by a ticker inside ``async with writer.ticking():`` so that a pause in
+``stage``, and by a timer inside ``async with writer.ticking():`` so that a pause in
 the stream does not hold back what was staged). Batches are submitted without waiting
 for the previous commit, so a fast stream is never throttled by the disk;
 ``commit()`` (and ``append()``) waits until everything is durable.
@@ -11,10 +11,10 @@ for the previous commit, so a fast stream is never throttled by the disk;
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 
 import anyio
 import anyio.lowlevel
@@ -27,6 +27,33 @@ from events.types import Event
 
 class WriterFailedError(EventStoreError):
     """An earlier batch of this writer failed; nothing after it was written."""
+
+
+class Ticking:
+    """``StreamWriter.ticking()``: a timer of the event loop, not a task. Entered for
+    every streamed answer; a ticker task would cost a task group, and ending it a
+    cancellation (anyio formats the cancelling task's repr on every cancel)."""
+
+    __slots__ = ("_loop", "_timer", "_writer")
+
+    def __init__(self, writer: StreamWriter) -> None:
+        self._writer = writer
+        self._timer: asyncio.TimerHandle | None = None
+
+    async def __aenter__(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._timer = self._loop.call_later(self._writer._max_delay, self._tick)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+
+    def _tick(self) -> None:
+        if self._timer is not None and self._writer._tick():
+            self._timer = self._loop.call_later(self._writer._max_delay, self._tick)
+        else:
+            self._timer = None
 
 
 class StreamWriter:
@@ -130,30 +157,37 @@ class StreamWriter:
         """Committed records as this writer gives them out (a subclass may renumber)."""
         return records
 
-    @asynccontextmanager
-    async def ticking(self) -> AsyncIterator[None]:
-        """Flush staged events every ``max_delay`` while the block runs (a stream)."""
+    def ticking(self) -> Ticking:
+        """``async with writer.ticking():`` sends what is staged every ``max_delay`` while
+        the block runs (a stream that pauses)."""
+        return Ticking(self)
 
-        async def tick() -> None:
-            while True:
-                await anyio.sleep(self._max_delay)
-                if self._staged and time.monotonic() - self._staged_at >= self._max_delay:
-                    try:
-                        await self._send()
-                    except Exception:  # kept in self._failed; the writer's next call raises
-                        return
-
-        error: Exception | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(tick)
-            try:
-                yield
-            except Exception as exc:  # re-raised as itself below, not in an exception group
-                error = exc
-            finally:
-                tg.cancel_scope.cancel()
-        if error is not None:
-            raise error
+    def _tick(self) -> bool:
+        """The ticker's turn (a loop callback): send the staged batch if it is old and
+        the store takes it without waiting; else it goes at a later tick, or with the next
+        stage or commit. False once the writer has failed: no more ticks."""
+        if self._failed is not None:
+            return False
+        staged = self._staged
+        if (
+            not staged
+            or time.monotonic() - self._staged_at < self._max_delay
+            or self._sending.locked()  # a sender is at it
+            or len(self._in_flight) >= self._max_in_flight
+        ):
+            return True
+        try:
+            request = self.store.submit_nowait(
+                self.stream_id, staged, expected_seq=self._seq - len(staged)
+            )
+        except Exception as exc:  # kept: the writer's next call raises
+            self._failed = exc
+            return False
+        if request is not None:
+            self._staged = []
+            self._in_flight.append(request)
+            self.batches_sent += 1
+        return True
 
     async def _send(self) -> None:
         # One sender at a time (the ticker and the stager may race), and a batch once

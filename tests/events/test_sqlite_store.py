@@ -124,6 +124,36 @@ async def test_a_small_commit_is_one_insert_without_a_transaction(tmp_path: Path
 
 
 @pytest.mark.anyio
+async def test_a_new_streams_first_commit_is_one_insert_too(tmp_path: Path) -> None:
+    """A session's first event (``expected_seq`` 0 on a stream this store has not seen)
+    needs no look at the log either: UNIQUE (stream_id, seq) is the check."""
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as store:
+        await store.append("a", [LLMText(text="one")], expected_seq=0)
+        sql = _statements(store)
+        records = await store.append("b", [LLMText(text="two")], expected_seq=0)
+        assert [(r.seq, r.position) for r in records] == [(1, 2)]
+        assert len(sql) == 1 and sql[0].startswith("INSERT INTO navi_events")
+    assert _whole_log(path) == [(1, "a", 1), (2, "b", 1)]
+
+
+@pytest.mark.anyio
+async def test_a_stream_another_process_created_is_not_created_again(tmp_path: Path) -> None:
+    path = tmp_path / "navi.db"
+    async with SqliteEventStore(path) as store, SqliteEventStore(path) as other:
+        await store.append("a", [LLMText(text="mine")], expected_seq=0)
+        # The other process creates "b" before this store's last commit...
+        await other.append("b", [LLMText(text="theirs")], expected_seq=0)
+        await store.append("a", [LLMText(text="mine again")], expected_seq=1)
+        # ...so this store's position is right, and only UNIQUE (stream, seq) objects.
+        with pytest.raises(ConcurrencyError):
+            await store.append("b", [LLMText(text="also mine")], expected_seq=0)
+        records = await store.append("b", [LLMText(text="after")], expected_seq=1)
+        assert [(r.seq, r.position) for r in records] == [(2, 4)]
+    assert _whole_log(path) == [(1, "a", 1), (2, "b", 1), (3, "a", 2), (4, "b", 2)]
+
+
+@pytest.mark.anyio
 async def test_a_write_by_another_process_between_commits_is_detected(tmp_path: Path) -> None:
     """Another connection writes between two of this store's commits: the INSERT planned
     on what this store last left collides with the other's row (positions are dense) and

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import anyio
@@ -60,6 +61,48 @@ async def test_staged_chunks_are_flushed_after_the_delay_while_ticking() -> None
                 async for rec in store.subscribe("s"):
                     assert rec.seq == 1
                     break
+
+
+async def until_durable(store: InMemoryEventStore, seq: int) -> None:
+    with anyio.fail_after(5):
+        while await store.last_seq("s") < seq:
+            await anyio.sleep(0.002)
+
+
+async def test_the_ticker_is_a_timer_that_ends_with_its_block() -> None:
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
+        tasks = len(asyncio.all_tasks())
+        async with writer.ticking():
+            assert len(asyncio.all_tasks()) == tasks  # no task of its own
+            writer.stage_nowait(LLMText(text="a"))  # no stage call will send it
+            await until_durable(store, 1)
+        writer.stage_nowait(LLMText(text="b"))
+        await anyio.sleep(0.05)
+        assert await store.last_seq("s") == 1  # no tick after the block
+        await writer.commit()
+        assert await store.last_seq("s") == 2
+
+
+async def test_a_tick_leaves_the_batch_to_a_sender_at_work_and_sends_it_later() -> None:
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
+        async with writer.ticking():
+            async with writer._sending:  # as while the stager sends
+                writer.stage_nowait(LLMText(text="a"))
+                await anyio.sleep(0.05)
+                assert await store.last_seq("s") == 0
+            await until_durable(store, 1)
+
+
+async def test_a_tick_that_cannot_hand_its_batch_over_fails_the_writer() -> None:
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
+    async with writer.ticking():  # the store is closed now
+        writer.stage_nowait(LLMText(text="a"))
+        await anyio.sleep(0.05)
+    with pytest.raises(WriterFailedError, match="not open"):
+        await writer.stage(LLMText(text="b"))
 
 
 async def test_an_old_batch_goes_at_the_next_stage() -> None:
