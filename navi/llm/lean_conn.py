@@ -35,6 +35,7 @@ class Connection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._transport: asyncio.Transport | None = None
         self._parser: httptools.HttpResponseParser | None = None  # while answering
+        self._reader: httptools.HttpResponseParser | None = None  # the one it uses
         # The answer being read (see expect_answer).
         self.answered = False  # a byte of it arrived
         self.head = False  # its final head is parsed (informational answers skipped)
@@ -164,7 +165,12 @@ class Connection(asyncio.Protocol):
 
     def expect_answer(self) -> None:
         """Parse what arrives from now on as the answer to a request being sent."""
-        self._parser = httptools.HttpResponseParser(self)
+        # One parser per connection: a connection is reused only after an answer that
+        # was parsed to its end, and llhttp then starts the next message afresh.
+        parser = self._reader
+        if parser is None:
+            parser = self._reader = httptools.HttpResponseParser(self)
+        self._parser = parser
         self.answered = self.head = self.complete = self._interrupted = False
         self.status_code = self._head_size = 0
         self.headers = {}
@@ -231,7 +237,7 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         """Close at once; unsent and unread bytes are dropped (the server sees it go)."""
         self.ended = True
-        self._parser = None
+        self._parser = self._reader = None  # (they refer back to this protocol)
         if self._transport is not None:
             self._transport.abort()
 

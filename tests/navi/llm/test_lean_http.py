@@ -483,8 +483,13 @@ def test_a_header_value_cannot_end_the_header() -> None:
 
 async def test_connections_are_reused(raw: RawServer, client: LeanClient) -> None:
     raw.answers = [chunked(*LINES), whole(b"".join(LINES)), chunked(*LINES)]
-    for _ in range(3):
+    raw.answers.insert(1, whole(b'{"error":"busy"}', status="503 Service Unavailable"))
+    # Each answer parsed whole by the connection's one parser, an error status included.
+    assert b"".join(await post(client)) == b"".join(LINES)
+    with pytest.raises(LLMServerError):
         await post(client)
+    for _ in range(2):
+        assert b"".join(await post(client)) == b"".join(LINES)
     assert len(raw.connections) == 1 and not raw.closed(0)
     await client.aclose()
     with anyio.fail_after(5):
