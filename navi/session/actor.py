@@ -59,6 +59,8 @@ from profiles import UnknownProfile, profile_hash
 log = structlog.get_logger(__name__)
 
 MAX_QUEUED = 16
+# The events that carry the run id of the run they start (recorded before it is active).
+_STARTS_RUN = frozenset({UserMessage, RunStarted})
 RECOVERY_PAGE = 5000
 # Turns of the event loop the stager gives up after each batch of a fast stream: enough
 # for the batch to pass the store's planner and committer, then the clients' followers
@@ -398,7 +400,13 @@ class SessionActor(Actor[object]):
         for event in events:
             state = transition(state, event)
             after.append(state)
-        records = await self._writer.append(*(self._new(e) for e in events))
+        active, run_id = self.state.run_active, self._run_id
+        records = await self._writer.append(
+            *[
+                NewEvent(event=e, run_id=run_id if active or type(e) in _STARTS_RUN else None)
+                for e in events
+            ]
+        )
         # Checked above, under the lock: nothing else is applied meanwhile.
         for record, run_state in zip(records, after, strict=True):
             self.state.apply(record, run_state)
@@ -454,7 +462,7 @@ class SessionActor(Actor[object]):
             await self._writer.commit()
 
     def _new(self, event: Event) -> NewEvent:
-        in_run = self.state.run_active or isinstance(event, UserMessage | RunStarted)
+        in_run = self.state.run_active or type(event) in _STARTS_RUN
         return NewEvent(event=event, run_id=self._run_id if in_run else None)
 
     def _apply(self, record: Recorded) -> None:
