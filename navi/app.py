@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import time
-import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from events.factory import store_for_url
 from events.types import TERMINAL_RUN_EVENTS, FileRef, RunCompleted, RunFailed, RunMode
 from navi.cluster import open_placement
 from navi.config import Settings
+from navi.ids import new_id
 from navi.llm.base import LLMBackend
 from navi.llm.selection import select_backend
 from navi.memory import MemoryService, MemoryWorker, memory_tools
@@ -108,7 +108,7 @@ class Navi:
             deps = SessionDeps(
                 store=store,
                 run=run_deps,
-                new_id=lambda: str(uuid.uuid4()),
+                new_id=new_id,
                 clock=clock,  # type: ignore[arg-type]
                 workers=post_turn,
             )

@@ -299,8 +299,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    import uuid
-
+    from navi.ids import new_id as new_session_id
     from navi.replay.import_ import import_session
 
     path = Path(args.file)
@@ -310,8 +309,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         return _fail(f"cannot read {path}: {exc}", 2)
 
     async def work(store: EventStore) -> int:
-        new_id = str(uuid.uuid4()) if args.as_new else None
-        result = await import_session(store, lines, new_session_id=new_id)
+        session_id = new_session_id() if args.as_new else None
+        result = await import_session(store, lines, new_session_id=session_id)
         streams = len(result.streams)
         sys.stdout.write(
             f"imported session {result.session_id}: {result.events} events in "

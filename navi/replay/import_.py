@@ -26,7 +26,6 @@ of the imported streams are built.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -37,6 +36,7 @@ from events.envelope import NewEvent, Recorded
 from events.errors import EventDecodeError
 from events.store import EventStore
 from events.types import Event, SessionCreated, SubagentFinished, SubagentSpawned
+from navi import ids
 from navi.replay.errors import ExportFormatError, SessionExistsError
 from navi.replay.export import EXPORT_FORMAT, ExportHeader
 from navi.replay.jsonl import line_decoder
@@ -197,16 +197,12 @@ def _new_events(
     ]
 
 
-def _new_uuid() -> str:
-    return str(uuid.uuid4())
-
-
 async def import_session(
     store: EventStore,
     lines: Iterable[bytes | str],
     *,
     new_session_id: str | None = None,
-    new_id: Callable[[], str] = _new_uuid,
+    new_id: Callable[[], str] = ids.new_id,
     snapshot_every: int = SNAPSHOT_EVERY,
 ) -> ImportResult:
     """Check the whole file, then write it; see the module doc."""

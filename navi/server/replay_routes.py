@@ -7,7 +7,6 @@ and maps the replay library's errors to JSON errors (``EXCEPTION_HANDLERS``).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -17,6 +16,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from events.types import ContextCompressed, SessionCreated
+from navi.ids import new_id
 from navi.replay.errors import (
     BrokenForkError,
     ExportFormatError,
@@ -117,9 +117,7 @@ async def fork_session(request: Request) -> Response:
     body = await body_as(request, ForkBody)
     summary = await server.sessions.get(session_id, user_of(request))
     title = body.title if body.title is not None else summary.title or cut_title(summary.preview)
-    result = await fork(
-        server.navi.store, session_id, body.at, str(uuid.uuid4()), title=title.strip()[:200]
-    )
+    result = await fork(server.navi.store, session_id, body.at, new_id(), title=title.strip()[:200])
     server.on_session_created()
     return _raw_json(_encode(result), 201)
 
@@ -170,8 +168,8 @@ async def import_export(request: Request) -> Response:
     owner = _owner_of(lines)
     if owner is not None and owner != user.id:
         raise HTTPError(422, f"this export belongs to user {owner!r}, not to you ({user.id!r})")
-    new_id = str(uuid.uuid4()) if as_new in ("true", "1") else None
-    result = await import_session(server.navi.store, lines, new_session_id=new_id)
+    session_id = new_id() if as_new in ("true", "1") else None
+    result = await import_session(server.navi.store, lines, new_session_id=session_id)
     server.on_session_created()
     return _raw_json(_encode(result), 201)
 
