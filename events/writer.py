@@ -163,9 +163,10 @@ class StreamWriter:
         return Ticking(self)
 
     def _tick(self) -> bool:
-        """The ticker's turn (a loop callback): send the staged batch if it is old and
-        the store takes it without waiting; else it goes at a later tick, or with the next
-        stage or commit. False once the writer has failed: no more ticks."""
+        """The ticker's turn (a loop callback): send the staged batch if it is old. The
+        store commits it, or queues it for its committer; only a sender at work or a full
+        queue leaves it for a later tick (or the next stage or commit). False once the
+        writer has failed: no more ticks."""
         if self._failed is not None:
             return False
         staged = self._staged
@@ -178,7 +179,7 @@ class StreamWriter:
             return True
         try:
             request = self.store.submit_nowait(
-                self.stream_id, staged, expected_seq=self._seq - len(staged)
+                self.stream_id, staged, expected_seq=self._seq - len(staged), lead=False
             )
         except Exception as exc:  # kept: the writer's next call raises
             self._failed = exc

@@ -95,6 +95,20 @@ async def test_a_tick_leaves_the_batch_to_a_sender_at_work_and_sends_it_later() 
             await until_durable(store, 1)
 
 
+async def test_a_tick_queues_its_batch_where_a_lead_would_gather(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Under load (other tasks ready to append) an append would lead a gathering turn;
+    a tick cannot wait for one, so its batch goes to the committer's queue instead."""
+    async with InMemoryEventStore() as store:
+        assert store.commits_now
+        monkeypatch.setattr(store, "_gathers", lambda lone: True)
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
+        async with writer.ticking():
+            writer.stage_nowait(LLMText(text="a"))
+            await until_durable(store, 1)
+
+
 async def test_a_tick_that_cannot_hand_its_batch_over_fails_the_writer() -> None:
     async with InMemoryEventStore() as store:
         writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
