@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import anyio
 
 from events.envelope import Recorded
+from events.types import tag_of
 
 
 class _Recent:
@@ -62,7 +63,7 @@ class StreamNotifier:
             event.set()
         tagged = self._tagged.get(stream_id)
         if tagged is not None:
-            types = {record.type for record in records}
+            types = {tag_of(record.event) for record in records}
             waiting = []
             for tags, waiter in tagged:
                 if tags.isdisjoint(types):

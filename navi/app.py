@@ -17,7 +17,14 @@ from actors import ActorSystem
 from events.base import BaseEventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
-from events.types import TERMINAL_RUN_EVENTS, FileRef, RunCompleted, RunFailed, RunMode
+from events.types import (
+    TERMINAL_RUN_EVENTS,
+    FileRef,
+    RunCompleted,
+    RunFailed,
+    RunMode,
+    tag_of,
+)
 from navi.cluster import open_placement
 from navi.config import Settings
 from navi.ids import new_id
@@ -216,7 +223,7 @@ class Navi:
         async with aclosing(batches):
             async for batch in batches:
                 for record in batch:
-                    if record.run_id == run_id and record.type in TERMINAL_RUN_EVENTS:
+                    if record.run_id == run_id and tag_of(record.event) in TERMINAL_RUN_EVENTS:
                         return record
         raise AssertionError("unreachable: a subscription never ends")
 
