@@ -5,7 +5,7 @@ same thing to the driver: it looks at the progress and does what comes next.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -220,9 +220,12 @@ def _run_ended(p: RunProgress, record: Recorded, e: Event) -> RunProgress:
     return replace(p, ended=True, llm_open=False)
 
 
+Fold = Callable[[RunProgress, Recorded, Any], RunProgress]
+
 # The fold, by event type: a run folds five events per iteration, and a chain of
-# isinstance checks cost more than the replace itself (event types are final).
-_FOLDS: dict[type[Event], Callable[[RunProgress, Recorded, Any], RunProgress]] = {
+# isinstance checks cost more than the replace itself (event types are final). The
+# types missing here leave the progress as it is.
+FOLDS: Mapping[type[Event], Fold] = {
     RunStarted: _run_started,
     LLMRequested: _llm_requested,
     LLMCompleted: _llm_completed,
@@ -242,13 +245,10 @@ _FOLDS: dict[type[Event], Callable[[RunProgress, Recorded, Any], RunProgress]] =
     RunFailed: _run_ended,
 }
 
-# The event types that change the progress; it stays as it is for all others.
-FOLDED: frozenset[type[Event]] = frozenset(_FOLDS)
-
 
 def evolve(p: RunProgress, record: Recorded) -> RunProgress:
     event = record.event
-    fold = _FOLDS.get(type(event))
+    fold = FOLDS.get(type(event))
     return p if fold is None else fold(p, record, event)
 
 

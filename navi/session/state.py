@@ -30,7 +30,7 @@ from projections.tool_state import (
     evolve_todo,
 )
 
-_PROGRESS = run_progress.FOLDED
+_PROGRESS = run_progress.FOLDS
 _OWN = frozenset(
     {
         SessionCreated,
@@ -74,8 +74,9 @@ class SessionState:
         # Each other part is folded only for the event types that change it: a run
         # applies five events per iteration, none of which most parts care about.
         cls = type(event)
-        if cls in _PROGRESS:
-            self.progress = run_progress.evolve(self.progress, record)
+        fold = _PROGRESS.get(cls)
+        if fold is not None:
+            self.progress = fold(self.progress, record, event)
             if cls is TodoUpdated:
                 self.todo_items = evolve_todo(self.todo_items, record)
         elif cls in _OWN:
