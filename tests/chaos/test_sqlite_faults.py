@@ -94,11 +94,13 @@ def _unmount(target: Path) -> None:
 
 def _fill(disk: Path) -> Path:
     filler = disk / "filler"
-    with open(filler, "wb") as f:
+    # Unbuffered: a buffered file keeps what the full disk refused and writes it again
+    # when it is closed, which then fails with ENOSPC outside the loop below (the cause
+    # of this test's occasional failures).
+    with open(filler, "wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass
     return filler
