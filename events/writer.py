@@ -174,8 +174,14 @@ class StreamWriter:
             not staged
             or time.monotonic() - self._staged_at < self._max_delay
             or self._sending.locked()  # a sender is at it
-            or len(self._in_flight) >= self._max_in_flight
         ):
+            return True
+        # Batches already committed stay in ``_in_flight`` until the writer's next await
+        # hands them out: only those still on their way count against the limit. After
+        # a refused one nothing more is sent (the writer's next call raises its error).
+        if self._refused():
+            return True
+        if sum(not sent.done.is_set() for sent in self._in_flight) >= self._max_in_flight:
             return True
         try:
             request = self.store.submit_nowait(
@@ -194,12 +200,18 @@ class StreamWriter:
         # One sender at a time (the ticker and the stager may race), and a batch once
         # taken from the stage is always submitted: a cancellation cannot lose it.
         async with self._sending:
-            while self._staged and len(self._in_flight) >= self._max_in_flight:
+            # Room in flight; and once a batch was refused, nothing more is sent (its
+            # error is raised here): a later batch could fit the log by chance.
+            while self._staged and (len(self._in_flight) >= self._max_in_flight or self._refused()):
                 await self._await_oldest()
             if not self._staged:
                 return
             batch, self._staged = self._staged, []
             await self._submit(batch, self._seq - len(batch))
+
+    def _refused(self) -> bool:
+        """Whether a batch on its way came back refused (not yet raised to the writer)."""
+        return any(sent.done.is_set() and sent.error is not None for sent in self._in_flight)
 
     async def _submit(self, batch: Sequence[Staged], expected: int) -> None:
         # Once counted in _seq, always submitted: handed over without suspending (nothing

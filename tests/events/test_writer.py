@@ -95,6 +95,36 @@ async def test_a_tick_leaves_the_batch_to_a_sender_at_work_and_sends_it_later() 
             await until_durable(store, 1)
 
 
+async def test_ticks_go_on_flushing_pause_after_pause() -> None:
+    """A stream that pauses many times between two of the stager's sends: the batches
+    the ticks sent are committed but not yet handed out, and must not block the next."""
+    async with InMemoryEventStore() as store:
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01, max_in_flight=2)
+        async with writer.ticking():
+            for seq in range(1, 6):
+                writer.stage_nowait(LLMText(text=str(seq)))
+                await until_durable(store, seq)
+        records = await writer.append(LLMCompleted(content="12345"))
+        assert [r.seq for r in records] == [6]
+
+
+async def test_after_a_refused_batch_the_ticks_send_nothing_more() -> None:
+    async with InMemoryEventStore() as store:
+        await store.append("s", [LLMText(text="someone else")], expected_seq=0)
+        writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
+        async with writer.ticking():
+            writer.stage_nowait(LLMText(text="a"))  # a tick sends it; the store refuses
+            with anyio.fail_after(5):
+                while not writer._in_flight:
+                    await anyio.sleep(0.002)
+            writer.stage_nowait(LLMText(text="b"))
+            await anyio.sleep(0.05)
+            assert writer._staged  # left for the writer's next call, which fails
+        with pytest.raises(ConcurrencyError):
+            await writer.commit()
+        assert await store.last_seq("s") == 1
+
+
 async def test_a_tick_queues_its_batch_where_a_lead_would_gather(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
