@@ -196,17 +196,13 @@ class BaseEventStore:
         *,
         expected_seq: int,
         idempotency_key: str | None = None,
-        lead: bool = True,
     ) -> AppendRequest | None:
         """``submit`` when the append can be handed over without suspending: joined to
         the batch a lead gathers, committed here and now (the committer idle and no
         other task ready to append: nothing to gather), or queued. Else ``None``, with
         nothing done: then ``submit`` must be awaited (a gathering turn, or a full
         queue). Nothing can cancel what does not suspend, so this path needs no shield
-        (cancel scopes cost more than the rest of a small commit's Python).
-
-        ``lead=False`` (a caller that cannot await, a timer): where a lead would gather,
-        the append is queued, and the committer gathers it with what else comes."""
+        (cancel scopes cost more than the rest of a small commit's Python)."""
         if self._send is None:
             raise StoreClosedError("the event store is not open (use 'async with store')")
         request = AppendRequest(stream_id, list(events), expected_seq, idempotency_key)
@@ -217,12 +213,10 @@ class BaseEventStore:
         if self._pending == 0 and self.commits_now:
             lone = self._lone_leads
             if self._gathers(lone):
-                if lead:
-                    return None  # _lead gives the loop a turn first
-            else:
-                self._lone_leads = lone + 1
-                if self._commit_directly([request]):
-                    return request
+                return None  # _lead gives the loop a turn first
+            self._lone_leads = lone + 1
+            if self._commit_directly([request]):
+                return request
         # The committer is busy (or the store could not commit now): queue it.
         try:
             self._send.send_nowait(request)

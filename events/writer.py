@@ -32,7 +32,9 @@ class WriterFailedError(EventStoreError):
 class Ticking:
     """``StreamWriter.ticking()``: a timer of the event loop, not a task. Entered for
     every streamed answer; a ticker task would cost a task group, and ending it a
-    cancellation (anyio formats the cancelling task's repr on every cancel)."""
+    cancellation (anyio formats the cancelling task's repr on every cancel). A tick
+    that has to wait hands its send to a task of its own (``StreamWriter._tick``),
+    which leaving the block waits for."""
 
     __slots__ = ("_loop", "_timer", "_writer")
 
@@ -48,6 +50,10 @@ class Ticking:
         timer, self._timer = self._timer, None
         if timer is not None:
             timer.cancel()
+        sending = self._writer._tick_send
+        if sending is not None:
+            # Its batch is counted in the writer's seqs: it is submitted whatever comes.
+            await asyncio.shield(sending)
 
     def _tick(self) -> None:
         if self._timer is not None and self._writer._tick():
@@ -81,6 +87,7 @@ class StreamWriter:
         self._sending = anyio.Lock(fast_acquire=True)
         self._due = False
         self.batches_sent = 0  # batches submitted to the store so far
+        self._tick_send: asyncio.Task[None] | None = None  # a tick's send that waits
 
     @property
     def last_seq(self) -> int:
@@ -163,10 +170,11 @@ class StreamWriter:
         return Ticking(self)
 
     def _tick(self) -> bool:
-        """The ticker's turn (a loop callback): send the staged batch if it is old. The
-        store commits it, or queues it for its committer; only a sender at work or a full
-        queue leaves it for a later tick (or the next stage or commit). False once the
-        writer has failed: no more ticks."""
+        """The ticker's turn (a loop callback): send the staged batch if it is old, as
+        the stager would. Handed to the store here if it takes it without waiting (alone
+        on the loop, the usual case); else a task sends it (a gathering turn with other
+        appends, room to make in flight). False once the writer has failed: no more
+        ticks."""
         if self._failed is not None:
             return False
         staged = self._staged
@@ -174,27 +182,33 @@ class StreamWriter:
             not staged
             or time.monotonic() - self._staged_at < self._max_delay
             or self._sending.locked()  # a sender is at it
+            or self._tick_send is not None
         ):
             return True
-        # Batches already committed stay in ``_in_flight`` until the writer's next await
-        # hands them out: only those still on their way count against the limit. After
-        # a refused one nothing more is sent (the writer's next call raises its error).
-        if self._refused():
-            return True
-        if sum(not sent.done.is_set() for sent in self._in_flight) >= self._max_in_flight:
-            return True
-        try:
-            request = self.store.submit_nowait(
-                self.stream_id, staged, expected_seq=self._seq - len(staged), lead=False
-            )
-        except Exception as exc:  # kept: the writer's next call raises
-            self._failed = exc
-            return False
-        if request is not None:
-            self._staged = []
-            self._in_flight.append(request)
-            self.batches_sent += 1
+        if len(self._in_flight) < self._max_in_flight and not self._refused():
+            try:
+                request = self.store.submit_nowait(
+                    self.stream_id, staged, expected_seq=self._seq - len(staged)
+                )
+            except Exception as exc:  # kept: the writer's next call raises
+                self._failed = exc
+                return False
+            if request is not None:
+                self._staged = []
+                self._in_flight.append(request)
+                self.batches_sent += 1
+                return True
+        self._tick_send = asyncio.get_running_loop().create_task(self._send_for_tick())
         return True
+
+    async def _send_for_tick(self) -> None:
+        try:
+            await self._send()
+        except Exception as exc:  # kept: the writer's next call raises
+            if self._failed is None:
+                self._failed = exc
+        finally:
+            self._tick_send = None
 
     async def _send(self) -> None:
         # One sender at a time (the ticker and the stager may race), and a batch once

@@ -120,23 +120,49 @@ async def test_after_a_refused_batch_the_ticks_send_nothing_more() -> None:
             writer.stage_nowait(LLMText(text="b"))
             await anyio.sleep(0.05)
             assert writer._staged  # left for the writer's next call, which fails
-        with pytest.raises(ConcurrencyError):
+        with pytest.raises(WriterFailedError, match="earlier append failed") as failed:
             await writer.commit()
+        assert isinstance(failed.value.__cause__, ConcurrencyError)
         assert await store.last_seq("s") == 1
 
 
-async def test_a_tick_queues_its_batch_where_a_lead_would_gather(
+async def test_a_tick_that_must_wait_sends_through_a_task_its_block_waits_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Under load (other tasks ready to append) an append would lead a gathering turn;
-    a tick cannot wait for one, so its batch goes to the committer's queue instead."""
+    """Under load (other tasks ready to append) an append leads a gathering turn; a
+    tick cannot wait in a callback, so a task of its own sends the batch as the stager
+    would, and leaving the block waits for that task."""
     async with InMemoryEventStore() as store:
         assert store.commits_now
         monkeypatch.setattr(store, "_gathers", lambda lone: True)
         writer = StreamWriter(store, "s", last_seq=0, max_delay=0.01)
-        async with writer.ticking():
-            writer.stage_nowait(LLMText(text="a"))
-            await until_durable(store, 1)
+        send_for_tick = writer._send_for_tick
+        started = anyio.Event()
+        release = anyio.Event()
+
+        async def held() -> None:
+            started.set()
+            await release.wait()
+            await send_for_tick()
+
+        monkeypatch.setattr(writer, "_send_for_tick", held)
+
+        async def release_soon() -> None:
+            await started.wait()
+            await anyio.sleep(0.05)
+            release.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(release_soon)
+            async with writer.ticking():
+                writer.stage_nowait(LLMText(text="a"))
+                with anyio.fail_after(5):
+                    await started.wait()
+                left_at = anyio.current_time()
+            # The block's exit waited for the held send: the batch is durable now.
+            assert anyio.current_time() - left_at >= 0.04
+            assert writer._tick_send is None and not writer._staged
+            assert await store.last_seq("s") == 1
 
 
 async def test_a_tick_that_cannot_hand_its_batch_over_fails_the_writer() -> None:
