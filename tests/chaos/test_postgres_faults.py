@@ -53,6 +53,9 @@ async def test_a_broken_writer_connection_loses_and_doubles_nothing(chaos_db: st
                 await writer.stage(LLMText(text=f"{stream}:{i}"))
                 if i % 10 == 9:
                     await writer.commit()
+                    # Writing lasts long enough for several kills however fast the
+                    # machine (15 commits a stream, each followed by this pause).
+                    await anyio.sleep(0.02)
                 await anyio.lowlevel.checkpoint()
             await writer.commit()
 
