@@ -296,7 +296,7 @@ class SqliteEventStore(SqlEventStore):
         write lock: waiting for either belongs in a worker thread."""
         conn = self._conn
         assert conn is not None, "store not open"
-        events = len(batch[0].events) if len(batch) == 1 else sum(len(r.events) for r in batch)
+        events = sum(len(r.events) for r in batch)
         if events > INLINE_MAX_EVENTS:
             return None
         try:

@@ -185,18 +185,14 @@ class StreamWriter:
             or self._tick_send is not None
         ):
             return True
-        if len(self._in_flight) < self._max_in_flight and not self._refused():
+        if not self._must_wait():
             try:
-                request = self.store.submit_nowait(
-                    self.stream_id, staged, expected_seq=self._seq - len(staged)
-                )
+                handed = self._hand_over(staged, self._seq - len(staged))
             except Exception as exc:  # kept: the writer's next call raises
                 self._failed = exc
                 return False
-            if request is not None:
+            if handed:
                 self._staged = []
-                self._in_flight.append(request)
-                self.batches_sent += 1
                 return True
         self._tick_send = asyncio.get_running_loop().create_task(self._send_for_tick())
         return True
@@ -216,27 +212,38 @@ class StreamWriter:
         async with self._sending:
             # Room in flight; and once a batch was refused, nothing more is sent (its
             # error is raised here): a later batch could fit the log by chance.
-            while self._staged and (len(self._in_flight) >= self._max_in_flight or self._refused()):
+            while self._staged and self._must_wait():
                 await self._await_oldest()
             if not self._staged:
                 return
             batch, self._staged = self._staged, []
             await self._submit(batch, self._seq - len(batch))
 
-    def _refused(self) -> bool:
-        """Whether a batch on its way came back refused (not yet raised to the writer)."""
-        return any(sent.done.is_set() and sent.error is not None for sent in self._in_flight)
+    def _must_wait(self) -> bool:
+        """Whether a batch must wait for the oldest on its way: no room in flight, or a
+        batch came back refused (not yet raised to the writer)."""
+        in_flight = self._in_flight
+        return len(in_flight) >= self._max_in_flight or any(
+            sent.done.is_set() and sent.error is not None for sent in in_flight
+        )
+
+    def _hand_over(self, batch: Sequence[Staged], expected: int) -> bool:
+        """Submit ``batch`` if the store takes it without suspending (nothing can cancel
+        that, the usual case); False, with nothing done, if it must be awaited."""
+        request = self.store.submit_nowait(self.stream_id, batch, expected_seq=expected)
+        if request is None:
+            return False
+        self._in_flight.append(request)
+        self.batches_sent += 1
+        return True
 
     async def _submit(self, batch: Sequence[Staged], expected: int) -> None:
-        # Once counted in _seq, always submitted: handed over without suspending (nothing
-        # can cancel that, the usual case), or under a shield.
-        request = self.store.submit_nowait(self.stream_id, batch, expected_seq=expected)
-        if request is not None:
-            self._in_flight.append(request)
-        else:
-            with anyio.CancelScope(shield=True):
-                waited = await self.store.submit_waiting(self.stream_id, batch, expected)
-            self._in_flight.append(waited)
+        # Once counted in _seq, always submitted: handed over at once, or under a shield.
+        if self._hand_over(batch, expected):
+            return
+        with anyio.CancelScope(shield=True):
+            waited = await self.store.submit_waiting(self.stream_id, batch, expected)
+        self._in_flight.append(waited)
         self.batches_sent += 1
 
     async def _await_oldest(self) -> list[Recorded]:

@@ -400,13 +400,7 @@ class SessionActor(Actor[object]):
         for event in events:
             state = transition(state, event)
             after.append(state)
-        active, run_id = self.state.run_active, self._run_id
-        records = await self._writer.append(
-            *[
-                NewEvent(event=e, run_id=run_id if active or type(e) in _STARTS_RUN else None)
-                for e in events
-            ]
-        )
+        records = await self._writer.append(*[self._new(e) for e in events])
         # Checked above, under the lock: nothing else is applied meanwhile.
         for record, run_state in zip(records, after, strict=True):
             self.state.apply(record, run_state)
