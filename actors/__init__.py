@@ -1,5 +1,5 @@
 """A small actor runtime on anyio: bounded mailboxes, ``tell``/``ask``, children,
-supervision, priority messages and interrupts, and event-sourced persistent actors.
+supervision and priority messages.
 
 It imports nothing of Navi's but ``events``.
 """
@@ -16,9 +16,7 @@ from actors.errors import (
     MailboxFull,
     UnknownActor,
 )
-from actors.mailbox import Interrupts, InterruptScope
 from actors.messages import ChildFailed, ChildStopped, Stop
-from actors.persistent import PersistentActor
 from actors.ref import ActorRef
 from actors.reply import Reply
 from actors.supervision import Backoff, Supervision
@@ -37,11 +35,8 @@ __all__ = [
     "ChildFailed",
     "ChildStopped",
     "EscalatedFailure",
-    "InterruptScope",
-    "Interrupts",
     "InvalidActorName",
     "MailboxFull",
-    "PersistentActor",
     "Reply",
     "Stop",
     "Supervision",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from actors.errors import ActorError
-from actors.mailbox import Interrupts
 from actors.ref import ActorRef
 from actors.reply import Reply
 from actors.supervision import Supervision
@@ -67,11 +66,6 @@ class Actor(Generic[M]):
     @property
     def path(self) -> str:
         return self.cell.path
-
-    @property
-    def interrupts(self) -> Interrupts:
-        """Priority messages (a run stop, say) that arrived while ``receive`` is busy."""
-        return self.cell.mailbox.interrupts
 
     @property
     def children(self) -> dict[str, ActorRef[Any]]:

@@ -1,4 +1,4 @@
-"""A bounded two-lane mailbox, and the interrupt signal an actor's long work can watch.
+"""A bounded two-lane mailbox.
 
 The normal lane holds ordinary messages in arrival order. The priority lane is small
 and read first, so a message such as "stop this run" overtakes a backlog. A priority
@@ -11,82 +11,12 @@ pressure), ``put_nowait`` raises ``MailboxFull``. Only the actor's own task read
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
 
 import anyio
 
 from actors.errors import ActorStopped, MailboxFull
 from actors.messages import Stop
-
-
-class Interrupts:
-    """What an actor busy in a long ``receive`` (an LLM stream, say) uses to notice that
-    a priority message (or a priority stop) has arrived.
-
-    - ``pending``: a priority message is waiting.
-    - ``await wait()``: returns once one is waiting (at once if one already is).
-    - ``with interrupts.cancel_on_interrupt() as scope:``: the body is cancelled when one
-      arrives; ``scope.interrupted`` says whether that happened. Only this scope is
-      cancelled: cancellation from outside still propagates.
-
-    The work is expected to wind down and return; the runtime then delivers the
-    priority message as the actor's next message.
-    """
-
-    def __init__(self) -> None:
-        self._signal = anyio.Event()
-        self._scopes: set[InterruptScope] = set()
-
-    @property
-    def pending(self) -> bool:
-        return self._signal.is_set()
-
-    async def wait(self) -> None:
-        await self._signal.wait()
-
-    def cancel_on_interrupt(self) -> InterruptScope:
-        return InterruptScope(self)
-
-    # -- used by the mailbox
-
-    def _raise(self) -> None:
-        self._signal.set()
-        for scope in self._scopes:
-            scope._interrupt()
-
-    def _clear(self) -> None:
-        if self._signal.is_set():
-            self._signal = anyio.Event()
-
-
-class InterruptScope:
-    """A cancel scope that an interrupt cancels. Reusable only once."""
-
-    def __init__(self, interrupts: Interrupts) -> None:
-        self._interrupts = interrupts
-        self._scope = anyio.CancelScope()
-        self.interrupted = False
-
-    def _interrupt(self) -> None:
-        self.interrupted = True
-        self._scope.cancel()
-
-    def __enter__(self) -> InterruptScope:
-        self._scope.__enter__()
-        self._interrupts._scopes.add(self)
-        if self._interrupts.pending:
-            self._interrupt()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        self._interrupts._scopes.discard(self)
-        return bool(self._scope.__exit__(exc_type, exc, tb))
 
 
 class Mailbox:
@@ -105,7 +35,6 @@ class Mailbox:
         )
         # Replaced (never reset) each time the reader is about to wait.
         self._arrived = anyio.Event()
-        self.interrupts = Interrupts()
         self.stop_requested = anyio.Event()
         self.stop_reason = ""
         self.closed = False
@@ -123,7 +52,7 @@ class Mailbox:
             await lane.send(message)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise ActorStopped(self.path) from None
-        self._after_put(priority)
+        self._arrived.set()
 
     def put_nowait(self, message: object, *, priority: bool = False) -> None:
         if priority and isinstance(message, Stop):
@@ -139,7 +68,7 @@ class Mailbox:
             raise MailboxFull(self.path, capacity, priority=priority) from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             raise ActorStopped(self.path) from None
-        self._after_put(priority)
+        self._arrived.set()
 
     def request_stop(self, reason: str = "") -> None:
         """Stop next: checked before any queued message. Idempotent; never blocks."""
@@ -147,12 +76,6 @@ class Mailbox:
             return
         self.stop_reason = reason
         self.stop_requested.set()
-        self.interrupts._raise()
-        self._arrived.set()
-
-    def _after_put(self, priority: bool) -> None:
-        if priority:
-            self.interrupts._raise()
         self._arrived.set()
 
     # ---------------------------------------------------------------- the reader
@@ -167,8 +90,6 @@ class Mailbox:
         except anyio.WouldBlock:
             pass
         else:
-            if not self._priority_rx.statistics().current_buffer_used:
-                self.interrupts._clear()
             return message
         return self._normal_rx.receive_nowait()
 

@@ -54,8 +54,8 @@ class ActorRef(Generic[M]):
     async def tell(self, message: M | Stop, *, priority: bool = False) -> None:
         """Enqueue ``message``, waiting for room when the mailbox is full.
 
-        ``priority=True`` puts it ahead of the normal backlog and raises the actor's
-        ``interrupts``. Raises ``ActorStopped`` if the actor is stopped.
+        ``priority=True`` puts it ahead of the normal backlog. Raises ``ActorStopped``
+        if the actor is stopped.
         """
         await self._cell.mailbox.put(message, priority=priority)
 

@@ -60,25 +60,6 @@ def _lock_ids(key: int) -> tuple[int, int]:
     return unsigned >> 32, unsigned & 0xFFFF_FFFF
 
 
-class LocalOwnership:
-    """A single node (SQLite, memory): every session is here."""
-
-    def __init__(self) -> None:
-        self.held: set[str] = set()
-        self.connected = True
-
-    async def claim(self, session_ids: Iterable[str]) -> set[str]:
-        ids = set(session_ids)
-        self.held |= ids
-        return ids
-
-    async def release(self, session_id: str) -> None:
-        self.held.discard(session_id)
-
-    async def locked(self, session_ids: Iterable[str]) -> set[str]:
-        return set(session_ids) & self.held
-
-
 class PostgresOwnership:
     def __init__(
         self,

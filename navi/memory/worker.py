@@ -352,12 +352,9 @@ class MemoryWorker:
                 report.failed_calls += 1
                 log.warning("memory.summary_call_failed", user_id=user, error=exc.message)
 
-    async def refresh_summary(self, user_id: str) -> bool:
+    async def _refresh_summary(self, user_id: str, run: _Run) -> bool:
         """Rewrite the user's summary if the facts changed since it was written.
         True when a new summary was recorded; raises ``LLMError`` if the call fails."""
-        return await self._refresh_summary(user_id, self._run)
-
-    async def _refresh_summary(self, user_id: str, run: _Run) -> bool:
         for _ in range(SUMMARY_RACES):
             state = await self.service.state(user_id)
             facts = state.active()

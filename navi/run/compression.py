@@ -21,7 +21,7 @@ superseded). The ``context`` projection applies it; ``messages`` never changes. 
 summary call records ``llm.failed`` + ``context.compression_failed``: the context
 stays as it was, and the failure is in the log.
 
-``recompress`` summarises the range of the latest summary again (from the original
+A re-summary (``resummarise``, asked for by ``navi recompress``) summarises the range of the latest summary again (from the original
 messages, with another model if asked): a new ``context.compressed`` that supersedes
 the old one. The log keeps both, so the context at any seq is what the LLM saw then.
 """
@@ -55,7 +55,6 @@ from projections.compression import SummarySpan, compress, units
 from projections.types import Message
 
 if TYPE_CHECKING:
-    from navi.app import Navi
     from navi.run.driver import RunDeps, RunHost
 
 log = structlog.get_logger(__name__)
@@ -437,18 +436,3 @@ async def resummarise(
         # Whatever went wrong, the session must not stay in compressing_after_run.
         await abandon_interrupted(host, error="the re-summary failed unexpectedly")
         raise
-
-
-async def recompress(navi: Navi, session_id: str, model: str | None = None) -> Recorded:
-    """Summarise a session's latest compressed range again, with ``model`` (default: the
-    profile's), superseding the old summary; with no summary yet, compress now.
-
-    Returns the recorded ``context.compressed`` or ``context.compression_failed``.
-    Raises ``SessionError`` when a run is active or there is nothing to summarise."""
-    from navi.session import messages as m
-
-    after: int = await navi.sessions.ask(session_id, m.Recompress(model=model))
-    async for record in navi.store.subscribe(session_id, after_seq=after):
-        if isinstance(record.event, ContextCompressed | ContextCompressionFailed):
-            return record
-    raise AssertionError("unreachable: a subscription never ends")

@@ -294,28 +294,6 @@ def state_at(
     return state
 
 
-class RunStateMachine:
-    """A holder of the current state for a writer that checks each event before recording it.
-
-    ``check`` says what ``apply`` would do without changing anything; ``apply`` moves to
-    the next state, or raises and stays where it was.
-    """
-
-    def __init__(self, state: RunState = INITIAL) -> None:
-        self.state = state
-
-    @property
-    def is_active(self) -> bool:
-        return self.state in ACTIVE_STATES
-
-    def check(self, event: Event) -> RunState:
-        return transition(self.state, event)
-
-    def apply(self, event: Event) -> RunState:
-        self.state = transition(self.state, event)
-        return self.state
-
-
 # ---------------------------------------------------------------- rendering
 
 

@@ -92,52 +92,6 @@ async def test_get_waits_for_a_message(mailbox: Mailbox) -> None:
     assert got == ["hello"]
 
 
-async def test_interrupts_signal_priority_messages(mailbox: Mailbox) -> None:
-    interrupts = mailbox.interrupts
-    mailbox.put_nowait("normal")
-    assert not interrupts.pending
-    mailbox.put_nowait("stop the run", priority=True)
-    assert interrupts.pending
-    with anyio.fail_after(1):
-        await interrupts.wait()  # returns at once
-    assert mailbox.get_nowait() == "stop the run"
-    assert not interrupts.pending  # consumed
-    assert mailbox.get_nowait() == "normal"
-
-
-async def test_cancel_on_interrupt_cancels_only_its_body(mailbox: Mailbox) -> None:
-    reached_end = False
-
-    async def interrupt_soon() -> None:
-        await anyio.wait_all_tasks_blocked()
-        await mailbox.put("stop the run", priority=True)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(interrupt_soon)
-        with mailbox.interrupts.cancel_on_interrupt() as scope:
-            await anyio.sleep_forever()
-            reached_end = True
-    assert scope.interrupted
-    assert not reached_end
-
-
-async def test_cancel_on_interrupt_enters_cancelled_when_one_is_pending(mailbox: Mailbox) -> None:
-    mailbox.request_stop("bye")
-    with mailbox.interrupts.cancel_on_interrupt() as scope:
-        await anyio.sleep_forever()
-    assert scope.interrupted
-
-
-async def test_cancel_on_interrupt_does_not_swallow_outer_cancellation(mailbox: Mailbox) -> None:
-    with anyio.CancelScope() as outer:
-        with mailbox.interrupts.cancel_on_interrupt() as scope:
-            outer.cancel()
-            await anyio.sleep_forever()
-        pytest.fail("the outer cancellation was swallowed")
-    assert outer.cancelled_caught
-    assert not scope.interrupted
-
-
 async def test_close_returns_dead_letters_and_refuses_more(mailbox: Mailbox) -> None:
     mailbox.put_nowait("a")
     mailbox.put_nowait("p", priority=True)

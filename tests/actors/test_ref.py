@@ -21,8 +21,7 @@ class Calculator(Actor[Any]):
             case "timeout":
                 raise TimeoutError("the actor's own timeout")
             case "never":
-                with self.interrupts.cancel_on_interrupt():
-                    await anyio.sleep_forever()
+                await anyio.sleep_forever()
         return None
 
 

@@ -107,7 +107,7 @@ async def test_an_actor_that_ignores_stop_is_cancelled_after_the_timeout(box: In
     class Stubborn(Actor[Any]):
         async def receive(self, message: Any) -> Any:
             box.put("busy")
-            await anyio.sleep_forever()  # never looks at its interrupts
+            await anyio.sleep_forever()  # never returns by itself
 
         async def on_stop(self) -> None:
             box.put("on_stop")  # not reached: it is cancelled, not stopped

@@ -11,7 +11,6 @@ import pytest
 
 from navi.cluster.ownership import (
     ClusterUnavailable,
-    LocalOwnership,
     PostgresOwnership,
     lock_key,
 )
@@ -102,12 +101,6 @@ async def test_claims_while_disconnected_are_refused_clearly(cluster_db: str) ->
         with pytest.raises(ClusterUnavailable, match="unreachable"):
             await a.claim(["s1"])
         a._conn = conn
-
-
-async def test_a_single_node_owns_everything() -> None:
-    local = LocalOwnership()
-    assert await local.claim(["a", "b"]) == {"a", "b"}
-    assert await local.locked(["a", "c"]) == {"a"}
 
 
 async def _kill_connections(url: str, application_name: str) -> None:

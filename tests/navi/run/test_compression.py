@@ -21,10 +21,10 @@ from navi.run.compression import (
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
     format_turns,
-    recompress,
     select_old_turns,
 )
 from navi.server.frames import FrameTranslator
+from navi.server.recompress import recompress_and_wait
 from navi.session.errors import SessionError
 from projections import messages as messages_projection
 from projections.compression import compress
@@ -360,7 +360,7 @@ async def test_recompress_resummarises_the_range_with_another_model(tmp_path: Pa
             before = await settle(navi, session)
             old = next(r for r in before if isinstance(r.event, ContextCompressed))
             with anyio.fail_after(10):
-                record = await recompress(navi, session, model="bigger-model:latest")
+                record = await recompress_and_wait(navi, session, model="bigger-model:latest")
             event = record.event
             assert isinstance(event, ContextCompressed)
             assert event.supersedes_seq == old.seq and event.model == "bigger-model:latest"
@@ -394,10 +394,10 @@ async def test_recompress_refuses_when_there_is_nothing_or_a_run_is_active(
             await settle(navi, session)
             before = await navi.store.last_seq(session)
             with pytest.raises(SessionError, match="nothing to summarise"):
-                await recompress(navi, session)
+                await recompress_and_wait(navi, session, None)
             reply = await navi.send(session, "two")
             with pytest.raises(SessionError, match="already active"):
-                await recompress(navi, session)
+                await recompress_and_wait(navi, session, None)
             await navi.wait_for_end(session, reply)
             assert await navi.store.last_seq(session) > before
 
@@ -472,7 +472,7 @@ async def test_recompress_after_a_stopped_run_compresses_now(tmp_path: Path) -> 
                         await navi.stop(session)
                         break
                 await navi.wait_for_end(session, reply)
-                done = await recompress(navi, session)
+                done = await recompress_and_wait(navi, session, None)
             event = done.event
             assert isinstance(event, ContextCompressed) and event.supersedes_seq is None
             assert event.summary == SUMMARY_HEADER + SUMMARY

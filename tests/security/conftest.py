@@ -1,0 +1,268 @@
+"""A real ``navi serve`` process for the security suite, as an attacker meets it.
+
+    def test_something(navi_process):            # the default set-up: 127.0.0.1, no token
+        navi_process.llm.script(Reply(tool_calls=[FakeToolCall(name="code_exec", ...)]))
+        sid = navi_process.create_session()
+        navi_process.send(sid, "go")             # one whole turn (POST /sessions/{id}/messages)
+
+    def test_other(start_navi):                  # a server with its own settings
+        server = start_navi(users=[{"id": "alice", "token": ..., "role": "user"}],
+                            env={"NAVI_UNSANDBOXED_TOOLS": "1"})
+
+Every server gets canaries, so a test can tell whether anything escaped:
+- ``CANARY_ENV``: secret-looking variables in the server's environment
+  (``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``NAVI_CANARY_SECRET``);
+- ``server.canary_file``: a file outside every folder a tool may use, and
+  ``server.home / ".ssh/id_ed25519"`` in the server's (fake) home folder;
+- ``server.canary_session``: a session whose log holds ``CANARY_ROW`` (a canary row in
+  the database), created before the test runs.
+``server.leaked(text)`` says which canary values appear in ``text``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.fake_llm import FakeLLMProcess
+from tests.support.navi_server import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CANARY_ENV = {
+    "OPENAI_API_KEY": "sk-canary-openai-7f3a9c",
+    "AWS_SECRET_ACCESS_KEY": "canary-aws-secret-51be02",
+    "NAVI_CANARY_SECRET": "canary-navi-secret-c0ffee",
+}
+CANARY_FILE_TEXT = "canary-file-contents-9d41e7"
+CANARY_SSH_KEY = "canary-ssh-private-key-2b8f66"
+CANARY_ROW = "canary-database-row-a17c55"
+CANARY_VALUES = (*CANARY_ENV.values(), CANARY_FILE_TEXT, CANARY_SSH_KEY, CANARY_ROW)
+
+
+@dataclass
+class NaviServerProcess:
+    """One ``navi serve`` on 127.0.0.1 with its own data under ``root``."""
+
+    root: Path
+    llm: FakeLLMProcess
+    port: int
+    env: dict[str, str]
+    token: str | None = None
+    process: subprocess.Popen[bytes] | None = None
+    canary_session: str = ""
+    starts: int = 0
+    _logs: list[Path] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def home(self) -> Path:
+        return self.root / "home"
+
+    @property
+    def canary_file(self) -> Path:
+        return self.root / "outside" / "canary.txt"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "data" / "navi.db"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    # -- life ---------------------------------------------------------------------------
+
+    def start(self, wait_s: float = 30.0) -> None:
+        self.starts += 1
+        log = self.root / f"navi-serve-{self.starts}.log"
+        self._logs.append(log)
+        with open(log, "wb") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "navi.cli", "serve", "--port", str(self.port)],
+                cwd=self.root / "cwd",
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"navi serve exited:\n{self.logs()}")
+            try:
+                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"navi serve did not come up:\n{self.logs()}")
+
+    def stop(self, sig: int = signal.SIGTERM, wait_s: float = 15.0) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def logs(self) -> str:
+        """Everything every start of this server printed (its log lines)."""
+        return "".join(p.read_text(errors="replace") for p in self._logs if p.exists())
+
+    # -- talking to it ------------------------------------------------------------------
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
+        headers.update(extra)
+        return headers
+
+    def client(self, *, token: str | None = None, timeout: float = 60.0) -> httpx.Client:
+        """An HTTP client with this server's token (or ``token``) in the header."""
+        auth = token if token is not None else self.token
+        headers = {"authorization": f"Bearer {auth}"} if auth else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=timeout)
+
+    def create_session(self, profile_id: str | None = None, *, token: str | None = None) -> str:
+        body = {"profile_id": profile_id} if profile_id else {}
+        with self.client(token=token) as http:
+            response = http.post("/sessions", json=body)
+            assert response.status_code == 201, response.text
+            session_id: str = response.json()["session_id"]
+            return session_id
+
+    def send(self, session_id: str, text: str, *, token: str | None = None) -> httpx.Response:
+        """One whole turn, answered when the run has ended."""
+        with self.client(token=token, timeout=120) as http:
+            return http.post(f"/sessions/{session_id}/messages", json={"content": text})
+
+    def session(self, session_id: str, *, token: str | None = None) -> dict[str, Any]:
+        with self.client(token=token) as http:
+            response = http.get(f"/sessions/{session_id}")
+            assert response.status_code == 200, response.text
+            data: dict[str, Any] = response.json()
+            return data
+
+    def tool_messages(self, session_id: str, *, token: str | None = None) -> list[dict[str, Any]]:
+        """The session's tool results as the UI shows them (role ``tool``)."""
+        messages = self.session(session_id, token=token)["messages"]
+        return [m for m in messages if m.get("role") == "tool"]
+
+    def leaked(self, text: str) -> list[str]:
+        """The canary values found in ``text``."""
+        return [value for value in CANARY_VALUES if value in text]
+
+
+def _prepare(root: Path) -> None:
+    for folder in ("cwd", "data", "files", "user_tools", "outside", "home/.ssh"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    (root / "outside" / "canary.txt").write_text(CANARY_FILE_TEXT)
+    (root / "home" / ".ssh" / "id_ed25519").write_text(CANARY_SSH_KEY)
+
+
+def _env(root: Path, llm_url: str, users_file: Path | None, extra: dict[str, str]) -> dict[str, str]:
+    keep = ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    # The project root on the path: `python -m navi.cli` from another folder, and the
+    # tests' own modules (``tests.support``) for user tools that need them.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env.update(CANARY_ENV)
+    env.update(
+        HOME=str(root / "home"),
+        NAVI_DATABASE_URL=f"sqlite:///{root / 'data' / 'navi.db'}",
+        NAVI_LLM_BACKEND="ollama",
+        OLLAMA_HOST=llm_url,
+        OLLAMA_DEFAULT_MODEL="fake-model:latest",
+        OLLAMA_NUM_CTX="8192",
+        TOOLS_DIR=str(root / "user_tools"),
+        SESSION_FILES_DIR=str(root / "files"),
+        NAVI_PLANNING="off",
+        LOG_LEVEL="INFO",
+        LLM_RETRIES="0",
+        LLM_RETRY_BACKOFF_S="0.05",
+        MEMORY_IDLE_MINUTES="600",
+    )
+    if users_file is not None:
+        env["NAVI_USERS_FILE"] = str(users_file)
+    env.update(extra)
+    return env
+
+
+StartNavi = Callable[..., NaviServerProcess]
+
+
+@pytest.fixture
+def start_navi(tmp_path: Path) -> Iterator[StartNavi]:
+    """Starts ``navi serve`` processes: ``start_navi(users=[...], env={...}, token=...)``.
+
+    ``users``: the users file's entries (``NAVI_USERS_FILE``); ``token``: the token the
+    server object's own client sends; ``env``: more environment variables. Each call
+    gets its own folder, fake LLM process and port; all are stopped at the end."""
+    started: list[tuple[NaviServerProcess, FakeLLMProcess]] = []
+
+    def start(
+        *,
+        users: list[dict[str, Any]] | None = None,
+        env: dict[str, str] | None = None,
+        token: str | None = None,
+        canary_row: bool = True,
+    ) -> NaviServerProcess:
+        root = tmp_path / f"navi{len(started)}"
+        _prepare(root)
+        users_file = None
+        if users is not None:
+            users_file = root / "data" / "users.json"
+            users_file.write_text(json.dumps(users))
+            if token is None:
+                token = next((u.get("token") for u in users if u.get("role") == "admin"), None)
+        llm = FakeLLMProcess(default_text="ok").__enter__()
+        server = NaviServerProcess(
+            root=root,
+            llm=llm,
+            port=free_port(),
+            env=_env(root, llm.url, users_file, env or {}),
+            token=token,
+        )
+        started.append((server, llm))
+        server.start()
+        if canary_row:
+            server.canary_session = server.create_session()
+            llm.script()
+            response = server.send(server.canary_session, f"remember {CANARY_ROW}")
+            assert response.status_code == 200, response.text
+        return server
+
+    yield start
+    for server, llm in reversed(started):
+        server.stop()
+        llm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def navi_process(start_navi: StartNavi) -> NaviServerProcess:
+    """``navi serve`` in its default set-up: bound to 127.0.0.1, no token."""
+    return start_navi()
