@@ -48,6 +48,11 @@ class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # The system prompt of a subagent (after the persona); empty means ``system_prompt``.
     subagent_system_prompt: str = ""
     scratchpad_sections: tuple[NonEmpty, ...] = ()
+    # code_exec and terminal may reach the network from their sandbox (off: no network).
+    tool_network: bool = False
+    # http_request, web_view and image_view may reach private (LAN) addresses, e.g. Home
+    # Assistant; loopback, link-local and cloud-metadata addresses stay refused.
+    allow_private_urls: bool = False
     # Context window in tokens; None means the backend's setting.
     num_ctx: ContextSize | None = None
 

@@ -63,6 +63,10 @@ class ProfileInfo:
     # Empty: the scratchpad's built-in defaults for ``id`` are used.
     scratchpad_sections: tuple[str, ...] = ()
     step_validation_enabled: bool = False
+    # Sandboxed tools (code_exec, terminal) may use the network: the profile's grant.
+    tool_network: bool = False
+    # http_request, web_view, image_view may reach private (LAN) addresses: the profile's grant.
+    allow_private_urls: bool = False
 
 
 class ToolContext(msgspec.Struct, frozen=True, kw_only=True):

@@ -36,9 +36,21 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     code_exec_max_timeout_s: float = 300.0
     code_exec_memory_mb: int = 512
     code_exec_python: str = sys.executable
+    # Names of the server's environment variables code_exec passes on (none by default).
+    code_exec_env: tuple[str, ...] = ()
+    terminal_memory_mb: int = 512
+    # Processes (and threads) of one sandboxed call's whole tree, where a cgroup counts them.
+    sandbox_max_processes: int = 128
+    # The operator's escape hatch: code_exec and terminal without the bubblewrap sandbox.
+    unsandboxed_tools: bool = False
     kill_grace_s: float = 1.0
     http_timeout_s: float = 20.0
     http_max_bytes: int = 5 * 1024 * 1024
+    # The operator's escape hatch for http_request, web_view, image_view and web_search:
+    # loopback and private ranges reachable (never link-local or cloud metadata).
+    allow_private_urls: bool = False
+    # Navi's own listening port (NAVI_PORT): tools never connect to it on this machine.
+    navi_port: int | None = None
     web_view_max_chars: int = 20_000
     image_max_bytes: int = 5 * 1024 * 1024
     ssh_timeout_s: float = 30.0
@@ -73,6 +85,9 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
                 return None
             return tuple(part.strip() for part in raw.split(",") if part.strip())
 
+        def flag(key: str) -> bool:
+            return env.get(key, "").strip().lower() in ("1", "true", "yes", "on")
+
         searxng = env.get("SEARXNG_URL", "").strip() or None
         return cls(
             fs_allowed_paths=names("FS_ALLOWED_PATHS"),
@@ -87,6 +102,15 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
             terminal_timeout_s=number("TERMINAL_TIMEOUT_S", defaults.terminal_timeout_s),
             code_exec_timeout_s=number("CODE_EXEC_TIMEOUT_S", defaults.code_exec_timeout_s),
             code_exec_memory_mb=int(number("CODE_EXEC_MEMORY_MB", defaults.code_exec_memory_mb)),
+            code_exec_python=text("CODE_EXEC_PYTHON", defaults.code_exec_python),
+            code_exec_env=names("CODE_EXEC_ENV") or (),
+            terminal_memory_mb=int(number("TERMINAL_MEMORY_MB", defaults.terminal_memory_mb)),
+            sandbox_max_processes=int(
+                number("SANDBOX_MAX_PROCESSES", defaults.sandbox_max_processes)
+            ),
+            unsandboxed_tools=flag("NAVI_UNSANDBOXED_TOOLS"),
+            allow_private_urls=flag("NAVI_ALLOW_PRIVATE_URLS"),
+            navi_port=int(number("NAVI_PORT", 8000)),
             http_timeout_s=number("HTTP_TIMEOUT_S", defaults.http_timeout_s),
             http_max_bytes=int(number("HTTP_MAX_BYTES", defaults.http_max_bytes)),
             image_max_bytes=int(number("IMAGE_MAX_BYTES", defaults.image_max_bytes)),

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import anyio
@@ -30,6 +31,32 @@ async def wait_dead(pid: int, within_s: float = 5.0) -> bool:
     return not is_alive(pid)
 
 
+def running_with(marker: str) -> list[int]:
+    """Live processes whose command line holds ``marker``, seen from the host.
+
+    The code runs in a PID namespace, so a pid it reports is not the host's: it names
+    its processes by a marker (its unique working directory) instead."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and is_alive(int(entry.name)):
+            found.append(int(entry.name))
+    return found
+
+
+async def wait_gone(marker: str, within_s: float = 5.0) -> bool:
+    for _ in range(int(within_s / 0.05)):
+        if not running_with(marker):
+            return True
+        await anyio.sleep(0.05)
+    return not running_with(marker)
+
+
 def read_if_ready(path: Path) -> str:
     return path.read_text().strip() if path.exists() else ""
 
@@ -51,13 +78,14 @@ async def run_code(
     return await registry.execute("code_exec", args, ctx)
 
 
-# Writes the pids of itself and of a grandchild to NAVI_FILES_DIR, then sleeps.
+# Starts a grandchild, writes its marker (the unique working directory, in the command
+# lines of both) to NAVI_FILES_DIR, then sleeps.
 SPAWNS_GRANDCHILD = """
     import os, subprocess, sys, time
     files = os.environ["NAVI_FILES_DIR"]
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", os.getcwd()])
     with open(os.path.join(files, "pids.tmp"), "w") as f:
-        f.write(f"{os.getpid()} {child.pid}")
+        f.write(os.getcwd())
     os.rename(os.path.join(files, "pids.tmp"), os.path.join(files, "pids"))
     time.sleep(60)
 """
@@ -67,7 +95,7 @@ IGNORES_SIGTERM = """
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     files = os.environ["NAVI_FILES_DIR"]
     with open(os.path.join(files, "pids.tmp"), "w") as f:
-        f.write(str(os.getpid()))
+        f.write(os.getcwd())
     os.rename(os.path.join(files, "pids.tmp"), os.path.join(files, "pids"))
     while True:
         time.sleep(0.1)
@@ -138,9 +166,8 @@ async def test_timeout_kills_the_child_and_its_grandchild(
     result = await run_code(registry, ctx, SPAWNS_GRANDCHILD, timeout_s=1)
     assert result.failure_reason == "timeout"
     assert "timed out after 1s; the process tree was killed" in result.output
-    child, grandchild = map(int, (files_dir / "pids").read_text().split())
-    assert await wait_dead(child)
-    assert await wait_dead(grandchild)
+    marker = (files_dir / "pids").read_text()
+    assert await wait_gone(marker)
 
 
 async def test_a_child_that_ignores_sigterm_is_killed(
@@ -148,7 +175,7 @@ async def test_a_child_that_ignores_sigterm_is_killed(
 ) -> None:
     result = await run_code(registry, ctx, IGNORES_SIGTERM, timeout_s=1)
     assert result.failure_reason == "timeout"
-    assert await wait_dead(int((files_dir / "pids").read_text()))
+    assert await wait_gone((files_dir / "pids").read_text())
 
 
 async def test_stop_kills_the_tree(
@@ -164,11 +191,10 @@ async def test_stop_kills_the_tree(
     async with anyio.create_task_group() as tg:
         tg.start_soon(call)
         pids = await wait_for_file(files_dir / "pids")
+        assert len(running_with(pids)) >= 2  # the code and its child (and bwrap), from the host
         stop.set()
     assert results[0].failure_reason == "stopped"
-    child, grandchild = map(int, pids.split())
-    assert await wait_dead(child)
-    assert await wait_dead(grandchild)
+    assert await wait_gone(pids)
 
 
 async def test_cancellation_kills_the_tree(
@@ -178,9 +204,7 @@ async def test_cancellation_kills_the_tree(
         tg.start_soon(run_code, registry, ctx, SPAWNS_GRANDCHILD, 60)
         pids = await wait_for_file(files_dir / "pids")
         tg.cancel_scope.cancel()
-    child, grandchild = map(int, pids.split())
-    assert await wait_dead(child)
-    assert await wait_dead(grandchild)
+    assert await wait_gone(pids)
 
 
 async def test_background_leftovers_die_when_the_child_exits(
@@ -188,13 +212,15 @@ async def test_background_leftovers_die_when_the_child_exits(
 ) -> None:
     code = """
         import os, subprocess, sys
-        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-        open(os.path.join(os.environ["NAVI_FILES_DIR"], "pid"), "w").write(str(child.pid))
+        child = subprocess.Popen(
+            [sys.executable, "-c", "import time; time.sleep(60)", os.getcwd()]
+        )
+        open(os.path.join(os.environ["NAVI_FILES_DIR"], "pid"), "w").write(os.getcwd())
         print("parent done")
     """
     result = await run_code(registry, ctx, code)
     assert result.success and "parent done" in result.output
-    assert await wait_dead(int((files_dir / "pid").read_text()))
+    assert await wait_gone((files_dir / "pid").read_text())
 
 
 async def test_terminal_tree_is_killed_too(
@@ -203,7 +229,9 @@ async def test_terminal_tree_is_killed_too(
     settings = msgspec.structs.replace(ctx.settings, terminal_allowed_commands=("sh",))
     shell_ok = ToolContext.standalone("s1", files_dir, settings=settings)
     # sh is the allowed program here; the quoted script is its argument, not our shell.
-    command = "sh -c 'sleep 60 & echo $! > pid; wait'"
+    # A unique duration marks the background sleep (its pid is the sandbox's, not ours).
+    duration = f"60.{uuid.uuid4().int % 10**9:09d}"
+    command = f"sh -c 'sleep {duration} & wait'"
     result = await registry.execute("terminal", {"command": command, "timeout_s": 1}, shell_ok)
     assert result.failure_reason == "timeout"
-    assert await wait_dead(int((files_dir / "pid").read_text()))
+    assert await wait_gone(f"sleep\x00{duration}")

@@ -1,8 +1,10 @@
-"""``code_exec``: Python in a separate process with time, memory and output limits.
+"""``code_exec``: Python in the bubblewrap sandbox with time, memory and output limits.
 
 The code runs in a fresh temporary working directory (removed afterwards) under
 ``python -I`` (no user site, no PYTHON* variables) with a small bootstrap that sets
-resource limits before running it; the server process is never touched.
+per-process limits before running it, inside the sandbox of ``tools.sandbox`` (which
+limits the whole tree and hides the server). Without bubblewrap it refuses to run,
+unless the operator set ``NAVI_UNSANDBOXED_TOOLS=1``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from tools.base import Tool, ToolResult
 from tools.builtin.terminal import describe_outcome
 from tools.context import ToolContext
 from tools.processes import minimal_env, run_process_tree
+from tools.sandbox import (
+    SandboxLimits,
+    SandboxSpec,
+    passed_env,
+    python_install,
+    run_sandboxed,
+    sandbox_env,
+)
 
 # Runs in the child: limits first, then the user's script as __main__.
 _BOOTSTRAP = """\
@@ -37,7 +47,9 @@ class CodeExecTool(Tool):
         "Run Python 3 code in a separate sandboxed process and return its exit code and "
         "output (stdout and stderr; use print). Each call starts fresh in its own empty "
         "working directory; the session's files are at the path in the NAVI_FILES_DIR "
-        "environment variable. Time, memory and output are limited."
+        "environment variable (the only folder besides the working directory it may write). "
+        "Time, memory, process count and output are limited; the network is reachable only "
+        "if the profile allows it."
     )
     parameters = {
         "type": "object",
@@ -67,27 +79,48 @@ class CodeExecTool(Tool):
         with tempfile.TemporaryDirectory(prefix="navi-code-") as workdir:
             script = Path(workdir) / "main.py"
             script.write_text(args["code"], encoding="utf-8")
-            env = minimal_env(
-                {"NAVI_FILES_DIR": str(ctx.files_dir), "HOME": workdir, "TMPDIR": workdir}
-            )
-            outcome = await run_process_tree(
-                [
-                    settings.code_exec_python,
-                    "-I",
-                    "-u",
-                    "-X",
-                    "utf8",
-                    "-c",
-                    _BOOTSTRAP,
-                    str(memory),
-                    str(int(timeout) + 1),
-                    str(script),
-                ],
-                cwd=Path(workdir),
-                env=env,
-                timeout_s=timeout,
-                stop=ctx.stop,
-                output_limit_bytes=settings.output_max_chars,
-                kill_grace_s=settings.kill_grace_s,
-            )
+            argv = [
+                settings.code_exec_python,
+                "-I",
+                "-u",
+                "-X",
+                "utf8",
+                "-c",
+                _BOOTSTRAP,
+                str(memory),
+                str(int(timeout) + 1),
+                str(script),
+            ]
+            extra = {"NAVI_FILES_DIR": str(ctx.files_dir)}
+            if settings.unsandboxed_tools:
+                env = minimal_env({**extra, "HOME": workdir, "TMPDIR": workdir})
+                outcome = await run_process_tree(
+                    argv,
+                    cwd=Path(workdir),
+                    env=env,
+                    timeout_s=timeout,
+                    stop=ctx.stop,
+                    output_limit_bytes=settings.output_max_chars,
+                    kill_grace_s=settings.kill_grace_s,
+                )
+            else:
+                ctx.files_dir.mkdir(parents=True, exist_ok=True)
+                spec = SandboxSpec(
+                    workdir=Path(workdir),
+                    writable=(ctx.files_dir,),
+                    readonly=python_install(settings.code_exec_python),
+                    network=ctx.profile.tool_network,
+                    env=sandbox_env(
+                        {**passed_env(settings.code_exec_env), **extra}, home=Path(workdir)
+                    ),
+                )
+                outcome = await run_sandboxed(
+                    argv,
+                    spec=spec,
+                    limits=SandboxLimits(memory, settings.sandbox_max_processes),
+                    timeout_s=timeout,
+                    stop=ctx.stop,
+                    output_limit_bytes=settings.output_max_chars,
+                    kill_grace_s=settings.kill_grace_s,
+                )
         return describe_outcome(outcome, timeout)

@@ -1,13 +1,24 @@
-"""``terminal``: run one allowlisted command, no shell, in the session's files directory."""
+"""``terminal``: run one allowlisted command, no shell, in the session's files directory.
+
+The command runs in the bubblewrap sandbox (``tools.sandbox``): the files directory is
+the one writable folder, nothing of the server is visible, no network unless the
+profile grants it. Its arguments are checked first (``command_args``): the default
+commands are read-only, whatever options the LLM picks. Without bubblewrap the tool
+refuses to run, unless the operator set ``NAVI_UNSANDBOXED_TOOLS=1``.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from tools.base import Tool, ToolResult, fail, ok
+from tools.builtin.command_args import check_arguments, check_no_process_paths
 from tools.builtin.command_line import NO_SHELL, resolve_executable, split_command
 from tools.context import ToolContext
 from tools.processes import ProcessOutcome, minimal_env, run_process_tree
+from tools.sandbox import SandboxLimits, SandboxSpec, run_sandboxed, sandbox_env
 
 
 def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
@@ -60,14 +71,39 @@ class TerminalTool(Tool):
             float(args.get("timeout_s") or settings.terminal_timeout_s),
             settings.terminal_max_timeout_s,
         )
+        sandboxed = not settings.unsandboxed_tools
         env = minimal_env()
         argv = split_command(args["command"])
         argv[0] = resolve_executable(argv[0], settings.terminal_allowed_commands, env["PATH"])
+        check_arguments(Path(argv[0]).name, argv[1:])
         ctx.files_dir.mkdir(parents=True, exist_ok=True)
-        outcome = await run_process_tree(
+        if not sandboxed:
+            check_no_process_paths(argv[1:], os.fspath(ctx.files_dir))
+            outcome = await run_process_tree(
+                argv,
+                cwd=ctx.files_dir,
+                env=env,
+                timeout_s=timeout,
+                stop=ctx.stop,
+                output_limit_bytes=settings.output_max_chars,
+                kill_grace_s=settings.kill_grace_s,
+            )
+            return describe_outcome(outcome, timeout)
+        executable = Path(argv[0])
+        real_executable = Path(os.path.realpath(executable))  # noqa: ASYNC240 (no I/O wait)
+        spec = SandboxSpec(
+            workdir=ctx.files_dir,
+            # An operator's command outside the system folders is shown as the one file.
+            readonly=(executable, real_executable),
+            network=ctx.profile.tool_network,
+            env=sandbox_env(home=ctx.files_dir),
+        )
+        outcome = await run_sandboxed(
             argv,
-            cwd=ctx.files_dir,
-            env=env,
+            spec=spec,
+            limits=SandboxLimits(
+                settings.terminal_memory_mb * 1024 * 1024, settings.sandbox_max_processes
+            ),
             timeout_s=timeout,
             stop=ctx.stop,
             output_limit_bytes=settings.output_max_chars,

@@ -1,0 +1,215 @@
+"""Limits on a whole sandboxed process tree: a cgroup per call when Navi may make one.
+
+A per-process ``RLIMIT_AS`` lets three children of 300 MB each live under a 512 MB
+limit, and ``RLIMIT_NPROC`` does nothing for root; a cgroup counts the whole tree.
+Navi tries, once per process, in this order:
+
+- **cgroup v2** (``/sys/fs/cgroup`` is the unified hierarchy with the ``memory`` and
+  ``pids`` controllers): calls get ``<own cgroup>/navi-tools/call-<id>``. A non-root
+  cgroup that holds processes cannot hand controllers down, so the server first moves
+  itself into ``<own cgroup>/navi-server`` (what systemd's ``Delegate=yes`` expects);
+- **cgroup v1** (separate ``memory`` and ``pids`` hierarchies, as in many containers):
+  ``call-<id>`` under the server's own cgroup in each;
+- otherwise none: the caller falls back to ``prlimit`` per process plus the PID
+  namespace (see docs/tools.md).
+
+A call's process joins its cgroup before it runs anything (see :func:`join_command`),
+so no child can be forked outside it. At the end every process left in it is killed
+and the cgroup is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class CgroupSupport:
+    """How per-call cgroups are made here: ``kind`` is "v2", "v1" or "none"."""
+
+    kind: str
+    # v2: the parent of the call cgroups; v1: {"memory": dir, "pids": dir}.
+    parents: tuple[tuple[str, Path], ...] = ()
+    reason: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.kind != "none"
+
+
+@dataclass
+class CallCgroup:
+    """The cgroup(s) of one call: their ``cgroup.procs`` files and how to end them."""
+
+    kind: str
+    dirs: tuple[Path, ...]
+
+    @property
+    def procs_files(self) -> tuple[Path, ...]:
+        return tuple(d / "cgroup.procs" for d in self.dirs)
+
+    def pids(self) -> set[int]:
+        found: set[int] = set()
+        for path in self.procs_files:
+            with contextlib.suppress(OSError):
+                found.update(int(p) for p in path.read_text().split())
+        return found
+
+    def kill_all(self) -> None:
+        """SIGKILL every process still in the cgroup, until none is left (or 2 s pass)."""
+        if self.kind == "v2":
+            with contextlib.suppress(OSError):
+                (self.dirs[0] / "cgroup.kill").write_text("1")
+        deadline = time.monotonic() + 2.0
+        while (pids := self.pids()) and time.monotonic() < deadline:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+
+    def remove(self) -> None:
+        self.kill_all()
+        for directory in self.dirs:
+            for _ in range(50):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)  # the last killed process is still being reaped
+
+
+def _own_paths() -> dict[str, str]:
+    """The server's own cgroup path per hierarchy: "" for v2, controller names for v1."""
+    paths: dict[str, str] = {}
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            for name in controllers.split(",") if controllers else [""]:
+                paths[name] = path
+    return paths
+
+
+def _inside(root: Path, path: str) -> Path:
+    return root / path.lstrip("/")
+
+
+def _controllers(directory: Path, file: str) -> set[str]:
+    try:
+        return set((directory / file).read_text().split())
+    except OSError:
+        return set()
+
+
+def _enable(directory: Path, needed: set[str]) -> None:
+    missing = needed - _controllers(directory, "cgroup.subtree_control")
+    if missing:
+        (directory / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
+
+
+def _detect_v2(own: dict[str, str]) -> CgroupSupport:
+    needed = {"memory", "pids"}
+    if "" not in own or not needed <= _controllers(CGROUP_ROOT, "cgroup.controllers"):
+        raise OSError("no cgroup v2 hierarchy with the memory and pids controllers")
+    base = _inside(CGROUP_ROOT, own[""])
+    if not needed <= _controllers(base, "cgroup.controllers"):
+        raise OSError(f"the memory and pids controllers are not delegated to {base}")
+    try:
+        _enable(base, needed)
+    except OSError:
+        # "No internal processes": the server leaves for a leaf of its own first.
+        server = base / "navi-server"
+        server.mkdir(exist_ok=True)
+        (server / "cgroup.procs").write_text(str(os.getpid()))
+        _enable(base, needed)
+    tools = base / "navi-tools"
+    tools.mkdir(exist_ok=True)
+    _enable(tools, needed)
+    return CgroupSupport(kind="v2", parents=(("", tools),))
+
+
+def _detect_v1(own: dict[str, str]) -> CgroupSupport:
+    parents = []
+    for controller in ("memory", "pids"):
+        root = CGROUP_ROOT / controller
+        if controller not in own or not (root / "cgroup.procs").exists():
+            raise OSError(f"no cgroup v1 {controller} hierarchy")
+        parent = _inside(root, own[controller])
+        probe = parent / f"navi-probe-{os.getpid()}"
+        probe.mkdir(exist_ok=True)
+        probe.rmdir()
+        parents.append((controller, parent))
+    return CgroupSupport(kind="v1", parents=tuple(parents))
+
+
+@functools.cache
+def cgroup_support() -> CgroupSupport:
+    """Checked once per process: whether (and how) per-call cgroups can be made."""
+    own = _own_paths()
+    reasons = []
+    for detect in (_detect_v2, _detect_v1):
+        try:
+            support = detect(own)
+        except OSError as exc:
+            reasons.append(str(exc))
+            continue
+        log.info("tool_limits_cgroup", kind=support.kind)
+        return support
+    return CgroupSupport(kind="none", reason="; ".join(reasons))
+
+
+def create_call_cgroup(memory_bytes: int, max_processes: int) -> CallCgroup | None:
+    """A fresh cgroup (v2) or pair (v1) with the limits set; None where none can be made."""
+    support = cgroup_support()
+    if not support.available:
+        return None
+    name = f"call-{uuid.uuid4().hex[:12]}"
+    made: list[Path] = []
+    try:
+        for controller, parent in support.parents:
+            directory = parent / name
+            directory.mkdir()
+            made.append(directory)
+            if support.kind == "v2":
+                (directory / "memory.max").write_text(str(memory_bytes))
+                with contextlib.suppress(OSError):  # no swap accounting: nothing to limit
+                    (directory / "memory.swap.max").write_text("0")
+                (directory / "pids.max").write_text(str(max_processes))
+            elif controller == "memory":
+                (directory / "memory.limit_in_bytes").write_text(str(memory_bytes))
+                with contextlib.suppress(OSError):  # memory+swap, where swap is accounted
+                    (directory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+            else:
+                (directory / "pids.max").write_text(str(max_processes))
+    except OSError as exc:
+        log.warning("tool_limits_cgroup_failed", error=str(exc))
+        CallCgroup(kind=support.kind, dirs=tuple(made)).remove()
+        return None
+    return CallCgroup(kind=support.kind, dirs=tuple(made))
+
+
+# Joins the cgroups named by the first N arguments, then becomes the command.
+_JOIN_SCRIPT = (
+    'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; shift; '
+    'n=$((n - 1)); done; exec "$@"'
+)
+
+
+def join_command(cgroup: CallCgroup, argv: list[str]) -> list[str]:
+    """``argv`` prefixed so that its process enters ``cgroup`` before it starts."""
+    files = [str(path) for path in cgroup.procs_files]
+    return ["/bin/sh", "-c", _JOIN_SCRIPT, "navi-cgroup", str(len(files)), *files, *argv]
