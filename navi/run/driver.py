@@ -577,6 +577,7 @@ class RunDriver:
                 name=profile.name,
                 scratchpad_sections=profile.scratchpad_sections,
                 step_validation_enabled=profile.step_validation_enabled,
+                tool_network=profile.tool_network,
             )
             self._info = (profile, info)
         return self._info[1]
