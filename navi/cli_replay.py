@@ -56,6 +56,10 @@ def add_commands(sub: Any) -> None:
     imp = sub.add_parser("import", help="import an export file (checked whole first)")
     imp.add_argument("file", help="the .jsonl file of `navi export`")
     imp.add_argument("--as-new", action="store_true", help="import it under a new session id")
+    imp.add_argument(
+        "--user",
+        help="the user who owns the imported session (default: the one the file names)",
+    )
     imp.set_defaults(func=cmd_import)
 
     verify = sub.add_parser("verify", help="fold logs from scratch and compare with snapshots")
@@ -310,12 +314,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     async def work(store: EventStore) -> int:
         session_id = new_session_id() if args.as_new else None
-        result = await import_session(store, lines, new_session_id=session_id)
+        result = await import_session(store, lines, owner=args.user, new_session_id=session_id)
         streams = len(result.streams)
         sys.stdout.write(
             f"imported session {result.session_id}: {result.events} events in "
-            f"{streams} stream{'s' if streams != 1 else ''}\n"
+            f"{streams} stream{'s' if streams != 1 else ''}, owned by {result.owner!r}\n"
         )
+        for warning in result.warnings:
+            sys.stderr.write(f"warning: {warning}\n")
         return 0
 
     return _with_store(args, work)

@@ -19,10 +19,16 @@ One ``SessionSummary`` per session stream (a stream that starts with ``session.c
 
 Subagent streams (``session.created`` with ``parent_stream_id``) are not listed, and
 events of streams that never had ``session.created`` are ignored.
+
+One bad record never breaks the list (it is every user's): an event the fold cannot take
+(a time no calendar has, such as ``1e300``) leaves the summary as it was, with ``error``
+saying which event is damaged; that session's own views report it, the others never
+see it. A damaged ``session.created`` still lists its session, with empty times.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import msgspec
@@ -75,6 +81,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     forked_from: str | None = None
     forked_at_seq: int | None = None
     deleted: bool = False
+    error: str | None = None  # the first event of the session the fold could not take
 
 
 class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
@@ -91,6 +98,7 @@ class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
     # Never mutated: an update makes a new dict (personal use: tens to thousands of sessions).
     entries: dict[str, SessionEntry] = msgspec.field(default_factory=dict)
     subagent_streams: frozenset[str] = frozenset()
+    damaged: frozenset[str] = frozenset()  # sessions with an ``error``
 
     def get(self, session_id: str) -> SessionSummary | None:
         entry = self.entries.get(session_id)
@@ -238,7 +246,51 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
     return replace(state, entries={**state.entries, stream_id: entry})
 
 
+def _damaged(state: SessionsState, record: Recorded, reason: str) -> SessionsState:
+    """The state with the record's session marked damaged (the first damage is kept)."""
+    error = f"its event at seq {record.seq} ({record.type}) cannot be read: {reason}"
+    entry = state.entries.get(record.stream_id)
+    if entry is None:
+        event = record.event
+        if not isinstance(event, SessionCreated) or event.parent_stream_id is not None:
+            return state  # nothing lists this stream
+        summary = SessionSummary(
+            session_id=record.stream_id,
+            profile_id=event.profile_id,
+            user_id=event.user_id,
+            title=cut_title(event.title),
+            pinned=False,
+            created_at="",
+            last_active="",
+            message_count=0,
+            preview="",
+            context_token_count=0,
+            error=error,
+        )
+        entry = SessionEntry(summary=summary, last_active_ts=0.0, title_fixed=True)
+    elif entry.summary.error is None:
+        entry = replace(entry, summary=replace(entry.summary, error=error))
+    else:
+        return state
+    return replace(
+        state,
+        entries={**state.entries, record.stream_id: entry},
+        damaged=state.damaged | {record.stream_id},
+    )
+
+
 def evolve(state: SessionsState, record: Recorded) -> SessionsState:
+    if not math.isfinite(record.timestamp):
+        return _damaged(state, record, f"its time is {record.timestamp!r}")
+    try:
+        return _evolve(state, record)
+    except (ValueError, OverflowError, OSError) as exc:
+        # A time out of the calendar's range (datetime), a value no handler expects:
+        # that session is damaged, the list of everyone's sessions must go on.
+        return _damaged(state, record, str(exc) or type(exc).__name__)
+
+
+def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
     event = record.event
     if isinstance(event, SessionCreated):
         return _on_created(state, record)

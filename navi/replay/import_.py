@@ -3,12 +3,22 @@
 Every line is checked before anything is written; the first problem is reported with
 its line number (``ExportFormatError``) and nothing is imported:
 
-- line 1 is a header of a known format version (export.py);
+- line 1 is a header of a known format version (export.py); the session id and every
+  stream id it lists are UUIDs (so no import can write a ``memory:…`` stream, or name a
+  files folder ``..``);
 - every other line is an event line (jsonl.py) of a stream the header lists, whose
-  payload decodes through ``events.codec`` (older schema versions are upcast);
+  payload decodes through ``events.codec`` (older schema versions are upcast), whose
+  time is a finite number within ``EARLIEST``..``LATEST`` (2000..2100) and whose
+  event, run and causation ids fit the log's columns (64 characters);
 - each stream's seqs run 1, 2, 3… without gaps, it starts with ``session.created``, and
-  the run state machine accepts every event of it;
+  the run state machine accepts every event of it; the session's stream names no
+  parent, and every ``subagent.*`` event names a subagent stream of the file;
 - each stream holds as many events as the header says (a truncated file is refused).
+
+Then, against the store and still before writing (import_links.py): the importing user
+(``owner``) becomes the owner of every stream; a fork link to a session that is not the
+importer's is dropped, a subagent's parent that is not in the file nor the importer's
+becomes the imported session; each change is a line of ``ImportResult.warnings``.
 
 A session whose stream ids already exist in the store is refused
 (``SessionExistsError``); ``new_session_id`` imports it under that id instead, with new
@@ -26,6 +36,7 @@ of the imported streams are built.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -37,13 +48,21 @@ from events.errors import EventDecodeError
 from events.store import EventStore
 from events.types import Event, SessionCreated, SubagentFinished, SubagentSpawned
 from navi import ids
+from navi.ids import is_uuid
 from navi.replay.errors import ExportFormatError, SessionExistsError
 from navi.replay.export import EXPORT_FORMAT, ExportHeader
-from navi.replay.jsonl import line_decoder
+from navi.replay.import_links import checked_links
+from navi.replay.jsonl import EventLine, line_decoder
 from navi.replay.snapshots import SNAPSHOT_EVERY, catch_up_snapshots, delete_snapshots
 from navi.run.state import INITIAL, IllegalTransition, RunState, event_kind, next_state
 
 _header_decoder = msgspec.json.Decoder(ExportHeader)
+
+# The times an imported event may carry: 2000-01-01 to 2100-01-01 (UTC). Navi did not
+# exist before, and a time no calendar shows (1e300, NaN) would break every view of it.
+EARLIEST = 946_684_800.0
+LATEST = 4_102_444_800.0
+MAX_ID_LENGTH = 64  # the log's event_id, run_id and causation_id columns
 
 
 @dataclass
@@ -69,6 +88,8 @@ class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
     events: int
     renamed: dict[str, str]  # exported id → imported id (empty unless imported as new)
     forked_from: str | None = None  # lineage of the exported session (not linked here)
+    owner: str = ""  # the user the imported session belongs to
+    warnings: tuple[str, ...] = ()  # links dropped or changed (import_links.py)
 
 
 def _parse_header(raw: bytes) -> ExportHeader:
@@ -83,6 +104,10 @@ def _parse_header(raw: bytes) -> ExportHeader:
     ids = [info.stream_id for info in header.streams]
     if not ids or ids[0] != header.session_id:
         raise ExportFormatError(1, "the header's first stream must be the session's")
+    named = [*ids, *(info.parent_stream_id for info in header.streams), header.forked_from]
+    for value in named:
+        if value is not None and not is_uuid(value):
+            raise ExportFormatError(1, f"the header names {value!r}, which is not a UUID")
     if len(set(ids)) != len(ids):
         raise ExportFormatError(1, "the header lists a stream twice")
     if any(info.events < 1 for info in header.streams):
@@ -92,7 +117,23 @@ def _parse_header(raw: bytes) -> ExportHeader:
     return header
 
 
-def _check_event(stream: _Stream, record: Recorded, number: int, session_id: str) -> None:
+def _check_line(line: EventLine, number: int) -> None:
+    """The envelope's time and ids (the payload is checked by decoding it)."""
+    if not math.isfinite(line.timestamp) or not EARLIEST <= line.timestamp < LATEST:
+        raise ExportFormatError(
+            number, f"the time {line.timestamp!r} is not between the years 2000 and 2100"
+        )
+    for name, value in (
+        ("event_id", line.event_id),
+        ("run_id", line.run_id),
+        ("causation_id", line.causation_id),
+    ):
+        if value is not None and not 0 < len(value) <= MAX_ID_LENGTH:
+            raise ExportFormatError(number, f"{name} must be 1 to {MAX_ID_LENGTH} characters")
+
+
+def _check_event(stream: _Stream, record: Recorded, number: int, header: ExportHeader) -> None:
+    session_id = header.session_id
     if record.seq != stream.expected:
         raise ExportFormatError(
             number,
@@ -108,6 +149,17 @@ def _check_event(stream: _Stream, record: Recorded, number: int, session_id: str
         if record.stream_id != session_id and event.parent_stream_id is None:
             raise ExportFormatError(
                 number, f"stream {record.stream_id!r} is not the session's, nor a subagent's"
+            )
+        if record.stream_id == session_id and event.parent_stream_id is not None:
+            raise ExportFormatError(number, "the session's own stream names a parent")
+        for linked in (event.parent_stream_id, event.forked_from):
+            if linked is not None and not is_uuid(linked):
+                raise ExportFormatError(number, f"{linked!r} is not a UUID")
+    if isinstance(event, SubagentSpawned | SubagentFinished):
+        child = event.child_stream_id
+        if child == session_id or all(info.stream_id != child for info in header.streams):
+            raise ExportFormatError(
+                number, f"{record.type} names {child!r}, which is not a subagent stream of the file"
             )
     try:
         stream.state = next_state(stream.state, event_kind(event), seq=record.seq)
@@ -139,11 +191,12 @@ def parse_export(lines: Iterable[bytes | str]) -> ParsedExport:
             raise ExportFormatError(
                 number, f"stream {line_record.stream_id!r} is not listed in the header"
             )
+        _check_line(line_record, number)
         try:
             record = line_record.to_recorded()
         except EventDecodeError as exc:
             raise ExportFormatError(number, exc.reason) from exc
-        _check_event(stream, record, number, header.session_id)
+        _check_event(stream, record, number, header)
         stream.records.append(record)
         stream.expected += 1
     if header is None:
@@ -173,39 +226,57 @@ def _renamed(event: Event, ids: dict[str, str], parent_default: str | None) -> E
 
 
 def _new_events(
-    records: list[Recorded], ids: dict[str, str] | None, parent_default: str | None
+    records: list[Recorded],
+    created: SessionCreated,
+    ids: dict[str, str] | None,
+    parent_default: str | None,
 ) -> list[NewEvent]:
+    """The stream's events to write, its ``session.created`` replaced by ``created``
+    (owner and links as checked)."""
+    events: list[Event] = [created, *(r.event for r in records[1:])]
     if ids is None:
         return [
             NewEvent(
-                event=r.event,
+                event=event,
                 run_id=r.run_id,
                 causation_id=r.causation_id,
                 event_id=r.event_id,
                 timestamp=r.timestamp,
             )
-            for r in records
+            for r, event in zip(records, events, strict=True)
         ]
     return [
         NewEvent(
-            event=_renamed(r.event, ids, parent_default),
+            event=_renamed(event, ids, parent_default),
             run_id=r.run_id,
             causation_id=r.causation_id,
             timestamp=r.timestamp,
         )
-        for r in records
+        for r, event in zip(records, events, strict=True)
     ]
+
+
+def _first_events(parsed: ParsedExport) -> dict[str, SessionCreated]:
+    created: dict[str, SessionCreated] = {}
+    for sid, records in parsed.streams.items():
+        event = records[0].event
+        assert isinstance(event, SessionCreated)  # parse_export checked it
+        created[sid] = event
+    return created
 
 
 async def import_session(
     store: EventStore,
     lines: Iterable[bytes | str],
     *,
+    owner: str | None = None,
     new_session_id: str | None = None,
     new_id: Callable[[], str] = ids.new_id,
     snapshot_every: int = SNAPSHOT_EVERY,
 ) -> ImportResult:
-    """Check the whole file, then write it; see the module doc."""
+    """Check the whole file, then write it; see the module doc. ``owner`` is the
+    importing user (None: the user the file names for its session, for an operator's
+    ``navi import`` without ``--user``)."""
     parsed = parse_export(lines)
     exported_id = parsed.session_id
     if new_session_id is None:
@@ -220,11 +291,14 @@ async def import_session(
     if existing:
         hint = "" if new_session_id else "; import it under a new id (--as-new)"
         raise SessionExistsError(existing, hint)
+    created = _first_events(parsed)
+    user = owner if owner is not None else created[exported_id].user_id
+    links = await checked_links(store, created, session_id, user)
     await delete_snapshots(store, list(target.values()))
     # Subagent streams first, the session's last: until it is written, nothing lists them.
     for sid in reversed(list(parsed.streams)):
         parent_default = None if sid == exported_id else session_id
-        events = _new_events(parsed.streams[sid], ids, parent_default)
+        events = _new_events(parsed.streams[sid], links.created[sid], ids, parent_default)
         await store.append(target[sid], events, expected_seq=0)
     for sid in parsed.streams:
         await catch_up_snapshots(store, target[sid], every=snapshot_every)
@@ -234,4 +308,6 @@ async def import_session(
         events=sum(len(records) for records in parsed.streams.values()),
         renamed={} if ids is None else dict(ids),
         forked_from=parsed.header.forked_from,
+        owner=user,
+        warnings=links.warnings,
     )

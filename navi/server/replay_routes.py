@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from events.types import ContextCompressed, SessionCreated
+from events.types import ContextCompressed
 from navi.ids import new_id
 from navi.replay.errors import (
     BrokenForkError,
@@ -30,7 +30,6 @@ from navi.replay.fork import fork
 from navi.replay.history import load_history
 from navi.replay.import_ import import_session
 from navi.replay.inspect import llm_request, state_at
-from navi.replay.jsonl import line_decoder
 from navi.replay.verify import verify_session
 from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
 from navi.server.recompress import recompress_and_wait
@@ -141,21 +140,11 @@ async def export_session(request: Request) -> Response:
     )
 
 
-def _owner_of(lines: list[bytes]) -> str | None:
-    """The user the exported session belongs to (from its ``session.created``), if the
-    file says; a malformed line is left for the import's own check to report."""
-    if len(lines) < 2:
-        return None
-    try:
-        event = line_decoder.decode(lines[1]).to_recorded().event
-    except Exception:
-        return None
-    return event.user_id if isinstance(event, SessionCreated) else None
-
-
 async def import_export(request: Request) -> Response:
     """Import an export file (the request body, JSON lines) → 201; ``?as_new=true``
-    imports it under a new id. Every line is checked before anything is written."""
+    imports it under a new id. Every line is checked before anything is written; the
+    caller owns what is imported, whatever the file says (navi/replay/import_links.py),
+    and the answer's ``warnings`` list the links that were dropped."""
     server = _server(request)
     as_new = request.query_params.get("as_new", "false").lower()
     if as_new not in ("true", "false", "1", "0"):
@@ -165,11 +154,10 @@ async def import_export(request: Request) -> Response:
         raise HTTPError(400, "the request body is empty: send an export file (JSON lines)")
     lines = raw.splitlines()
     user = user_of(request)
-    owner = _owner_of(lines)
-    if owner is not None and owner != user.id:
-        raise HTTPError(422, f"this export belongs to user {owner!r}, not to you ({user.id!r})")
     session_id = new_id() if as_new in ("true", "1") else None
-    result = await import_session(server.navi.store, lines, new_session_id=session_id)
+    result = await import_session(
+        server.navi.store, lines, owner=user.id, new_session_id=session_id
+    )
     server.on_session_created()
     return _raw_json(_encode(result), 201)
 

@@ -1,19 +1,30 @@
 """Read models the server answers from: the session list (kept up to date from the
-global log) and one session's projections (folded from its log on request)."""
+global log) and one session's projections (folded from its log on request).
+
+``SessionsView.get`` is where every route and socket that names a session in its path
+finds it: an id that is not a UUID, another user's session or a deleted one are all
+"not found" (404 / 4004), before the id reaches a stream name or a folder.
+A session whose log holds an event its projections cannot take answers
+``SessionDamaged`` (500, a plain message) on its own routes; the list marks it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 
 import anyio
+import structlog
 from msgspec.structs import replace
 
 from events.base import BaseEventStore
 from events.envelope import Recorded
+from events.errors import EventDecodeError
+from navi.ids import is_uuid
 from navi.replay.history import History, read_history
 from navi.run.state import ACTIVE_STATES, state_at
 from navi.server.auth import User
-from navi.session.errors import SessionNotFound
+from navi.session.errors import SessionError, SessionNotFound
 from projections import messages as messages_projection
 from projections import sessions as sessions_projection
 from projections.context import CONTEXT, ContextState
@@ -21,6 +32,18 @@ from projections.fold import fold
 from projections.runner import LogProjectionRunner
 from projections.sessions import SessionSummary
 from projections.types import Message
+
+log = structlog.get_logger(__name__)
+
+
+class SessionDamaged(SessionError):
+    """The session's log holds an event its projections cannot take (written by hand
+    or by an older bug): only this session fails, with a message that says so."""
+
+    status = 500
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} cannot be shown: {reason}")
 
 
 class SessionsView:
@@ -31,7 +54,12 @@ class SessionsView:
 
     async def refresh(self) -> sessions_projection.SessionsState:
         async with self._lock:
-            return await self._runner.catch_up()
+            before = self._runner.state.damaged
+            state = await self._runner.catch_up()
+            for session_id in state.damaged - before:
+                error = state.entries[session_id].summary.error
+                log.warning("session.damaged", session_id=session_id, error=error)
+            return state
 
     async def listing(self, user: User, query: str = "") -> list[SessionSummary]:
         state = await self.refresh()
@@ -42,7 +70,10 @@ class SessionsView:
         return mine
 
     async def get(self, session_id: str, user: User) -> SessionSummary:
-        """The session, if it exists, is not deleted and belongs to ``user``."""
+        """The session, if it exists, is not deleted and belongs to ``user``; an id that
+        is not a UUID is not found, whatever the log holds."""
+        if not is_uuid(session_id):
+            raise SessionNotFound(session_id)
         state = await self.refresh()
         summary = state.get(session_id)
         if summary is None or summary.deleted or summary.user_id != user.id:
@@ -51,29 +82,49 @@ class SessionsView:
 
 
 class SessionLog:
-    """One session's log and its projections, as of now."""
+    """One session's log and its projections, as of now; a projection that cannot take
+    one of its events raises ``SessionDamaged``."""
 
-    def __init__(self, records: list[Recorded]) -> None:
+    def __init__(self, records: list[Recorded], session_id: str = "") -> None:
         self.records = records
+        self.session_id = session_id or (records[0].stream_id if records else "")
 
     @property
     def last_seq(self) -> int:
         return self.records[-1].seq if self.records else 0
 
     def messages(self) -> list[Message]:
-        return fold(messages_projection.MESSAGES, self.records).messages()
+        with self._damage():
+            return fold(messages_projection.MESSAGES, self.records).messages()
 
     def context(self) -> ContextState:
-        return fold(CONTEXT, self.records)
+        with self._damage():
+            return fold(CONTEXT, self.records)
 
     def run_active(self) -> bool:
-        return state_at(self.records) in ACTIVE_STATES
+        with self._damage():
+            return state_at(self.records) in ACTIVE_STATES
+
+    @contextmanager
+    def _damage(self) -> Iterator[None]:
+        try:
+            yield
+        except (ValueError, OverflowError, OSError) as exc:
+            # A time out of the calendar's range, a value no handler expects.
+            raise SessionDamaged(
+                self.session_id, f"its log holds a damaged event ({exc})"
+            ) from None
 
 
 async def load_log(store: BaseEventStore, session_id: str) -> SessionLog:
     """The session's history: a fork's starts with its origin's events up to the fork
     point (navi/replay/history.py); seqs are history seqs, as clients see them."""
-    return SessionLog(await read_history(store, session_id))
+    if not is_uuid(session_id):
+        raise SessionNotFound(session_id)
+    try:
+        return SessionLog(await read_history(store, session_id), session_id)
+    except EventDecodeError as exc:
+        raise SessionDamaged(session_id, exc.reason) from None
 
 
 async def follow_history(

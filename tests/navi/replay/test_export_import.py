@@ -22,6 +22,14 @@ from tests.navi.replay.support import long_session, make_session, turn
 pytestmark = pytest.mark.anyio
 
 NOW = 1_800_000_000.0
+# Session ids are UUIDs (an import refuses any other).
+O = "00000000-0000-4000-8000-0000000000a0"
+F = "00000000-0000-4000-8000-0000000000f0"
+S = "00000000-0000-4000-8000-0000000000b0"
+G = "00000000-0000-4000-8000-0000000000c0"
+G_CHILD = "00000000-0000-4000-8000-0000000000c1"
+COPY = "00000000-0000-4000-8000-0000000000d0"
+CHILD_COPY = "00000000-0000-4000-8000-0000000000d1"
 
 
 async def test_an_export_lists_the_session_then_its_subagents(store: BaseEventStore) -> None:
@@ -60,33 +68,33 @@ async def test_an_existing_session_is_refused_or_imported_as_new(store: BaseEven
     export = (await export_bytes(store, SESSION, now=NOW)).splitlines()
     with pytest.raises(SessionExistsError, match="--as-new"):
         await import_session(store, export)
-    ids = iter(["child-copy"])
-    result = await import_session(store, export, new_session_id="copy", new_id=lambda: next(ids))
-    assert result.session_id == "copy"
-    assert result.renamed == {SESSION: "copy", CHILD: "child-copy"}
-    copy, original = await store.read("copy"), await store.read(SESSION)
+    ids = iter([CHILD_COPY])
+    result = await import_session(store, export, new_session_id=COPY, new_id=lambda: next(ids))
+    assert result.session_id == COPY
+    assert result.renamed == {SESSION: COPY, CHILD: CHILD_COPY}
+    copy, original = await store.read(COPY), await store.read(SESSION)
     assert fold(MESSAGES, copy) == fold(MESSAGES, original)
     assert fold(CONTEXT, copy) == fold(CONTEXT, original)
     assert {r.event_id for r in copy}.isdisjoint({r.event_id for r in original})
     assert [r.timestamp for r in copy] == [r.timestamp for r in original]
     spawned = [r.event for r in copy if isinstance(r.event, SubagentSpawned)]
-    assert [e.child_stream_id for e in spawned] == ["child-copy"]
-    created = (await store.read("child-copy"))[0].event
-    assert isinstance(created, SessionCreated) and created.parent_stream_id == "copy"
+    assert [e.child_stream_id for e in spawned] == [CHILD_COPY]
+    created = (await store.read(CHILD_COPY))[0].event
+    assert isinstance(created, SessionCreated) and created.parent_stream_id == COPY
 
 
 async def test_a_fork_is_exported_as_its_history(store: BaseEventStore) -> None:
-    await make_session(store, "o", turn("one"), turn("two"))
-    await fork(store, "o", 9, "f")
-    await store.append("f", turn("three"), expected_seq=1)
-    export = (await export_bytes(store, "f", now=NOW)).splitlines()
+    await make_session(store, O, turn("one"), turn("two"))
+    await fork(store, O, 9, F)
+    await store.append(F, turn("three"), expected_seq=1)
+    export = (await export_bytes(store, F, now=NOW)).splitlines()
     header = msgspec.json.decode(export[0])
-    assert (header["forked_from"], header["forked_at_seq"]) == ("o", 9)
-    history = await read_history(store, "f")
+    assert (header["forked_from"], header["forked_at_seq"]) == (O, 9)
+    history = await read_history(store, F)
     async with InMemoryEventStore() as other:
         result = await import_session(other, export)
-        assert result.forked_from == "o"
-        imported = await other.read("f")
+        assert result.forked_from == O
+        imported = await other.read(F)
         assert [(r.seq, r.event, r.timestamp) for r in imported] == [
             (r.seq, r.event, r.timestamp) for r in history
         ]
@@ -94,13 +102,13 @@ async def test_a_fork_is_exported_as_its_history(store: BaseEventStore) -> None:
 
 async def test_an_import_rebuilds_the_snapshots(store: BaseEventStore) -> None:
     async with InMemoryEventStore() as source:
-        await long_session(source, "s", 6)  # 55 events
-        export = (await export_bytes(source, "s", now=NOW)).splitlines()
-        expected = fold(MESSAGES, await source.read("s"))
+        await long_session(source, S, 6)  # 55 events
+        export = (await export_bytes(source, S, now=NOW)).splitlines()
+        expected = fold(MESSAGES, await source.read(S))
     await import_session(store, export, snapshot_every=20)
-    assert sorted({r.seq for r in await snapshots_for(store).rows("s")}) == [20, 40]
-    assert await load_messages(store, "s", every=20) == expected
-    assert await load_context(store, "s", every=20) == fold(CONTEXT, await store.read("s"))
+    assert sorted({r.seq for r in await snapshots_for(store).rows(S)}) == [20, 40]
+    assert await load_messages(store, S, every=20) == expected
+    assert await load_context(store, S, every=20) == fold(CONTEXT, await store.read(S))
 
 
 # ---------------------------------------------------------------- refused files
@@ -108,8 +116,8 @@ async def test_an_import_rebuilds_the_snapshots(store: BaseEventStore) -> None:
 
 async def _export() -> list[bytes]:
     async with InMemoryEventStore() as source:
-        await make_session(source, "s", turn("one"))
-        return (await export_bytes(source, "s", now=NOW)).splitlines()
+        await make_session(source, S, turn("one"))
+        return (await export_bytes(source, S, now=NOW)).splitlines()
 
 
 def _line(lines: list[bytes], number: int) -> dict:  # type: ignore[type-arg]
@@ -160,7 +168,7 @@ async def test_an_illegal_log_is_refused_at_its_line() -> None:
     payload = {"type": "user.message", "text": "too soon", "images": [], "files": []}
     # A user message while the run is answering: the run state machine refuses it.
     broken = _set(lines, 9, {**event, "type": "user.message", "version": 2, "payload": payload})
-    with pytest.raises(ExportFormatError, match=r"line 9: stream 's': event 'user\.message'"):
+    with pytest.raises(ExportFormatError, match=rf"line 9: stream '{S}': event 'user\.message'"):
         parse_export(broken)
 
 
@@ -184,18 +192,18 @@ async def test_an_older_payload_is_upcast_on_import() -> None:
     event = _line(lines, 3)
     old = {**event, "version": 1, "payload": {"type": "user.message", "content": "old shape"}}
     parsed = parse_export(_set(lines, 3, old))
-    assert parsed.streams["s"][1].event == UserMessage(text="old shape")
+    assert parsed.streams[S][1].event == UserMessage(text="old shape")
 
 
 async def test_a_forks_subagents_follow_it_into_a_new_import(store: BaseEventStore) -> None:
     await subagent(store)
     head = await store.last_seq(SESSION)
-    await fork(store, SESSION, head, "f")
-    export = (await export_bytes(store, "f", now=NOW)).splitlines()
-    assert [s["stream_id"] for s in msgspec.json.decode(export[0])["streams"]] == ["f", CHILD]
-    result = await import_session(store, export, new_session_id="g", new_id=lambda: "g-child")
-    assert result.renamed == {"f": "g", CHILD: "g-child"}
-    created = (await store.read("g-child"))[0].event
-    assert isinstance(created, SessionCreated) and created.parent_stream_id == "g"
-    own = (await store.read("g"))[0].event
+    await fork(store, SESSION, head, F)
+    export = (await export_bytes(store, F, now=NOW)).splitlines()
+    assert [s["stream_id"] for s in msgspec.json.decode(export[0])["streams"]] == [F, CHILD]
+    result = await import_session(store, export, new_session_id=G, new_id=lambda: G_CHILD)
+    assert result.renamed == {F: G, CHILD: G_CHILD}
+    created = (await store.read(G_CHILD))[0].event
+    assert isinstance(created, SessionCreated) and created.parent_stream_id == G
+    own = (await store.read(G))[0].event
     assert isinstance(own, SessionCreated) and own.parent_stream_id is None

@@ -10,22 +10,27 @@ from events.types import SessionCreated, UserMessage
 from navi.server.files import FileStore, safe_name
 from navi.server.views import SessionsView
 
+# Session ids are UUIDs (a folder is never made for anything else); sorted as named.
+BUSY = "00000000-0000-4000-8000-000000000001"
+GONE = "00000000-0000-4000-8000-000000000002"
+IDLE = "00000000-0000-4000-8000-000000000003"
+
 
 async def test_files_of_idle_sessions_are_removed_after_the_ttl(tmp_path: Path) -> None:
     async with InMemoryEventStore() as store:
         await store.append(
-            "busy", [SessionCreated(profile_id="p"), UserMessage(text="hi")], expected_seq=0
+            BUSY, [SessionCreated(profile_id="p"), UserMessage(text="hi")], expected_seq=0
         )
-        await store.append("idle", [SessionCreated(profile_id="p")], expected_seq=0)
+        await store.append(IDLE, [SessionCreated(profile_id="p")], expected_seq=0)
         files = FileStore(tmp_path, ttl_hours=1)
-        for sid in ("busy", "idle", "gone"):
+        for sid in (BUSY, IDLE, GONE):
             files.place(sid, "a.txt").write_text("x")
         view = SessionsView(store)
         # Nothing is old yet.
         assert await files.clean(view) == []
         # Two hours later everything is past the TTL.
         later = time.time() + 2 * 3600
-        assert sorted(await files.clean(view, now=later)) == ["busy", "gone", "idle"]
+        assert sorted(await files.clean(view, now=later)) == [BUSY, GONE, IDLE]
         assert not any(tmp_path.iterdir())
 
 
@@ -34,7 +39,7 @@ def test_upload_names_cannot_escape_or_collide(tmp_path: Path) -> None:
     assert safe_name("../../etc/passwd") == "passwd"
     assert safe_name("..\\..\\x.txt") == "x.txt"
     assert safe_name("") == "upload"
-    first = files.place("s", "a.txt")
+    first = files.place(BUSY, "a.txt")
     first.write_text("1")
-    second = files.place("s", "a.txt")
+    second = files.place(BUSY, "a.txt")
     assert second.name == "a-1.txt" and second.parent == first.parent
