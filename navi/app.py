@@ -27,7 +27,7 @@ from events.types import (
 )
 from navi.cluster import open_placement
 from navi.config import Settings
-from navi.ids import new_id
+from navi.ids import new_id, session_folder
 from navi.llm.base import LLMBackend
 from navi.llm.selection import select_backend
 from navi.memory import MemoryService, MemoryWorker, memory_tools
@@ -247,4 +247,5 @@ class Navi:
         return "The subagent was stopped before it finished.", False
 
     def files_dir(self, session_id: str) -> Path:
-        return self.settings.files_root / session_id
+        """The session's files folder; ``InvalidId`` unless the id is a UUID."""
+        return session_folder(self.settings.files_root, session_id)

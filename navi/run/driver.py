@@ -42,6 +42,7 @@ from events.types import (
     ToolStarted,
 )
 from navi.config import Settings
+from navi.ids import session_folder
 from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError, ThinkingNotSupported
 from navi.llm.stop import StopSignal
@@ -563,7 +564,7 @@ class RunDriver:
         """The session's files folder; with ``make``, made if missing (checked before
         every call of a tool that uses it: another tool may have removed it)."""
         if self._files is None or self._files[0] != owner:
-            path = self.deps.files_root / owner
+            path = session_folder(self.deps.files_root, owner)  # a UUID, or InvalidId
             self._files = (owner, path, os.fspath(path))
         _, path, name = self._files
         if make and not os.path.isdir(name):  # one stat, where mkdir(exist_ok) costs two

@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
+from navi.ids import session_folder
 from navi.server.http import HTTPError, json_response, user_of
 
 if TYPE_CHECKING:
@@ -48,7 +49,8 @@ class FileStore:
         self.ttl_s = ttl_hours * 3600
 
     def directory(self, session_id: str) -> Path:
-        return self.root / session_id
+        """The session's folder (raises ``InvalidId`` for an id that is not a UUID)."""
+        return session_folder(self.root, session_id)
 
     def place(self, session_id: str, name: str) -> Path:
         folder = self.directory(session_id)
