@@ -34,6 +34,18 @@ class FileRef(msgspec.Struct, frozen=True, kw_only=True):
     path: str
 
 
+class ImageRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An image stored once, by content, in the blob store (navi/blobs.py); the log
+    keeps only this. ``media_type`` is sniffed from the bytes, never taken from a client.
+    ``data`` is set only when the reference stands for an image recorded inline (base64)
+    before images went to the blob store (``events.upcasting.upcast_inline_image``)."""
+
+    sha256: str
+    size: int
+    media_type: str = ""
+    data: str = ""
+
+
 class ToolCall(msgspec.Struct, frozen=True, kw_only=True):
     id: str
     name: str
@@ -77,9 +89,11 @@ class SessionDeleted(Event, frozen=True, kw_only=True, tag="session.deleted"):
 
 class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
     # v1 (the original Navi's shape) had ``content`` and no files; see events.upcasting.
+    # ``images``: references to the blob store; logs written before it hold base64
+    # strings, which read as they are (a widened field: still v2, no rewrite).
     schema_version: ClassVar[int] = 2
     text: str
-    images: tuple[str, ...] = ()
+    images: tuple[str | ImageRef, ...] = ()
     files: tuple[FileRef, ...] = ()
 
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 import msgspec
 
-from events.types import FileRef, ToolCall
+from events.types import FileRef, ImageRef, ToolCall
 
 Role = Literal["user", "assistant", "tool", "system"]
 
@@ -25,7 +25,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     content: str
     created_at: str
     seq: int
-    images: tuple[str, ...] = ()
+    # A user's images: references to the blob store (``GET /sessions/{id}/blobs/{sha256}``
+    # serves them); base64 strings where the log recorded them inline.
+    images: tuple[str | ImageRef, ...] = ()
     files: tuple[FileRef, ...] = ()
     thinking: str = ""
     tool_calls: tuple[ToolCall, ...] = ()

@@ -3,31 +3,67 @@
 System message = persona + ``---`` + profile prompt, built fresh for every call (never
 stored in the log), then the memory summary if there is one, then the ``context``
 projection. Profile switches and persona edits so take effect at the next call.
+
+A user's images are references in the log; their bytes are read from the blob store
+(navi/blobs.py) here, at call time, and go to the backend as data URLs.
 """
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Awaitable, Callable, Sequence
 
+import structlog
+
+from events.types import ImageRef
+from navi.blobs import BlobStore
 from navi.llm.types import ChatMessage, ToolSpec
 from navi.llm.wire_parts import IdentityCache, ListMemo
 from profiles import Profile, ProfileRegistry
+from projections.tool_results import as_untrusted
 from projections.types import Message
 from tools import ToolRegistry
+
+log = structlog.get_logger(__name__)
 
 MemorySummary = Callable[[str], Awaitable[str | None]]
 """user id → the memory message ("## What I remember about the user …") or None."""
 
 
-def to_chat(message: Message) -> ChatMessage:
+def to_chat(message: Message, blobs: BlobStore | None = None) -> ChatMessage:
+    tool = message.role == "tool"
     return ChatMessage(
         role=message.role,
-        content=message.content,
-        images=message.images,
+        # A tool's output is data the LLM reads (a hostile page, a planted file), never
+        # instructions: it says so, on the wire only (the log and projections keep the
+        # result as recorded, so replay and the UI are unchanged).
+        content=as_untrusted(message.content) if tool else message.content,
+        images=image_data(message.images, blobs),
         tool_calls=message.tool_calls,
         tool_call_id=message.tool_call_id,
-        tool_name=message.name if message.role == "tool" else None,
+        tool_name=message.name if tool else None,
     )
+
+
+def image_data(images: tuple[str | ImageRef, ...], blobs: BlobStore | None) -> tuple[str, ...]:
+    """The images as the backends take them: base64 data URLs (inline ones as they
+    were recorded). An image whose blob is gone is left out, and logged."""
+    out = []
+    for image in images:
+        if isinstance(image, str):  # recorded inline (or a tool's image): as it is
+            out.append(image)
+            continue
+        ref = image
+        if ref.data:
+            out.append(ref.data)
+            continue
+        data = blobs.read(ref.sha256) if blobs is not None else None
+        if data is None:
+            log.warning("image.missing", sha256=ref.sha256)
+            continue
+        media_type = ref.media_type or "image/png"
+        out.append(f"data:{media_type};base64,{base64.b64encode(data).decode('ascii')}")
+    return tuple(out)
 
 
 def _system(content: str) -> ChatMessage:
@@ -40,10 +76,12 @@ class ContextBuilder:
         profiles: ProfileRegistry,
         tools: ToolRegistry,
         memory: MemorySummary | None = None,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.profiles = profiles
         self.tools = tools
         self.memory = memory
+        self.blobs = blobs
         # Every LLM call offers the same tools until the tool set changes (a reload):
         # their names by profile and their specs, built once per tool-set generation.
         self._generation = -1
@@ -84,7 +122,7 @@ class ContextBuilder:
         return out
 
     def _chat_of(self, message: Message) -> ChatMessage:
-        return to_chat(message) if message.images else self._chat(message)
+        return to_chat(message, self.blobs) if message.images else self._chat(message)
 
     def tool_names(self, profile: Profile, *, subagent: bool = False) -> list[str]:
         enabled = tuple(profile.subagent_tool_names if subagent else profile.enabled_tools)

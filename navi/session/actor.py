@@ -32,6 +32,7 @@ from events.base import BaseEventStore
 from events.envelope import NewEvent, Recorded
 from events.types import (
     Event,
+    ImageRef,
     ProfileSwitched,
     RunFailed,
     RunStarted,
@@ -43,6 +44,7 @@ from events.types import (
     UserMessage,
 )
 from events.writer import StreamWriter
+from navi.blobs import BlobStore
 from navi.llm.stop import StopSignal
 from navi.run import compression
 from navi.run.driver import RunDeps, RunDriver
@@ -50,7 +52,7 @@ from navi.run.state import IllegalTransition, RunState, transition
 from navi.run.workers import Worker, run_workers
 from navi.session import messages as m
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
-from navi.session.input import check_files, check_text, clean_images
+from navi.session.input import check_files, check_text, decode_images, store_images
 from navi.session.lock import SessionLock
 from navi.session.recovery import recover
 from navi.session.state import SessionState
@@ -75,6 +77,8 @@ class SessionDeps:
     new_id: Callable[[], str]
     clock: Callable[[], float]
     workers: Sequence[Worker] = field(default=())
+    # Where a message's images are kept (navi/blobs.py); None: inline in the log.
+    blobs: BlobStore | None = None
 
 
 class SessionActor(Actor[object]):
@@ -97,7 +101,7 @@ class SessionActor(Actor[object]):
         self._lock = SessionLock()
         self._run_child: str | None = None
         self._runs = 0
-        self._queue: deque[tuple[m.Send, str]] = deque()
+        self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
         self._run_id: str | None = None
         # A re-summary asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
@@ -192,25 +196,30 @@ class SessionActor(Actor[object]):
     async def _send(self, message: m.Send) -> m.RunStartedReply:
         if self.is_orphaned_subagent:
             raise SessionError("this is a subagent's session: it runs only under its parent")
-        images = clean_images(message.images)
-        text = check_text(message.text, images)
+        decoded = decode_images(message.images)
+        text = check_text(message.text, tuple(decoded))
         files = check_files(message.files)
         if self.state.run_active and not message.queue:
             raise RunActive()
-        if self.state.run_active or self._run_child is not None or self._queue:
+        queued = self.state.run_active or self._run_child is not None or bool(self._queue)
+        if queued and len(self._queue) >= MAX_QUEUED:
+            raise QueueFull(f"{MAX_QUEUED} messages are already waiting in this session")
+        # Stored before the event that refers to them is written (quota checked here).
+        images = await store_images(
+            self.deps.blobs, decoded, user_id=self.state.user_id, session_id=self.session_id
+        )
+        if queued:
             # Queued: asked for, or the last run has ended but is still winding down
             # (post-turn workers) — a message sent after stream_end is never refused.
-            if len(self._queue) >= MAX_QUEUED:
-                raise QueueFull(f"{MAX_QUEUED} messages are already waiting in this session")
             run_id = message.run_id or self.deps.new_id()
-            self._queue.append((message, run_id))
+            self._queue.append((message, run_id, images))
             return m.RunStartedReply(run_id=run_id, after_seq=self.state.last_seq, queued=True)
         return await self._start_run(text, images, files, message.mode, message.run_id)
 
     async def _start_run(
         self,
         text: str,
-        images: tuple[str, ...],
+        images: tuple[str | ImageRef, ...],
         files: tuple[Any, ...],
         mode: Any,
         run_id: str | None = None,
@@ -352,11 +361,9 @@ class SessionActor(Actor[object]):
             self.stop("subagent run ended")  # a subagent session runs one task
             return
         if self._queue and not self.state.run_active:
-            queued, run_id = self._queue.popleft()
+            queued, run_id, images = self._queue.popleft()
             try:
-                await self._start_run(
-                    queued.text, clean_images(queued.images), queued.files, queued.mode, run_id
-                )
+                await self._start_run(queued.text, images, queued.files, queued.mode, run_id)
             except SessionError as exc:
                 log.warning("queued_message.refused", session_id=self.session_id, error=str(exc))
 

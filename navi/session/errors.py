@@ -35,3 +35,9 @@ class BadInput(SessionError):
 
 class QueueFull(SessionError):
     status = 409
+
+
+class QuotaExceeded(SessionError):
+    """The user's images and uploads would pass ``NAVI_USER_QUOTA_MB``."""
+
+    status = 413

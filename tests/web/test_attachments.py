@@ -3,6 +3,7 @@ the message and seen by the LLM."""
 
 from __future__ import annotations
 
+import re
 import struct
 import zlib
 from pathlib import Path
@@ -71,9 +72,16 @@ def test_an_image_is_previewed_and_sent(
     expect(page.locator(".message.assistant")).to_contain_text("A teal square.")
     expect(page.locator('[data-testid="image-attachment"]')).to_have_count(0)
     assert _images_sent(llm), "the LLM got the image"
-    # After a reload the image is still in the history.
+    # After a reload the image is still in the history: fetched from the server's
+    # blob store (the log keeps only its hash), and drawn.
     ui.open(ui.session_id)
-    expect(page.locator(".message.user img.thumb")).to_be_visible()
+    page.reload()  # a change of the hash alone keeps the page
+    thumb = page.locator(".message.user img.thumb")
+    expect(thumb).to_be_visible()
+    expect(thumb).to_have_attribute("src", re.compile(r"^blob:"))
+    page.wait_for_function(
+        "img => img.complete && img.naturalWidth === 8", arg=thumb.element_handle()
+    )
 
 
 def test_a_file_is_uploaded_with_progress_and_referenced(

@@ -2,9 +2,11 @@
 // cards, tool cards, notices and errors. They know nothing of frames or of history;
 // turns.js decides what goes where.
 
+import { authHeaders } from './auth.js';
 import { copyText, formatBytes, formatSeconds, h } from './dom.js';
 import { icon, spinner } from './icons.js';
 import { MarkdownView, mountMarkdown } from './markdown.js';
+import { state } from './state.js';
 
 // ---------------------------------------------------------------- user messages
 
@@ -16,6 +18,63 @@ export function imageSource(image) {
       : image.startsWith('UklGR') ? 'image/webp'
         : 'image/png';
   return `data:${mime};base64,${image}`;
+}
+
+const SHA256 = /^[0-9a-f]{64}$/;
+
+/** An image the server keeps by content ({sha256, media_type}): fetched from
+ *  GET /sessions/{id}/blobs/{sha256} with the access token (an <img src> could not send
+ *  it) and shown from an object URL. Resolves to that URL, or null. */
+async function blobSource(sessionId, image) {
+  if (!sessionId || !SHA256.test(image.sha256 || '')) return null;
+  const url = `/sessions/${encodeURIComponent(sessionId)}/blobs/${image.sha256}`;
+  try {
+    const response = await fetch(url, { headers: authHeaders() });
+    if (!response.ok) return null;
+    return URL.createObjectURL(await response.blob());
+  } catch {
+    return null;
+  }
+}
+
+/** An image of a message of session `sessionId` as base64 to send again (edit & resend):
+ *  a reference is fetched and read as a data: URL. Null if it cannot be had. */
+export async function imageToSend(sessionId, image) {
+  if (typeof image === 'string') return image;
+  if (image && image.data) return image.data;
+  const src = await blobSource(sessionId, image || {});
+  if (!src) return null;
+  try {
+    const blob = await (await fetch(src)).blob();
+    return await new Promise((resolve, reject) => {
+      const reader = new FileReader();
+      reader.onload = () => resolve(String(reader.result));
+      reader.onerror = () => reject(reader.error);
+      reader.readAsDataURL(blob);
+    });
+  } finally {
+    URL.revokeObjectURL(src);
+  }
+}
+
+/** A thumbnail for one image of a message: base64 / a data: URL (logs from before the
+ *  blob store, and the message being sent), or a reference to the server's copy. */
+function thumbnail(image) {
+  const img = h('img', { class: 'thumb', alt: 'attached image' });
+  img.addEventListener('click', () => { if (img.src) showImage(img.src); });
+  if (typeof image === 'string') {
+    img.src = imageSource(image);
+  } else if (image && typeof image === 'object') {
+    if (image.data) {
+      img.src = imageSource(image.data);
+    } else {
+      blobSource(state.sessionId, image).then((src) => {
+        if (src) img.src = src;
+        else img.alt = 'image no longer available';
+      });
+    }
+  }
+  return img;
 }
 
 function showImage(src) {
@@ -39,11 +98,7 @@ export function fileChip(file) {
 
 export function userMessage({ content = '', images = [], files = [], seq = null }, { pending = false } = {}) {
   const thumbs = images.length
-    ? h('div', { class: 'message-images' },
-      images.map((image) => {
-        const src = imageSource(image);
-        return h('img', { class: 'thumb', src, alt: 'attached image', onclick: () => showImage(src) });
-      }))
+    ? h('div', { class: 'message-images' }, images.map(thumbnail))
     : null;
   const chips = files.length ? h('div', { class: 'message-files' }, files.map(fileChip)) : null;
   return h('div', {

@@ -2,6 +2,7 @@
 // its history, its live connection, sending, stopping and switching profiles.
 
 import { api } from './api.js';
+import { imageToSend } from './cards.js';
 import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { ConversationView } from './conversation.js';
@@ -202,7 +203,8 @@ async function forkAndResend(originId, seq, text) {
   const fork = await api.forkSession(originId, seq - 1);
   sidebar.refresh();
   await navigate(fork.session_id);
-  const sent = await send({ content: text ?? message.content, images: message.images || [], files: message.files || [] });
+  const images = (await Promise.all((message.images || []).map((i) => imageToSend(originId, i)))).filter(Boolean);
+  const sent = await send({ content: text ?? message.content, images, files: message.files || [] });
   if (!sent) throw new Error('the new chat was created, but the message could not be sent');
 }
 

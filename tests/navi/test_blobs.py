@@ -1,0 +1,107 @@
+"""The blob store: each image kept once, usage against the quota, freeing on release."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from navi.blobs import BlobStore, is_sha256
+from navi.session.errors import QuotaExceeded
+
+PNG = b"\x89PNG\r\n\x1a\n" + b"\x01" * 1000
+OTHER = b"\xff\xd8\xff\xe0" + b"\x02" * 2000
+
+
+@pytest.fixture
+def blobs(tmp_path: Path) -> Iterator[BlobStore]:
+    store = BlobStore(tmp_path / "blobs", quota_bytes=10_000)
+    yield store
+    store.close()
+
+
+def stored_files(blobs: BlobStore) -> list[Path]:
+    return [p for p in blobs.root.glob("??/*") if p.is_file()]
+
+
+def test_an_image_is_stored_once_by_its_hash(blobs: BlobStore) -> None:
+    (ref,) = blobs.put_images([PNG], user_id="ann", session_id="s1")
+    (again,) = blobs.put_images([PNG], user_id="ann", session_id="s2")
+    assert ref == again
+    assert ref.sha256 == hashlib.sha256(PNG).hexdigest()
+    assert (ref.size, ref.media_type) == (len(PNG), "image/png")
+    assert stored_files(blobs) == [blobs.path(ref.sha256)]
+    assert blobs.read(ref.sha256) == PNG
+    assert blobs.usage("ann") == len(PNG)  # counted once for the user
+
+
+def test_media_type_comes_from_the_bytes(blobs: BlobStore) -> None:
+    (jpeg, unknown) = blobs.put_images([OTHER, b"plain text"], user_id="ann", session_id="s")
+    assert jpeg.media_type == "image/jpeg"
+    assert unknown.media_type == "application/octet-stream"
+
+
+def test_releasing_frees_only_blobs_nothing_else_refers_to(blobs: BlobStore) -> None:
+    (shared,) = blobs.put_images([PNG], user_id="ann", session_id="s1")
+    (own,) = blobs.put_images([OTHER], user_id="ann", session_id="s1")
+    blobs.put_images([PNG], user_id="bob", session_id="s2")
+    assert blobs.release("s1") == [own.sha256]
+    assert blobs.read(shared.sha256) == PNG
+    assert blobs.read(own.sha256) is None
+    assert blobs.usage("ann") == 0
+    assert blobs.release("s2") == [shared.sha256]
+    assert stored_files(blobs) == []
+
+
+def test_over_the_quota_nothing_is_stored(blobs: BlobStore) -> None:
+    big = b"\x00" * 6000
+    blobs.put_images([big], user_id="ann", session_id="s1")
+    with pytest.raises(QuotaExceeded, match="NAVI_USER_QUOTA_MB"):
+        blobs.put_images([PNG, b"\x03" * 5000], user_id="ann", session_id="s1")
+    assert len(stored_files(blobs)) == 1
+    # An image the user already has costs nothing; another user has their own quota.
+    blobs.put_images([big], user_id="ann", session_id="s2")
+    blobs.put_images([b"\x03" * 5000], user_id="bob", session_id="s3")
+
+
+def test_uploads_count_and_the_same_content_is_kept_once(blobs: BlobStore, tmp_path: Path) -> None:
+    folder = tmp_path / "files" / "s1"
+    folder.mkdir(parents=True)
+    first, second = folder / "a.txt", folder / "b.txt"
+    first.write_bytes(b"x" * 3000)
+    second.write_bytes(b"x" * 3000)
+    sha = hashlib.sha256(b"x" * 3000).hexdigest()
+    assert blobs.add_upload(first, user_id="ann", session_id="s1", sha256=sha) is None
+    assert blobs.add_upload(second, user_id="ann", session_id="s1", sha256=sha) == "a.txt"
+    assert blobs.usage("ann") == 3000
+    big = folder / "big.bin"
+    big.write_bytes(b"y" * 8000)
+    with pytest.raises(QuotaExceeded):
+        blobs.add_upload(big, user_id="ann", session_id="s1", sha256="0" * 64)
+    with pytest.raises(QuotaExceeded):
+        blobs.check_room("ann", 8000)
+    blobs.forget_uploads("s1")
+    assert blobs.usage("ann") == 0
+
+
+def test_the_index_survives_a_restart(blobs: BlobStore) -> None:
+    blobs.put_images([PNG], user_id="ann", session_id="s1")
+    blobs.close()
+    again = BlobStore(blobs.root, quota_bytes=10_000)
+    try:
+        assert again.usage("ann") == len(PNG)
+        assert len(again.release("s1")) == 1
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize(
+    "value", ["", "../" + "a" * 61, "A" * 64, "a" * 63, "a" * 65, "g" * 64, "a" * 63 + "/"]
+)
+def test_only_64_lowercase_hex_digits_name_a_blob(blobs: BlobStore, value: str) -> None:
+    assert not is_sha256(value)
+    with pytest.raises(ValueError):
+        blobs.path(value)
+    assert blobs.read(value) is None
