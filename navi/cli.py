@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from navi.config import Settings, SettingsError
-from navi.dotenv import environment
+from navi.environment import environment
 
 
 def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, str]]:
@@ -46,6 +46,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Compressing every small frame costs more CPU than a local link saves.
         ws_per_message_deflate=False,
         log_level=settings.log_level.lower(),
+        # uvicorn's own loggers (access and error) propagate to the root handler that
+        # configure_logging set up: one format, query strings redacted.
+        log_config=None,
         lifespan="on",
         # Open requests (a long turn over REST) must not hold a shutdown forever;
         # unfinished runs resume at the next start.
