@@ -25,6 +25,7 @@ from events.types import (
     RunMode,
     tag_of,
 )
+from navi.blobs import BlobStore
 from navi.cluster import open_placement
 from navi.config import Settings
 from navi.ids import new_id, session_folder
@@ -61,6 +62,7 @@ class Navi:
     sessions: SessionManager
     memory: MemoryService
     memory_worker: MemoryWorker
+    blobs: BlobStore | None = None
     clock: object = time.time
     _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
 
@@ -98,6 +100,9 @@ class Navi:
         ):
             navi: Navi
             memory = MemoryService(store)
+            blobs = BlobStore(
+                settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024
+            )
             memory_worker = MemoryWorker(
                 memory, llm, idle_seconds=settings.memory_idle_minutes * 60
             )
@@ -105,7 +110,7 @@ class Navi:
                 settings=settings,
                 profiles=profiles,
                 tools=tools,
-                builder=ContextBuilder(profiles, tools, memory.summary_message),
+                builder=ContextBuilder(profiles, tools, memory.summary_message, blobs),
                 backend_for=lambda p: navi.backend_for(p),
                 files_root=settings.files_root,
                 tool_hooks=lambda host, call_id: spawn_hooks(navi, host, call_id),
@@ -118,6 +123,7 @@ class Navi:
                 new_id=new_id,
                 clock=clock,  # type: ignore[arg-type]
                 workers=post_turn,
+                blobs=blobs,
             )
             navi = cls(
                 settings=settings,
@@ -128,6 +134,7 @@ class Navi:
                 sessions=SessionManager(system, deps),
                 memory=memory,
                 memory_worker=memory_worker,
+                blobs=blobs,
                 clock=clock,
             )
             for tool in [*navi_tools(navi), *memory_tools(memory)]:
@@ -145,6 +152,7 @@ class Navi:
                 tg.cancel_scope.cancel()
                 with anyio.CancelScope(shield=True):
                     await tools.aclose()
+                    blobs.close()
                     for other in navi._backends.values():
                         await other.aclose()
                     if backend is None:

@@ -34,6 +34,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     session_files_dir: str = "session_files"
     session_files_max_size_mb: int = 200
     session_files_ttl_hours: float = 24.0
+    # Images of messages, stored once by content (navi/blobs.py; "" = beside the
+    # database), and what one user's images and uploads may take in all.
+    blobs_dir: str = ""
+    user_quota_mb: int = 1024
     resume_on_start: bool = True
     api_token: str = ""
     users_file: str = ""
@@ -85,6 +89,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             session_files_ttl_hours=get(
                 "SESSION_FILES_TTL_HOURS", _float, d.session_files_ttl_hours
             ),
+            blobs_dir=env.get("NAVI_BLOBS_DIR", "").strip(),
+            user_quota_mb=get("NAVI_USER_QUOTA_MB", _int, d.user_quota_mb),
             resume_on_start=get("NAVI_RESUME_ON_START", _bool, d.resume_on_start),
             api_token=env.get("NAVI_API_TOKEN", "").strip(),
             users_file=env.get("NAVI_USERS_FILE", "").strip(),
@@ -114,6 +120,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def files_root(self) -> Path:
         return Path(self.session_files_dir)
+
+    @property
+    def blobs_root(self) -> Path:
+        """``NAVI_BLOBS_DIR``, else ``blobs/`` beside a SQLite database file, else
+        ``blobs/`` beside the session files folder (PostgreSQL, in-memory SQLite)."""
+        if self.blobs_dir:
+            return Path(self.blobs_dir)
+        scheme, _, path = self.database_url.partition(":///")
+        if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
+            return Path(path).parent / "blobs"
+        return self.files_root.absolute().parent / "blobs"
 
 
 def _llm(env: Mapping[str, str]) -> LLMSettings:

@@ -20,6 +20,7 @@ from navi.config import Settings
 from navi.memory import memory_routes
 from navi.server import replay_routes, routes
 from navi.server.auth import AuthMiddleware, Users
+from navi.server.blobs import get_blob
 from navi.server.files import FileStore, upload_file
 from navi.server.http import HTTPError, json_error
 from navi.server.replay_ws import replay_socket
@@ -95,7 +96,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with factory() as navi, anyio.create_task_group() as tg:
-            files = FileStore(settings.files_root, ttl_hours=settings.session_files_ttl_hours)
+            files = FileStore(
+                settings.files_root,
+                ttl_hours=settings.session_files_ttl_hours,
+                blobs=navi.blobs,
+            )
             server = ServerState(
                 navi=navi,
                 sessions=SessionsView(navi.store),
@@ -123,6 +128,7 @@ def create_app(
         routes=[
             *routes.ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
+            Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
             *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
             *replay_routes.ROUTES,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),

@@ -4,10 +4,17 @@ Files live in ``SESSION_FILES_DIR/<session_id>/``. An upload is refused with 413
 soon as it passes ``SESSION_FILES_MAX_SIZE_MB`` — by its Content-Length before reading
 anything, or while it streams — and it is spooled to disk, never held in memory.
 A session's files are removed ``SESSION_FILES_TTL_HOURS`` after its last activity.
+
+Uploads count against their user's quota (``NAVI_USER_QUOTA_MB``, with the images of
+their messages: navi/blobs.py); past it, 413 and nothing is kept. The same content
+uploaded again to a session is kept once: the answer names the file already there.
+Uploads stay files of the session's folder, not shared blobs: they are the tools'
+working copies, which a tool may change.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 import time
@@ -21,8 +28,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message
 
+from navi.blobs import BlobStore
 from navi.ids import session_folder
 from navi.server.http import HTTPError, json_response, user_of
+from navi.session.errors import QuotaExceeded
 
 if TYPE_CHECKING:
     from navi.server.views import SessionsView
@@ -44,9 +53,10 @@ class TooLarge(Exception):
 
 
 class FileStore:
-    def __init__(self, root: Path, *, ttl_hours: float) -> None:
+    def __init__(self, root: Path, *, ttl_hours: float, blobs: BlobStore | None = None) -> None:
         self.root = root
         self.ttl_s = ttl_hours * 3600
+        self.blobs = blobs  # counts uploads against the quota
 
     def directory(self, session_id: str) -> Path:
         """The session's folder (raises ``InvalidId`` for an id that is not a UUID)."""
@@ -79,6 +89,8 @@ class FileStore:
                 last = folder.stat().st_mtime
             if now - last > self.ttl_s:
                 shutil.rmtree(folder, ignore_errors=True)
+                if self.blobs is not None:
+                    await anyio.to_thread.run_sync(self.blobs.forget_uploads, folder.name)
                 removed.append(folder.name)
         if removed:
             log.info("files.cleaned", sessions=removed)
@@ -99,11 +111,20 @@ async def upload_file(request: Request) -> Response:
 
     server: ServerState = request.app.state.navi_server
     session_id = request.path_params["session_id"]
-    await server.sessions.get(session_id, user_of(request))
+    user = user_of(request)
+    await server.sessions.get(session_id, user)
     limit: int = request.app.state.max_upload_bytes
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit + 64 * 1024:
         raise HTTPError(413, f"the file is larger than the limit of {limit // (1024 * 1024)} MB")
+    blobs = server.files.blobs
+    if blobs is not None and declared is not None and declared.isdigit():
+        try:  # refused before it is read (the form's own bytes are not counted)
+            await anyio.to_thread.run_sync(
+                blobs.check_room, user.id, max(0, int(declared) - 64 * 1024)
+            )
+        except QuotaExceeded as exc:
+            raise HTTPError(413, exc.message) from None
     counted = Request(request.scope, _counting(request.receive, limit + 64 * 1024))
     try:
         form = await counted.form(max_files=1, max_fields=10)
@@ -124,12 +145,16 @@ async def upload_file(request: Request) -> Response:
                 413, f"the file is larger than the limit of {limit // (1024 * 1024)} MB"
             )
         target = server.files.place(session_id, upload.filename or "upload")
+        digest = hashlib.sha256()
         await upload.seek(0)
         with target.open("wb") as out:
             while chunk := await upload.read(1024 * 1024):
                 out.write(chunk)
+                digest.update(chunk)
     finally:
         await form.close()
+    if blobs is not None:
+        target = await _counted(blobs, target, user.id, session_id, digest.hexdigest())
     return json_response(
         {
             "name": target.name,
@@ -139,6 +164,32 @@ async def upload_file(request: Request) -> Response:
         },
         201,
     )
+
+
+async def _counted(
+    blobs: BlobStore, target: Path, user_id: str, session_id: str, sha256: str
+) -> Path:
+    """Count the upload against the user's quota (413 and removed past it); the same
+    content already uploaded to the session is kept once (the earlier file is answered)."""
+
+    def count() -> Path:
+        try:
+            existing = blobs.add_upload(
+                target, user_id=user_id, session_id=session_id, sha256=sha256
+            )
+        except QuotaExceeded:
+            target.unlink(missing_ok=True)
+            raise
+        if existing is None:
+            return target
+        target.unlink(missing_ok=True)
+        return target.parent / existing
+
+    try:
+        kept: Path = await anyio.to_thread.run_sync(count)
+    except QuotaExceeded as exc:
+        raise HTTPError(413, exc.message) from None
+    return kept
 
 
 def _counting(receive, limit: int):  # type: ignore[no-untyped-def]

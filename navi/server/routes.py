@@ -13,6 +13,7 @@ from starlette.routing import Route
 from events.codec import encode
 from events.types import FileRef
 from navi.replay.history import load_history
+from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
 from navi.session import messages as m
 from projections.types import iso_time
@@ -197,6 +198,8 @@ async def delete_session(request: Request) -> Response:
     await server.sessions.get(session_id, user_of(request))
     await server.navi.sessions.ask(session_id, m.Delete())
     shutil.rmtree(server.navi.files_dir(session_id), ignore_errors=True)
+    if server.navi.blobs is not None:
+        await release_deleted(server, session_id, server.navi.blobs)
     return json_response({"session_id": session_id, "deleted": True})
 
 
