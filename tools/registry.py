@@ -16,7 +16,7 @@ from tools.base import Tool, ToolError, ToolResult, cap_result, fail
 from tools.context import ToolContext
 from tools.settings import ToolSettings
 from tools.user_tools import LoadError, UserToolSet, as_result, load_user_tools, snapshot
-from tools.validation import type_name, validate
+from tools.validation import ensure_valid_schema, type_name, validate
 
 log = structlog.get_logger()
 
@@ -53,6 +53,9 @@ class ToolRegistry:
         return self.settings.tools_path
 
     def register_builtin(self, tool: Tool) -> None:
+        """Add a tool; :class:`~tools.validation.ToolSchemaError` if its parameters
+        are not a usable JSON schema (the message says why)."""
+        ensure_valid_schema(tool.name, tool.parameters)
         self._builtins[tool.name] = tool
         self.generation += 1
 

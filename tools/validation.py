@@ -1,151 +1,154 @@
-"""JSON-schema validation of tool arguments, for the subset tool schemas use.
+"""JSON-schema validation of tool arguments, on the ``jsonschema`` library.
 
-Supported: ``type`` (one or a list), ``properties``, ``required``, ``enum``, ``items``,
-``additionalProperties: false``, ``minimum`` / ``maximum``, ``minLength`` / ``maxLength``,
-``minItems`` / ``maxItems``. Other keywords are ignored. Messages name the argument and
-say what was expected, so the LLM can fix its call.
+Every keyword of JSON Schema Draft 2020-12 is checked (``$ref``/``$defs``, ``anyOf``,
+``oneOf``, ``pattern``, ``exclusiveMinimum``, ...), or of the draft a schema names in
+``$schema`` (MCP servers written in TypeScript send draft-07). ``format`` is an
+annotation, as the specification says, and is not enforced. Every problem is reported,
+each in words that name the argument and say what was expected, so the LLM can fix its
+call (:mod:`tools.schema_messages`).
+
+A schema is compiled once (:func:`validator_for` caches it); a ``$ref`` can only point
+inside the schema itself: nothing is ever fetched, whatever a tool's schema says.
 """
 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from typing import Any
 
-_TYPE_NAMES = {
-    bool: "boolean",
-    int: "integer",
-    float: "number",
-    str: "string",
-    list: "array",
-    dict: "object",
-    type(None): "null",
-}
+from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for as _validator_class_for
+from referencing import Registry, Resource
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
+
+from tools.schema_messages import describe, type_name
+
+__all__ = ["ArgumentsValidator", "ToolSchemaError", "check_schema", "type_name", "validate"]
 
 
-def type_name(value: object) -> str:
-    return _TYPE_NAMES.get(type(value), type(value).__name__)
+class ToolSchemaError(ValueError):
+    """A tool's ``parameters`` cannot be used; the message says every reason."""
 
 
-def _matches_type(value: object, expected: str) -> bool:
-    if expected == "integer":
-        # JSON has one number type: 3.0 is an integer; True is not.
-        if isinstance(value, bool):
-            return False
-        return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
-    if expected == "number":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if expected == "boolean":
-        return isinstance(value, bool)
-    if expected == "string":
-        return isinstance(value, str)
-    if expected == "array":
-        return isinstance(value, list | tuple)
-    if expected == "object":
-        return isinstance(value, dict)
-    if expected == "null":
-        return value is None
-    return True  # unknown type names are not ours to refuse
+# An empty registry retrieves nothing: without it jsonschema would fetch a remote $ref
+# over HTTP, and a tool's schema (an MCP server's) must not make Navi send a request.
+_NO_REMOTE_REFS: Registry[Any] = Registry()
 
 
-def _label(path: str) -> str:
-    return f"argument '{path}'" if path else "arguments"
+class ArgumentsValidator:
+    """One tool's compiled ``parameters``: :meth:`errors` lists what is wrong with a call."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        cls = _validator_class_for(schema, default=Draft202012Validator)
+        self._validator: Validator = cls(schema, registry=_NO_REMOTE_REFS)
+
+    def errors(self, arguments: object) -> list[str]:
+        """Every problem with ``arguments``, each once, in the schema's order; [] if valid."""
+        try:
+            found = list(self._validator.iter_errors(arguments))
+        except Unresolvable as exc:
+            return [f"the tool's parameters cannot be used: unresolvable $ref {exc.ref!r}"]
+        messages: list[str] = []
+        for error in found:
+            messages.extend(describe(error))
+        return list(dict.fromkeys(messages))
 
 
-def _short(value: object) -> str:
-    text = json.dumps(value, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
+# Compiled validators by schema object. The entry keeps the schema alive, so its id is
+# not reused while the entry exists; a tool's ``parameters`` is not changed in place.
+_CACHE_SIZE = 1024
+_cache: OrderedDict[int, tuple[dict[str, Any], ArgumentsValidator]] = OrderedDict()
 
 
-def validate(value: object, schema: dict[str, Any], path: str = "") -> list[str]:
-    """Every problem with ``value`` against ``schema``; an empty list means valid."""
-    errors: list[str] = []
-    expected = schema.get("type")
-    if expected is not None:
-        allowed = expected if isinstance(expected, list) else [expected]
-        if not any(_matches_type(value, t) for t in allowed):
-            wanted = " or ".join(allowed)
-            return [f"{_label(path)}: expected {wanted}, got {type_name(value)}"]
-
-    if "enum" in schema and value not in schema["enum"]:
-        options = ", ".join(_short(option) for option in schema["enum"])
-        errors.append(f"{_label(path)}: {_short(value)} is not one of: {options}")
-
-    if isinstance(value, str):
-        if "minLength" in schema and len(value) < schema["minLength"]:
-            errors.append(f"{_label(path)}: must have at least {schema['minLength']} character(s)")
-        if "maxLength" in schema and len(value) > schema["maxLength"]:
-            errors.append(
-                f"{_label(path)}: must have at most {schema['maxLength']} characters, "
-                f"got {len(value)}"
-            )
-
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        if "minimum" in schema and value < schema["minimum"]:
-            errors.append(f"{_label(path)}: must be >= {schema['minimum']}, got {value}")
-        if "maximum" in schema and value > schema["maximum"]:
-            errors.append(f"{_label(path)}: must be <= {schema['maximum']}, got {value}")
-
-    if isinstance(value, dict):
-        errors.extend(_validate_object(value, schema, path))
-
-    if isinstance(value, list | tuple):
-        if "minItems" in schema and len(value) < schema["minItems"]:
-            errors.append(f"{_label(path)}: must have at least {schema['minItems']} item(s)")
-        if "maxItems" in schema and len(value) > schema["maxItems"]:
-            errors.append(
-                f"{_label(path)}: must have at most {schema['maxItems']} items, got {len(value)}"
-            )
-        item_schema = schema.get("items")
-        if isinstance(item_schema, dict):
-            for index, item in enumerate(value):
-                errors.extend(validate(item, item_schema, f"{path}[{index}]"))
-    return errors
+def validator_for(schema: dict[str, Any]) -> ArgumentsValidator:
+    """The compiled validator of ``schema``, made on its first use."""
+    key = id(schema)
+    entry = _cache.get(key)
+    if entry is not None and entry[0] is schema:
+        _cache.move_to_end(key)
+        return entry[1]
+    compiled = ArgumentsValidator(schema)
+    _cache[key] = (schema, compiled)
+    if len(_cache) > _CACHE_SIZE:
+        _cache.popitem(last=False)
+    return compiled
 
 
-def _validate_object(value: dict[str, Any], schema: dict[str, Any], path: str) -> list[str]:
-    errors: list[str] = []
-    properties: dict[str, Any] = schema.get("properties", {})
-    prefix = f"{path}." if path else ""
-    for name in schema.get("required", []):
-        if name not in value:
-            errors.append(f"{_label(prefix + name)}: is required")
-    extra = schema.get("additionalProperties", True)
-    for name, item in value.items():
-        if name in properties:
-            errors.extend(validate(item, properties[name], prefix + name))
-        elif extra is False:
-            known = ", ".join(properties) or "none"
-            errors.append(f"{_label(prefix + name)}: unknown argument (known: {known})")
-        elif isinstance(extra, dict):
-            errors.extend(validate(item, extra, prefix + name))
-    return errors
+def validate(arguments: object, schema: dict[str, Any]) -> list[str]:
+    """Every problem with ``arguments`` against ``schema``; an empty list means valid."""
+    return validator_for(schema).errors(arguments)
 
 
-def check_schema(schema: object) -> list[str]:
-    """Problems that make ``schema`` unusable as a tool's ``parameters``."""
+# ---------------------------------------------------------------- schemas themselves
+
+
+def check_schema(schema: object, *, strict: bool = True) -> list[str]:
+    """Problems that make ``schema`` unusable as a tool's ``parameters``; [] if none.
+
+    ``strict`` adds what is legal JSON Schema but a mistake in a tool written for Navi
+    (a required name the properties do not describe); schemas from elsewhere (an MCP
+    server's) are taken as their authors meant them."""
     if not isinstance(schema, dict):
         return [f"parameters must be a JSON object (dict), got {type_name(schema)}"]
-    problems: list[str] = []
-    if schema.get("type") != "object":
-        problems.append('parameters must have "type": "object"')
-    properties = schema.get("properties", {})
-    if not isinstance(properties, dict):
-        problems.append('"properties" must be an object')
-        properties = {}
-    for name, sub in properties.items():
-        if not isinstance(sub, dict):
-            problems.append(f"property '{name}' must be a schema object")
-    required = schema.get("required", [])
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        problems.append('"required" must be a list of property names')
-    else:
-        problems.extend(
-            f"required property '{name}' is not in properties"
-            for name in required
-            if name not in properties
-        )
     try:
         json.dumps(schema)
     except (TypeError, ValueError) as exc:
-        problems.append(f"parameters must be JSON-serialisable: {exc}")
+        return [f"parameters must be JSON-serialisable: {exc}"]
+    problems: list[str] = []
+    if schema.get("type") != "object":
+        problems.append('parameters must have "type": "object"')
+    cls = _validator_class_for(schema, default=Draft202012Validator)
+    meta = cls(cls.META_SCHEMA)
+    for error in sorted(meta.iter_errors(schema), key=lambda e: list(map(str, e.path))):
+        where = "/".join(str(part) for part in error.path)
+        problems.append(f"parameters/{where}: {error.message}" if where else error.message)
+    if problems:
+        return problems
+    if strict:
+        properties = schema.get("properties", {})
+        problems.extend(
+            f"required property '{name}' is not in properties"
+            for name in schema.get("required", [])
+            if name not in properties
+        )
+    problems.extend(_unresolvable_refs(schema))
     return problems
+
+
+def ensure_valid_schema(name: str, schema: object, *, strict: bool = False) -> None:
+    """Raise :class:`ToolSchemaError` naming the tool when its ``parameters`` are unusable."""
+    problems = check_schema(schema, strict=strict)
+    if problems:
+        raise ToolSchemaError(f"tool '{name}': " + "; ".join(problems))
+
+
+def _unresolvable_refs(schema: dict[str, Any]) -> list[str]:
+    """Each ``$ref`` that points at nothing: found now, not at the tool's first call."""
+    resource = Resource.from_contents(schema, default_specification=DRAFT202012)
+    resolver = _NO_REMOTE_REFS.resolver_with_root(resource)
+    problems = []
+    for ref in dict.fromkeys(_refs(schema, root=True)):
+        try:
+            resolver.lookup(ref)
+        except Unresolvable:
+            problems.append(f"$ref {ref!r} points at nothing in the schema (nothing is fetched)")
+    return problems
+
+
+def _refs(node: object, *, root: bool = False) -> list[str]:
+    if isinstance(node, dict):
+        if "$id" in node and not root:
+            return []  # a resource of its own: its refs are relative to its $id
+        ref = node.get("$ref")
+        found = [ref] if isinstance(ref, str) else []
+        for key, value in node.items():
+            # Values under these keys are data, not schemas.
+            if key not in ("enum", "const", "default", "examples"):
+                found.extend(_refs(value))
+        return found
+    if isinstance(node, list):
+        return [ref for item in node for ref in _refs(item)]
+    return []

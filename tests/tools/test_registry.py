@@ -8,6 +8,7 @@ import pytest
 
 from navi.llm.stop import StopSignal
 from tools import Tool, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSettings, ok
+from tools.validation import ToolSchemaError
 
 pytestmark = pytest.mark.anyio
 
@@ -262,3 +263,56 @@ async def test_an_instant_tool_runs_without_a_scope_and_keeps_the_registrys_rule
 def test_the_builtins_that_only_record_events_are_instant(registry: ToolRegistry) -> None:
     instant = {tool.name for tool in registry.tools() if getattr(tool, "instant", False)}
     assert instant == {"todo", "scratchpad"}
+
+
+class Pydantic(Tool):
+    """A tool whose schema is what pydantic makes: $defs, $ref, anyOf."""
+
+    name = "pydantic_made"
+    description = "Takes an item."
+    parameters = {
+        "type": "object",
+        "$defs": {
+            "Item": {
+                "type": "object",
+                "properties": {"n": {"type": "integer", "exclusiveMinimum": 0}},
+                "required": ["n"],
+            }
+        },
+        "properties": {"item": {"$ref": "#/$defs/Item"}},
+        "required": ["item"],
+    }
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        return ok(str(args["item"]["n"]))
+
+
+async def test_arguments_under_a_ref_are_checked_before_the_call(
+    registry: ToolRegistry, ctx: ToolContext
+) -> None:
+    registry.register_builtin(Pydantic())
+    result = await registry.execute("pydantic_made", {"item": {"n": 0}}, ctx)
+    assert not result.success
+    assert (
+        result.error
+        == "invalid arguments for 'pydantic_made': argument 'item.n': must be > 0, got 0"
+    )
+    assert (await registry.execute("pydantic_made", {"item": {"n": 2}}, ctx)).output == "2"
+
+
+def test_a_tool_with_an_unusable_schema_is_refused_when_registered(registry: ToolRegistry) -> None:
+    class Broken(Echo):
+        name = "broken"
+        parameters = {"type": "object", "properties": {"text": {"type": "strnig"}}}
+
+    class Dangling(Echo):
+        name = "dangling"
+        parameters = {"type": "object", "properties": {"text": {"$ref": "#/$defs/Nope"}}}
+
+    with pytest.raises(ToolSchemaError, match=r"tool 'broken': parameters/properties/text/type:"):
+        registry.register_builtin(Broken())
+    with pytest.raises(
+        ToolSchemaError, match=r"tool 'dangling': \$ref '#/\$defs/Nope' points at nothing"
+    ):
+        registry.register_builtin(Dangling())
+    assert registry.get("broken") is None and registry.get("dangling") is None

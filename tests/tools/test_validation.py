@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tools.validation import check_schema, validate
+from tools.validation import check_schema, validate, validator_for
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -80,3 +80,173 @@ def test_check_schema_finds_unusable_parameters() -> None:
     assert 'parameters must have "type": "object"' in check_schema({"type": "string"})
     problems = check_schema({"type": "object", "properties": {}, "required": ["a"]})
     assert problems == ["required property 'a' is not in properties"]
+
+
+# ---------------------------------------------------------------- the shapes MCP servers
+# and pydantic-made tools send: each was "valid" to the old hand-written validator.
+
+PYDANTIC_LIKE: dict[str, Any] = {
+    "type": "object",
+    "$defs": {
+        "Item": {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "exclusiveMinimum": 0}},
+            "required": ["n"],
+        }
+    },
+    "properties": {
+        "item": {"$ref": "#/$defs/Item"},
+        "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+        "config": {
+            "anyOf": [
+                {"type": "object", "properties": {"a": {"type": "integer"}}},
+                {"type": "null"},
+            ]
+        },
+        "slug": {"type": "string", "pattern": "^[a-z-]+$"},
+        "score": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "grid": {
+            "type": "array",
+            "items": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        },
+        "shape": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}},
+                    "required": ["kind", "r"],
+                },
+                {
+                    "type": "object",
+                    "properties": {"kind": {"const": "square"}, "side": {"type": "number"}},
+                    "required": ["kind", "side"],
+                },
+            ]
+        },
+        "options": {
+            "type": "object",
+            "properties": {"x": {"type": "integer"}},
+            "additionalProperties": {"type": "string"},
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def test_a_valid_call_in_every_shape() -> None:
+    args = {
+        "item": {"n": 1},
+        "limit": None,
+        "config": {"a": 1},
+        "slug": "a-b",
+        "score": 0.5,
+        "grid": [[0, 1], []],
+        "shape": {"kind": "square", "side": 2},
+        "options": {"x": 1, "label": "y"},
+    }
+    assert validate(args, PYDANTIC_LIKE) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({"item": {"n": 0}}, "argument 'item.n': must be > 0, got 0"),
+        ({"item": {}}, "argument 'item.n': is required"),
+        ({"limit": "ten"}, "argument 'limit': expected integer or null, got string"),
+        ({"config": {"a": "x"}}, "argument 'config.a': expected integer, got string"),
+        (
+            {"slug": "Not A Slug"},
+            "argument 'slug': must match the pattern '^[a-z-]+$', got \"Not A Slug\"",
+        ),
+        ({"score": 0}, "argument 'score': must be > 0, got 0"),
+        ({"score": 1}, "argument 'score': must be < 1, got 1"),
+        ({"grid": [[1], [2, -1]]}, "argument 'grid[1][1]': must be >= 0, got -1"),
+        ({"grid": [[1], ["a"]]}, "argument 'grid[1][0]': expected integer, got string"),
+        ({"shape": {"kind": "circle"}}, "argument 'shape.r': is required"),
+        (
+            {"shape": {"kind": "hexagon"}},
+            'argument \'shape.kind\': "hexagon" is not one of: "circle", "square"',
+        ),
+        ({"shape": 3}, "argument 'shape': expected object, got integer"),
+        ({"options": {"label": 1}}, "argument 'options.label': expected string, got integer"),
+        ({"extra": 1}, "argument 'extra': unknown argument (known: item, limit, config"),
+    ],
+)
+def test_refs_unions_patterns_and_exclusive_bounds_are_checked(
+    args: dict[str, Any], message: str
+) -> None:
+    errors = validate(args, PYDANTIC_LIKE)
+    assert any(message in error for error in errors), errors
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    errors = validate({"item": {"n": 0}, "slug": "X", "score": 2, "bogus": 1}, PYDANTIC_LIKE)
+    assert len(errors) == 4, errors
+
+
+def test_unknown_nested_properties_name_the_known_ones() -> None:
+    errors = validate(
+        {"path": "a", "nested": {"x": 1, "y": 2}},
+        {
+            **SCHEMA,
+            "properties": {
+                **SCHEMA["properties"],
+                "nested": {**SCHEMA["properties"]["nested"], "additionalProperties": False},
+            },
+        },
+    )
+    assert errors == ["argument 'nested.y': unknown property (known: x)"]
+
+
+def test_a_long_value_is_not_repeated_whole() -> None:
+    (error,) = validate({"path": "a", "mode": "z" * 500}, SCHEMA)
+    assert len(error) < 200 and error.endswith('"a", "b"')
+
+
+def test_the_draft_a_schema_names_is_honoured() -> None:
+    # draft-07 (what TypeScript MCP servers send): "items" as a list is tuple validation.
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {
+            "pair": {"type": "array", "items": [{"type": "integer"}, {"type": "string"}]}
+        },
+    }
+    assert check_schema(draft7) == []
+    assert validate({"pair": [1, "a"]}, draft7) == []
+    assert validate({"pair": ["a", "a"]}, draft7) == [
+        "argument 'pair[0]': expected integer, got string"
+    ]
+
+
+def test_a_schema_is_compiled_once() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    assert validator_for(schema) is validator_for(schema)
+    assert validator_for(dict(schema)) is not validator_for(schema)
+
+
+def test_check_schema_reports_what_jsonschema_refuses() -> None:
+    problems = check_schema({"type": "object", "properties": {"a": {"type": "strnig"}}})
+    assert len(problems) == 1 and problems[0].startswith("parameters/properties/a/type:"), problems
+    assert check_schema({"type": "object", "properties": {"a": {"minimum": "3"}}})
+
+
+def test_refs_must_point_inside_the_schema_and_nothing_is_fetched() -> None:
+    dangling = {"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}}
+    assert check_schema(dangling) == [
+        "$ref '#/$defs/Missing' points at nothing in the schema (nothing is fetched)"
+    ]
+    remote = {"type": "object", "properties": {"a": {"$ref": "http://127.0.0.1:9/x.json"}}}
+    assert check_schema(remote) == [
+        "$ref 'http://127.0.0.1:9/x.json' points at nothing in the schema (nothing is fetched)"
+    ]
+    # Used anyway (a tool registered before the check): a clear failure, no request.
+    assert validate({"a": 1}, remote) == [
+        "the tool's parameters cannot be used: unresolvable $ref 'http://127.0.0.1:9/x.json'"
+    ]
+
+
+def test_a_foreign_schema_may_require_what_it_does_not_describe() -> None:
+    schema = {"type": "object", "properties": {}, "required": ["a"]}
+    assert check_schema(schema, strict=False) == []
+    assert validate({}, schema) == ["argument 'a': is required"]
