@@ -1,7 +1,9 @@
 """Loading user tools from ``TOOLS_DIR``: module format, class format, ``enabled.json``.
 
 Every load imports each file under a fresh module name, so a reload picks up edits.
-One broken file is reported (path + error) and the others still load.
+One broken file is reported (path + error) and the others still load. A file is
+imported here only after it passed the check in a sandboxed subprocess
+(``tools.user_tool_check``): a broken file's module-level code never runs in the server.
 """
 
 from __future__ import annotations
@@ -269,10 +271,18 @@ def load_user_tools(
 
     ``default_timeout_s`` applies to module-format tools that set no ``timeout_s``.
     """
+    from tools.user_tool_check import check_files
+
     builtin = frozenset(reserved)
     taken = set(builtin)
     result = UserToolSet()
-    for path in tool_files(tools_dir):
+    files = tool_files(tools_dir)
+    verdicts = check_files(files) if files else {}
+    for path in files:
+        verdict = verdicts[path]
+        if verdict.error is not None:
+            result.errors.append(LoadError(str(path), verdict.error))
+            continue
         try:
             tools, module_name = load_file(path, default_timeout_s)
         except ToolLoadError as exc:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import re
-import sys
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import anyio.to_thread
+
 from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
-from tools.user_tools import ToolLoadError, add_enabled, load_file, write_atomic
+from tools.sandbox import require_sandbox
+from tools.user_tool_check import check_files
+from tools.user_tools import add_enabled, write_atomic
 
 if TYPE_CHECKING:
     from tools.registry import ToolRegistry
@@ -109,7 +112,9 @@ class ReloadToolsTool(_RegistryTool):
     timeout_s = 30.0
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        return ok(self.registry.reload().describe())
+        # Each file is checked in a sandboxed subprocess first: a worker thread waits.
+        report = await anyio.to_thread.run_sync(self.registry.reload)
+        return ok(report.describe())
 
 
 TEMPLATE = """\
@@ -128,7 +133,8 @@ class WriteToolTool(_RegistryTool):
         "Install a new user tool permanently: give its name and Python source in the module "
         "format (module-level name, description, parameters JSON schema, and "
         "async def execute(params) -> str that raises on failure). The code is checked by "
-        "loading it; a broken tool is rejected with the error. On success it is saved, "
+        "importing it in a sandbox (no network, no access to the server's files); a broken "
+        "tool is rejected with the error. On success it is saved, "
         "enabled in every profile and available from the next message.\n"
         "Example:\n" + TEMPLATE
     )
@@ -164,15 +170,16 @@ class WriteToolTool(_RegistryTool):
             raise ToolError(
                 f"a user tool '{name}' exists already; pass overwrite=true to replace it"
             )
-        tools = _trial_load(name, args["code"])
-        names = [tool.name for tool in tools]
+        if not ctx.settings.unsandboxed_tools:
+            await require_sandbox()
+        names = await _trial_check(name, args["code"])
         if names != [name]:
             raise ToolError(
                 f"the code defines tool(s) {names}, but the name given is '{name}'; they must match"
             )
         write_atomic(target, args["code"])
         add_enabled(self.registry.tools_dir, name)
-        report = self.registry.reload()
+        report = await anyio.to_thread.run_sync(self.registry.reload)
         mine = [error for error in report.errors if Path(error.path) == target]
         if mine:
             raise ToolError(f"saved, but it failed to load: {mine[0].error}")
@@ -182,10 +189,11 @@ class WriteToolTool(_RegistryTool):
         )
 
 
-def _trial_load(name: str, code: str) -> list[Tool]:
-    """Load the code from a scratch file so a broken tool never reaches the tools folder."""
+async def _trial_check(name: str, code: str) -> list[str]:
+    """The tool names the code defines, checked in a sandboxed subprocess (never imported
+    here), from a scratch file so a broken tool never reaches the tools folder."""
     try:
-        compile(code, f"{name}.py", "exec")
+        compile(code, f"{name}.py", "exec")  # compiling runs nothing
     except SyntaxError as exc:
         raise ToolError(
             f"the tool was rejected: SyntaxError: {exc.msg} (line {exc.lineno})"
@@ -193,9 +201,8 @@ def _trial_load(name: str, code: str) -> list[Tool]:
     with tempfile.TemporaryDirectory(prefix="navi-tool-check-") as scratch:
         path = Path(scratch) / f"{name}.py"
         path.write_text(code, encoding="utf-8")
-        try:
-            tools, module_name = load_file(path)
-        except ToolLoadError as exc:
-            raise ToolError(f"the tool was rejected: {exc}") from None
-        sys.modules.pop(module_name, None)
-    return tools
+        verdicts = await anyio.to_thread.run_sync(check_files, [path])
+    verdict = verdicts[path]
+    if verdict.error is not None:
+        raise ToolError(f"the tool was rejected: {verdict.error}")
+    return list(verdict.names)
