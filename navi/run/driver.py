@@ -579,6 +579,7 @@ class RunDriver:
                 scratchpad_sections=profile.scratchpad_sections,
                 step_validation_enabled=profile.step_validation_enabled,
                 tool_network=profile.tool_network,
+                allow_private_urls=profile.allow_private_urls,
             )
             self._info = (profile, info)
         return self._info[1]

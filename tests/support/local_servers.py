@@ -34,12 +34,14 @@ HTML_PAGE = """<!doctype html>
 <script>var secret = "do not show";</script></head>
 <body>
 <nav><a href="/home">Home</a> <a href="/about">About us</a></nav>
+<main>
 <h1>Main heading</h1>
 <p>First   paragraph with
    <b>bold</b> text and a <a href="/data.json">data link</a>.</p>
 <ul><li>item one</li><li>item two</li></ul>
 <h2>Second heading</h2>
 <p>Caf&eacute; &amp; cr&egrave;me</p>
+</main>
 <footer>footer text</footer>
 </body></html>
 """

@@ -7,10 +7,18 @@ import msgspec
 import pytest
 
 from tests.support.local_servers import LocalHTTPServer, tiny_png
-from tools import ToolContext, ToolRegistry
+from tools import InMemoryToolState, ToolContext, ToolRegistry, ToolSettings
 from tools.builtin.image_view import sniff_image_type
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def ctx(files_dir: Path, settings: ToolSettings, state: InMemoryToolState) -> ToolContext:
+    """The local test server is on 127.0.0.1: loopback opened as an operator would, with
+    NAVI_ALLOW_PRIVATE_URLS (tests/security/test_outbound.py checks the default refuses)."""
+    opened = msgspec.structs.replace(settings, allow_private_urls=True)
+    return ToolContext.standalone("s1", files_dir, settings=opened, state=state)
 
 
 async def test_image_from_a_file(registry: ToolRegistry, ctx: ToolContext, files_dir: Path) -> None:

@@ -1,17 +1,27 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
 
 from tests.support.local_servers import LocalHTTPServer
-from tools import ToolContext, ToolError, ToolRegistry
-from tools.builtin.html_text import html_to_text
+from tools import InMemoryToolState, ToolContext, ToolError, ToolRegistry, ToolSettings
+from tools.builtin.page_text import readable_text
 from tools.builtin.web_search import SearchHit, WebSearchTool
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def ctx(files_dir: Path, settings: ToolSettings, state: InMemoryToolState) -> ToolContext:
+    """The local test server is on 127.0.0.1: these tests open loopback as an operator
+    would, with NAVI_ALLOW_PRIVATE_URLS (tests/security/test_outbound.py checks that
+    it is refused without)."""
+    opened = msgspec.structs.replace(settings, allow_private_urls=True)
+    return ToolContext.standalone("s1", files_dir, settings=opened, state=state)
 
 
 def tuned(ctx: ToolContext, **changes: Any) -> ToolContext:
@@ -31,7 +41,7 @@ async def test_web_view_turns_a_page_into_readable_text(
     data_url = http_server.url("/data.json")
     assert result.output == (
         f"URL: {url}\n\nTitle: Navi test page\n\n# Main heading\n\n"
-        f"First paragraph with bold text and a [data link]({data_url}).\n\n"
+        f"First   paragraph with\n   **bold** text and a [data link]({data_url}).\n\n"
         "- item one\n- item two\n\n## Second heading\n\nCafé & crème"
     )
     for dropped in ("do not show", "color: red", "About us", "footer text"):
@@ -80,10 +90,16 @@ async def test_web_view_size_and_time_limits(
     assert "timed out after 0.5s" in (slow.error or "")
 
 
-def test_html_to_text_details() -> None:
-    html = "<h3>T</h3><table><tr><td>a</td><td>b</td></tr></table><a href='mailto:x'>mail</a>"
-    assert html_to_text(html, "http://h/") == "### T\n\n| a | b\n\nmail"
-    assert html_to_text("<p>a<br>b</p>") == "a\nb"
+def test_readable_text_details() -> None:
+    html = (
+        "<html><body><article><h3>T</h3><table><tr><td>a</td><td>b</td></tr></table>"
+        "<p>See <a href='/x'>rel</a> here.</p></article></body></html>"
+    )
+    assert (
+        readable_text(html, "http://h/dir/") == "### T\n\n| a | b | \n\nSee [rel](http://h/x) here."
+    )
+    assert readable_text("<p>a<br>b</p>", "http://h/") == "a\n\nb"
+    assert readable_text("", "http://h/") == ""
 
 
 # ---------------------------------------------------------------- http_request

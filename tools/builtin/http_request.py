@@ -8,7 +8,7 @@ from typing import Any
 
 from tools.base import Tool, ToolError, ToolResult, cap_output, fail, ok
 from tools.context import ToolContext
-from tools.fetch import Fetched, fetch
+from tools.fetch import Fetched, fetch, policy_for
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
@@ -61,6 +61,7 @@ class HttpRequestTool(Tool):
         timeout = min(float(args.get("timeout_s") or settings.http_timeout_s), self.timeout_s - 5)
         response = await fetch(
             args["url"],
+            policy=policy_for(ctx),
             method=method,
             headers=headers,
             content=content,

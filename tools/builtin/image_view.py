@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
-from tools.fetch import fetch
+from tools.fetch import fetch, policy_for
 from tools.paths import PathGuard
 
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
@@ -60,7 +60,12 @@ class ImageViewTool(Tool):
         source: str = args["source"].strip()
         limit = ctx.settings.image_max_bytes
         if urlsplit(source).scheme in ("http", "https"):
-            response = await fetch(source, timeout_s=ctx.settings.http_timeout_s, max_bytes=limit)
+            response = await fetch(
+                source,
+                policy=policy_for(ctx),
+                timeout_s=ctx.settings.http_timeout_s,
+                max_bytes=limit,
+            )
             if response.status >= 400:
                 raise ToolError(f"HTTP {response.status} {response.reason} for {source}")
             if response.truncated:

@@ -12,6 +12,7 @@ import anyio.to_thread
 from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 from tools.fetch import fetch
+from tools.outbound import OutboundPolicy
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,17 @@ class SearxngBackend:
 
     async def search(self, query: str, max_results: int, ctx: ToolContext) -> list[SearchHit]:
         url = f"{self.base_url}/search?" + urlencode({"q": query, "format": "json"})
+        # The operator named this instance (often on this machine or the LAN), so its
+        # address is trusted as configured; link-local, metadata and Navi's own port
+        # stay refused, for it and for any redirect it sends.
+        policy = OutboundPolicy(
+            allow_private=True, allow_loopback=True, navi_port=ctx.settings.navi_port
+        )
         response = await fetch(
-            url, timeout_s=ctx.settings.http_timeout_s, max_bytes=ctx.settings.http_max_bytes
+            url,
+            policy=policy,
+            timeout_s=ctx.settings.http_timeout_s,
+            max_bytes=ctx.settings.http_max_bytes,
         )
         if response.status >= 400:
             hint = (

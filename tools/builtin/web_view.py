@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from tools.base import Tool, ToolError, ToolResult, cap_output, ok
-from tools.builtin.html_text import html_to_text
+from tools.builtin.page_text import decode_page, readable_text
 from tools.context import ToolContext
-from tools.fetch import fetch
+from tools.fetch import fetch, policy_for
 
 _TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/xml", "text/xml")
 
@@ -17,9 +17,9 @@ class WebViewTool(Tool):
     name = "web_view"
     uses_files = False
     description = (
-        "Open a web page (http/https URL) and return its readable text: headings, "
-        "paragraphs, lists and links, without scripts, styles or navigation. Use it to "
-        "read a page found with web_search."
+        "Open a web page (http/https URL) and return its readable text: the main content's "
+        "headings, paragraphs, lists, tables and links, without menus, banners, footers or "
+        "hidden text. Use it to read a page found with web_search."
     )
     parameters = {
         "type": "object",
@@ -40,7 +40,10 @@ class WebViewTool(Tool):
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings
         page = await fetch(
-            args["url"], timeout_s=settings.http_timeout_s, max_bytes=settings.http_max_bytes
+            args["url"],
+            policy=policy_for(ctx),
+            timeout_s=settings.http_timeout_s,
+            max_bytes=settings.http_max_bytes,
         )
         if page.status >= 400:
             raise ToolError(f"HTTP {page.status} {page.reason} for {page.url}")
@@ -48,7 +51,7 @@ class WebViewTool(Tool):
         if kind in ("text/html", "application/xhtml+xml") or (
             not kind and b"<html" in page.body[:2048].lower()
         ):
-            text = html_to_text(page.text(), page.url)
+            text = readable_text(decode_page(page.body, page.charset), page.url)
         elif kind == "application/json" or kind.endswith("+json"):
             text = _pretty_json(page.text())
         elif kind.startswith("text/") or kind in _TEXT_TYPES:

@@ -1,0 +1,148 @@
+"""A web page's readable text: decoded in its own charset, hidden text dropped, then the
+main content (not menus, cookie banners, sidebars or footers) taken by trafilatura.
+
+Hidden text goes first because a page can hide instructions for the LLM where no reader
+sees them (``display:none``, ``visibility:hidden``, the ``hidden`` attribute,
+``aria-hidden="true"``, and the usual "hidden" classes); what a person does not see, the
+model does not read either.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import copy
+import re
+from configparser import ConfigParser
+
+import lxml.html
+import trafilatura
+from lxml.etree import ParserError
+from trafilatura.settings import use_config
+
+_HIDDEN_STYLE = re.compile(
+    r"display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)"
+    r"|opacity\s*:\s*0*(?:\.0+)?\s*(?:;|$|!)|font-size\s*:\s*0+(?:\.0+)?[a-z%]*\s*(?:;|$|!)",
+    re.IGNORECASE,
+)
+# Classes that mean "not shown" in the common CSS frameworks (Bootstrap, Tailwind, WordPress).
+_HIDDEN_CLASSES = frozenset(
+    {"hidden", "d-none", "sr-only", "visually-hidden", "screen-reader-text", "invisible"}
+)
+_CANDIDATES = "//*[@hidden or @aria-hidden or @style or @class] | //template"
+# <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+# What browsers read these labels as (WHATWG Encoding): windows-1252 is a superset.
+_BROWSER_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "ascii": "cp1252"}
+
+
+def decode_page(body: bytes, header_charset: str | None) -> str:
+    """``body`` as text: a byte-order mark, else the Content-Type charset, else the page's
+    ``<meta charset>``, else UTF-8 if it is valid, else windows-1252 (the web's default)."""
+    for bom, name in _BOMS:
+        if body.startswith(bom):
+            return body.decode(name, errors="replace")
+    meta = _META_CHARSET.search(body[:4096])
+    for label in (header_charset, meta.group(1).decode("ascii") if meta else None):
+        codec = _codec(label)
+        if codec is not None:
+            return body.decode(codec, errors="replace")
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body.decode("cp1252", errors="replace")
+
+
+def _codec(label: str | None) -> str | None:
+    if not label:
+        return None
+    try:
+        name = codecs.lookup(label.strip().lower()).name
+    except LookupError:
+        return None
+    return _BROWSER_ALIASES.get(name, name)
+
+
+def readable_text(html: str, url: str) -> str:
+    """The page's title and main content as Markdown-ish text (headings, lists, tables,
+    ``[text](absolute url)`` links)."""
+    tree = _parse(html)
+    if tree is None:
+        return ""
+    drop_hidden(tree)
+    with contextlib.suppress(ValueError, ParserError):  # a base URL lxml cannot use
+        tree.make_links_absolute(url, resolve_base_href=True, handle_failures="discard")
+    title = " ".join((tree.findtext(".//title") or "").split())
+    # trafilatura's main-content extractor, without its minimum size (250 characters,
+    # below which it falls back to all of a page's text, menus included: a short page
+    # is still a page); then its full pipeline; then all the visible text.
+    text = (
+        _extract(tree, url, _NO_MINIMUM)
+        or _extract(tree, url, _DEFAULT_CONFIG)
+        or trafilatura.html2txt(tree)
+    ).strip()
+    if title and not text.startswith(f"# {title}"):
+        return f"Title: {title}\n\n{text}"
+    return text
+
+
+def _parse(html: str) -> lxml.html.HtmlElement | None:
+    # trafilatura's loader copes with encoding declarations and broken markup, but says
+    # None for a fragment it does not take for HTML ("<p>a<br>b</p>"); lxml parses those.
+    tree = trafilatura.load_html(html)
+    if tree is not None:
+        return tree
+    try:
+        return lxml.html.document_fromstring(html)
+    except (ValueError, ParserError):
+        return None
+
+
+def _extract(tree: lxml.html.HtmlElement, url: str, config: ConfigParser) -> str | None:
+    # trafilatura prunes the tree it is given: each attempt gets a copy.
+    return trafilatura.extract(
+        copy.deepcopy(tree),
+        url=url,
+        output_format="markdown",
+        include_links=True,
+        include_tables=True,
+        include_formatting=True,
+        include_comments=False,
+        favor_recall=True,
+        config=config,
+    )
+
+
+def _no_minimum() -> ConfigParser:
+    config = use_config()
+    config.set("DEFAULT", "MIN_EXTRACTED_SIZE", "1")
+    return config
+
+
+_DEFAULT_CONFIG = use_config()
+_NO_MINIMUM = _no_minimum()
+
+
+def drop_hidden(tree: lxml.html.HtmlElement) -> None:
+    """Remove every element a browser would not show (their tail text stays: it belongs
+    to the parent)."""
+    for element in tree.xpath(_CANDIDATES):
+        if element.getparent() is not None and _is_hidden(element):
+            element.drop_tree()
+
+
+def _is_hidden(element: lxml.html.HtmlElement) -> bool:
+    if element.tag == "template" or element.get("hidden") is not None:
+        return True
+    if (element.get("aria-hidden") or "").strip().lower() == "true":
+        return True
+    style = element.get("style")
+    if style and _HIDDEN_STYLE.search(style):
+        return True
+    classes = element.get("class")
+    return bool(classes) and not _HIDDEN_CLASSES.isdisjoint(classes.split())
