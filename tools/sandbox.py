@@ -247,3 +247,28 @@ async def run_sandboxed(
         if cgroup is not None:
             with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
                 await anyio.to_thread.run_sync(cgroup.remove)
+
+
+def sandbox_report(unsandboxed: bool) -> tuple[str, str]:
+    """For ``navi doctor`` and the start-up log: ("ok" | "warning" | "error", what)."""
+    from tools.cgroups import cgroup_support
+
+    status = sandbox_status()
+    if unsandboxed:
+        return (
+            "warning",
+            "NAVI_UNSANDBOXED_TOOLS=1: code_exec and terminal run WITHOUT the sandbox, as "
+            "the server's own user (they can read its secrets, database and home folder)",
+        )
+    if not status.available:
+        return (
+            "error",
+            f"sandbox: {status.reason}; code_exec and terminal refuse to run. {INSTALL_HINT}",
+        )
+    limits = cgroup_support()
+    how = (
+        f"memory and process limits per call by cgroup {limits.kind}"
+        if limits.available
+        else f"no cgroup ({limits.reason}): prlimit per process instead"
+    )
+    return "ok", f"sandbox: bubblewrap at {status.bwrap}; {how}"
