@@ -94,6 +94,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from navi.llm.selection import select_backend
     from profiles import ProfileRegistry
     from tools import create_registry
+    from tools.sandbox import sandbox_report
 
     settings, env = _open(args)
     problems = 0
@@ -125,6 +126,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line(not profiles.errors, f"profiles: {', '.join(p.id for p in profiles.all())}")
         for problem in profiles.errors:
             line(False, f"  {problem}")
+        level, sandbox = sandbox_report(settings.tools.unsandboxed_tools)
+        if level == "warning":
+            sys.stdout.write(f"! warning: {sandbox}\n")
+        else:
+            line(level == "ok", sandbox)
         tools = create_registry(settings.tools)
         line(not tools.load_errors, f"tools: {len(tools.names())} loaded")
         for error in tools.load_errors:
