@@ -31,6 +31,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings, env = _settings(args)
     configure_logging(settings.log_level)
+    _log_sandbox(settings)
     try:
         app = create_app(settings, env=env, on_started=freeze_startup_objects)
     except AuthConfigError as exc:
@@ -55,6 +56,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
     )
     return 0
+
+
+def _log_sandbox(settings: Settings) -> None:
+    """Say at start-up whether code_exec and terminal run sandboxed (a warning if not)."""
+    import structlog
+
+    from tools.sandbox import sandbox_report
+
+    level, text = sandbox_report(settings.tools.unsandboxed_tools)
+    log = structlog.get_logger("navi.sandbox")
+    if level == "ok":
+        log.info("tools.sandbox", status=text)
+    else:
+        log.warning("tools.sandbox", status=text)
 
 
 def freeze_startup_objects() -> None:
