@@ -42,8 +42,7 @@ class ArgumentsValidator:
     """One tool's compiled ``parameters``: :meth:`errors` lists what is wrong with a call."""
 
     def __init__(self, schema: dict[str, Any]) -> None:
-        cls = _validator_class_for(schema, default=Draft202012Validator)
-        self._validator: Validator = cls(schema, registry=_NO_REMOTE_REFS)
+        self._validator: Validator = _validator_class(schema)(schema, registry=_NO_REMOTE_REFS)
 
     def errors(self, arguments: object) -> list[str]:
         """Every problem with ``arguments``, each once, in the schema's order; [] if valid."""
@@ -51,10 +50,20 @@ class ArgumentsValidator:
             found = list(self._validator.iter_errors(arguments))
         except Unresolvable as exc:
             return [f"the tool's parameters cannot be used: unresolvable $ref {exc.ref!r}"]
+        except Exception as exc:
+            # A schema never checked (a bad regex in ``pattern``): the call fails, clearly.
+            return [f"the tool's parameters cannot be used: {type(exc).__name__}: {exc}"]
         messages: list[str] = []
         for error in found:
             messages.extend(describe(error))
         return list(dict.fromkeys(messages))
+
+
+def _validator_class(schema: dict[str, Any]) -> Any:
+    """The class for the draft ``$schema`` names, Draft 2020-12 if none (or unknown)."""
+    if not isinstance(schema.get("$schema", ""), str):
+        return Draft202012Validator  # its meta-schema check says what is wrong
+    return _validator_class_for(schema, default=Draft202012Validator)
 
 
 # Compiled validators by schema object. The entry keeps the schema alive, so its id is
@@ -100,8 +109,10 @@ def check_schema(schema: object, *, strict: bool = True) -> list[str]:
     problems: list[str] = []
     if schema.get("type") != "object":
         problems.append('parameters must have "type": "object"')
-    cls = _validator_class_for(schema, default=Draft202012Validator)
-    meta = cls(cls.META_SCHEMA)
+    cls = _validator_class(schema)
+    # With the format checker, as jsonschema's own check_schema: a ``pattern`` that is
+    # not a regular expression is found here, not at the first call.
+    meta = cls(cls.META_SCHEMA, format_checker=cls.FORMAT_CHECKER)
     for error in sorted(meta.iter_errors(schema), key=lambda e: list(map(str, e.path))):
         where = "/".join(str(part) for part in error.path)
         problems.append(f"parameters/{where}: {error.message}" if where else error.message)

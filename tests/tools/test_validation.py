@@ -250,3 +250,16 @@ def test_a_foreign_schema_may_require_what_it_does_not_describe() -> None:
     schema = {"type": "object", "properties": {}, "required": ["a"]}
     assert check_schema(schema, strict=False) == []
     assert validate({}, schema) == ["argument 'a': is required"]
+
+
+def test_a_bad_pattern_is_found_when_the_schema_is_checked_and_never_raises_later() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "pattern": "["}}}
+    assert check_schema(schema) == ["parameters/properties/a/pattern: '[' is not a 'regex'"]
+    (error,) = validate({"a": "x"}, schema)
+    assert error.startswith("the tool's parameters cannot be used: error: unterminated")
+
+
+def test_a_schema_keyword_that_is_not_a_string_is_reported_not_raised() -> None:
+    assert check_schema({"$schema": {"x": 1}, "type": "object"}) == [
+        "parameters/$schema: {'x': 1} is not of type 'string'"
+    ]
