@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -34,6 +35,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     session_files_dir: str = "session_files"
     session_files_max_size_mb: int = 200
     session_files_ttl_hours: float = 24.0
+    # The edge (docs/deployment.md, "Security model"): host names and page origins
+    # answered besides Navi's own, the largest JSON body, the largest import file.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 1024 * 1024
+    max_import_mb: int = 64
     # Images of messages, stored once by content (navi/blobs.py; "" = beside the
     # database), and what one user's images and uploads may take in all.
     blobs_dir: str = ""
@@ -91,6 +98,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             blobs_dir=env.get("NAVI_BLOBS_DIR", "").strip(),
             user_quota_mb=get("NAVI_USER_QUOTA_MB", _int, d.user_quota_mb),
+            allowed_hosts=get("NAVI_ALLOWED_HOSTS", _hosts, d.allowed_hosts),
+            allowed_origins=get("NAVI_ALLOWED_ORIGINS", _origins, d.allowed_origins),
+            max_body_bytes=get("NAVI_MAX_BODY_BYTES", _int, d.max_body_bytes),
+            max_import_mb=get("NAVI_MAX_IMPORT_MB", _int, d.max_import_mb),
             resume_on_start=get("NAVI_RESUME_ON_START", _bool, d.resume_on_start),
             api_token=env.get("NAVI_API_TOKEN", "").strip(),
             users_file=env.get("NAVI_USERS_FILE", "").strip(),
@@ -174,6 +185,43 @@ def _bool(name: str, raw: str) -> bool:
     if low in _FALSE:
         return False
     raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _hosts(name: str, raw: str) -> tuple[str, ...]:
+    """Host names or addresses, ``*.domain`` or ``*``; no scheme, port or path."""
+    hosts = tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+    for host in hosts:
+        bare = host.strip("[]")
+        if "/" in host or "@" in host or (":" in bare and bare.count(":") < 2):
+            raise SettingsError(
+                f"{name} lists host names without scheme or port (e.g. navi.example.org), "
+                f"got {host!r}"
+            )
+    return hosts
+
+
+def _origins(name: str, raw: str) -> tuple[str, ...]:
+    """Origins as browsers send them: ``scheme://host[:port]``, http or https."""
+    origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+    for origin in origins:
+        try:
+            parts = urlsplit(origin)
+            _ = parts.port  # raises on a port that is not a number
+        except ValueError:
+            parts = None
+        if (
+            parts is None
+            or parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.username
+        ):
+            raise SettingsError(
+                f"{name} lists origins like https://navi.example.org (scheme, host, port "
+                f"if not the default; no path), got {origin!r}"
+            )
+    return origins
 
 
 def _choice(*options: str) -> Callable[[str, str], str]:

@@ -18,11 +18,19 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
-from navi.server import replay_routes, routes
+from navi.server import bodies, replay_routes, routes
 from navi.server.auth import AuthMiddleware, Users
 from navi.server.blobs import get_blob
+from navi.server.bodies import BodyRule, guard_bodies
 from navi.server.files import FileStore, upload_file
+from navi.server.headers import SecurityHeadersMiddleware
 from navi.server.http import HTTPError, json_error
+from navi.server.origins import (
+    AllowedHosts,
+    HostCheckMiddleware,
+    OriginCheckMiddleware,
+    SiteOrigin,
+)
 from navi.server.replay_ws import replay_socket
 from navi.server.views import SessionLog, SessionsView, load_log
 from navi.server.ws import session_socket
@@ -74,8 +82,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
+    # The exception's text stays in the log: it may name paths, queries or internals.
     log.exception("http.internal_error", path=request.url.path, error=str(exc))
-    return json_error(500, f"internal error: {exc}")
+    return json_error(500, "internal error (the server's log has the details)")
 
 
 def create_app(
@@ -144,11 +153,42 @@ def create_app(
             405: _not_found,
             Exception: _internal,
             **replay_routes.EXCEPTION_HANDLERS,
+            **bodies.EXCEPTION_HANDLERS,
         },
         lifespan=lifespan,
     )
+    app.state.max_body_bytes = settings.max_body_bytes
+    guard_bodies(
+        app.routes,
+        default=BodyRule(max_bytes=settings.max_body_bytes),
+        special={
+            # Uploads bound their own size (SESSION_FILES_MAX_SIZE_MB), spooled to disk.
+            upload_file: BodyRule(accepts=frozenset({bodies.MULTIPART}), max_bytes=None),
+            replay_routes.import_export: BodyRule(
+                accepts=frozenset({bodies.NDJSON, bodies.JSON}),
+                max_bytes=settings.max_import_mb * 1024 * 1024,
+            ),
+        },
+    )
+    # add_middleware puts each one outside the ones before it: the Host is checked
+    # first, then the security headers wrap everything, then the Origin, then the user.
     app.add_middleware(AuthMiddleware, users=users)
+    app.add_middleware(
+        OriginCheckMiddleware,
+        allowed=[_origin(o) for o in settings.allowed_origins],
+    )
+    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(
+        HostCheckMiddleware,
+        hosts=AllowedHosts.configure(bound_host=settings.host, extra=settings.allowed_hosts),
+    )
     return app
+
+
+def _origin(text: str) -> SiteOrigin:
+    origin = SiteOrigin.parse(text)
+    assert origin is not None, text  # Settings refused anything else
+    return origin
 
 
 def _web_client() -> list[Any]:

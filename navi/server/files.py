@@ -133,7 +133,8 @@ async def upload_file(request: Request) -> Response:
             413, f"the file is larger than the limit of {limit // (1024 * 1024)} MB"
         ) from None
     except Exception as exc:
-        raise HTTPError(400, f"not a multipart upload: {exc}") from None
+        log.info("files.bad_upload", error=str(exc))
+        raise HTTPError(400, "not a valid multipart/form-data upload") from None
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         await form.close()
@@ -158,7 +159,9 @@ async def upload_file(request: Request) -> Response:
     return json_response(
         {
             "name": target.name,
-            "path": str(target.resolve()),
+            # Relative to the session's folder, where tools resolve it: the server's
+            # own layout (its absolute paths) is not the client's business.
+            "path": target.name,
             "size": size,
             "content_type": upload.content_type or "application/octet-stream",
         },
