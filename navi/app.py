@@ -26,6 +26,7 @@ from events.types import (
     tag_of,
 )
 from navi.blobs import BlobStore
+from navi.accounts import Users
 from navi.cluster import open_placement
 from navi.config import Settings
 from navi.ids import new_id, session_folder
@@ -80,10 +81,13 @@ class Navi:
         workers: tuple[Worker, ...] = (),
         clock: object = time.time,
         background: bool = True,
+        users: Users | None = None,
     ) -> AsyncIterator[Navi]:
         """Open everything; with ``background``, also run the memory worker's sweeps and
-        the user-tool hot reload (the server does; one-shot CLI commands do not)."""
+        the user-tool hot reload (the server does; one-shot CLI commands do not).
+        ``users``: who may use which tools (default: those of the settings)."""
         env = dict(env or {})
+        users = users or Users.load(api_token=settings.api_token, users_file=settings.users_file)
         profiles = ProfileRegistry.from_environ(env)
         for problem in profiles.errors:
             log.warning("profile.invalid", path=str(problem.path), problem=str(problem))
@@ -113,6 +117,7 @@ class Navi:
                 builder=ContextBuilder(profiles, tools, memory.summary_message, blobs),
                 backend_for=lambda p: navi.backend_for(p),
                 files_root=settings.files_root,
+                users=users,
                 tool_hooks=lambda host, call_id: spawn_hooks(navi, host, call_id),
             )
             # Compression first: a later worker sees the compressed context.

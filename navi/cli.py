@@ -1,4 +1,4 @@
-"""The ``navi`` command: serve, chat, sessions, doctor, state-diagram."""
+"""The ``navi`` command: serve, chat, sessions, doctor, users, state-diagram."""
 
 from __future__ import annotations
 
@@ -102,10 +102,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     diagram = sub.add_parser("state-diagram", help="print the run state machine (Mermaid)")
     diagram.set_defaults(func=cmd_state_diagram)
 
-    from navi import cli_client, cli_replay
+    from navi import cli_client, cli_replay, cli_users
 
     cli_client.add_commands(sub)
     cli_replay.add_commands(sub)
+    cli_users.add_commands(sub)
 
     args = parser.parse_args(argv)
     try:

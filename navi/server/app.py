@@ -19,7 +19,8 @@ from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
 from navi.server import bodies, replay_routes, routes
-from navi.server.auth import AuthMiddleware, Users
+from navi.server.auth import AuthMiddleware, Users, WsTickets
+from navi.server.auth_routes import ROUTES as AUTH_ROUTES
 from navi.server.blobs import get_blob
 from navi.server.bodies import BodyRule, guard_bodies
 from navi.server.files import FileStore, upload_file
@@ -100,7 +101,8 @@ def create_app(
     users = users or Users.configure(
         host=settings.host, api_token=settings.api_token, users_file=settings.users_file
     )
-    factory = navi_factory or (lambda: Navi.open(settings, env=env))
+    # The run checks each tool call against the same users (navi/run/permissions.py).
+    factory = navi_factory or (lambda: Navi.open(settings, env=env, users=users))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -136,6 +138,7 @@ def create_app(
     app = Starlette(
         routes=[
             *routes.ROUTES,
+            *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
             *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
@@ -172,7 +175,9 @@ def create_app(
     )
     # add_middleware puts each one outside the ones before it: the Host is checked
     # first, then the security headers wrap everything, then the Origin, then the user.
-    app.add_middleware(AuthMiddleware, users=users)
+    tickets = WsTickets(users, secret=settings.ws_ticket_secret)
+    app.state.ws_tickets = tickets
+    app.add_middleware(AuthMiddleware, users=users, tickets=tickets)
     app.add_middleware(
         OriginCheckMiddleware,
         allowed=[_origin(o) for o in settings.allowed_origins],

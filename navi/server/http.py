@@ -8,7 +8,7 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response
 
-from navi.server.auth import LOCAL_USER, User
+from navi.server.auth import User
 from navi.server.bodies import DEFAULT_MAX_BODY_BYTES, JSON, check_type, read_bounded
 
 T = TypeVar("T")
@@ -58,5 +58,9 @@ async def body_as(request: Request, kind: type[T], *, empty_ok: bool = False) ->
 
 
 def user_of(request: Request) -> User:
+    """The request's user (AuthMiddleware put it there). None there is a 401, never a
+    default user: a route that forgot its check must not run as anyone."""
     user = request.scope.get("navi_user")
-    return user if isinstance(user, User) else LOCAL_USER
+    if not isinstance(user, User):
+        raise HTTPError(401, "unauthorized: send a valid token")
+    return user

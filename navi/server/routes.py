@@ -84,8 +84,16 @@ async def list_profiles(request: Request) -> Response:
 
 
 async def list_tools(request: Request) -> Response:
-    """All registered tools (built-in and user tools) with their JSON schemas."""
-    tools = state_of(request).navi.tools
+    """The tools the caller may use (built-in and user tools) with their JSON schemas;
+    ``?profile_id=`` narrows them to what a session of that profile may call."""
+    navi = state_of(request).navi
+    tools = navi.tools
+    user = user_of(request)
+    names = [t.name for t in tools.tools()]
+    profile_id = request.query_params.get("profile_id")
+    if profile_id:
+        names = tools.names_for_profile(navi.profiles.get(profile_id).enabled_tools)
+    found = (tools.get(name) for name in names if user.may_use(name))
     return json_response(
         [
             {
@@ -95,7 +103,8 @@ async def list_tools(request: Request) -> Response:
                 "idempotent": t.idempotent,
                 "builtin": tools.is_builtin(t.name),
             }
-            for t in tools.tools()
+            for t in found
+            if t is not None
         ]
     )
 

@@ -419,8 +419,9 @@ def test_another_users_replay_socket_is_closed_as_not_found(tmp_path: Path) -> N
         with client(server, "a" * 20) as alice:
             sid = new_session(alice)
         url = f"{server.ws_url}/ws/sessions/{sid}/replay"
-        with connect(f"{url}?token={'b' * 20}") as ws, pytest.raises(ConnectionClosed) as closed:
+        bob = {"Authorization": f"Bearer {'b' * 20}"}
+        with connect(url, additional_headers=bob) as ws, pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4004
-        with connect(f"{url}?token={'a' * 20}") as ws:
+        with connect(url, additional_headers={"Authorization": f"Bearer {'a' * 20}"}) as ws:
             assert json.loads(ws.recv(timeout=10))["type"] == "replay_status"
