@@ -151,6 +151,20 @@ class BlobStore:
             Path(temp).unlink(missing_ok=True)
             raise
 
+    def held_by(self, user_id: str, sha256: str) -> bool:
+        """The user stored this image themselves (in any of their sessions). A log can
+        name any hash (an imported one too): naming it is not having it."""
+        with self._lock:
+            row = (
+                self._index()
+                .execute(
+                    "SELECT 1 FROM refs WHERE user_id = ? AND kind = 'image' AND key = ? LIMIT 1",
+                    (user_id, sha256),
+                )
+                .fetchone()
+            )
+        return row is not None
+
     # ------------------------------------------------------------------ uploads
 
     def check_room(self, user_id: str, size: int) -> None:

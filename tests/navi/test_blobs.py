@@ -37,6 +37,14 @@ def test_an_image_is_stored_once_by_its_hash(blobs: BlobStore) -> None:
     assert blobs.usage("ann") == len(PNG)  # counted once for the user
 
 
+def test_a_blob_is_held_by_the_users_who_stored_it(blobs: BlobStore) -> None:
+    (ref,) = blobs.put_images([PNG], user_id="ann", session_id="s1")
+    assert blobs.held_by("ann", ref.sha256)
+    assert not blobs.held_by("bob", ref.sha256)
+    blobs.release("s1")
+    assert not blobs.held_by("ann", ref.sha256)
+
+
 def test_media_type_comes_from_the_bytes(blobs: BlobStore) -> None:
     (jpeg, unknown) = blobs.put_images([OTHER, b"plain text"], user_id="ann", session_id="s")
     assert jpeg.media_type == "image/jpeg"

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import os
+import uuid
 from typing import Any
 
 import httpx
@@ -214,3 +215,40 @@ def test_the_blob_route_serves_only_the_sessions_own_images(
         # Without a token: nothing.
         anonymous = httpx.get(f"{server.url}/sessions/{mine}/blobs/{sha(png)}")
         assert anonymous.status_code == 401
+
+
+def test_an_imported_log_naming_another_users_image_does_not_get_it(
+    two_users: NaviServerProcess,
+) -> None:
+    """Knowing the hash of Alice's image is not having it: Bob imports a session whose
+    message names that hash, and the blob route does not serve him the bytes."""
+    server = two_users
+    secret, bobs_own = image(4000, b"s"), image(4000, b"o")
+    alices = server.create_session()
+    bobs = server.create_session(token=BOB_TOKEN)
+    with server.client() as alice, server.client(token=BOB_TOKEN) as bob:
+        for sid, data, http in ((alices, secret, alice), (bobs, bobs_own, bob)):
+            reply = http.post(
+                f"/sessions/{sid}/messages", json={"content": "x", "images": [b64(data)]}
+            )
+            assert reply.status_code == 200, reply.text
+        export = bob.get(f"/sessions/{bobs}/export")
+        assert export.status_code == 200, export.text
+        forged_id = str(uuid.uuid4())
+        lines = []
+        for line in export.text.splitlines():
+            record = json.loads(line.replace(bobs, forged_id).replace(sha(bobs_own), sha(secret)))
+            if "event_id" in record:
+                record["event_id"] = str(uuid.uuid4())
+            lines.append(json.dumps(record))
+        imported = bob.post(
+            "/sessions/import",
+            content="\n".join(lines) + "\n",
+            headers={"content-type": "application/x-ndjson"},
+        )
+        assert imported.status_code in (200, 201), imported.text
+        assert bob.get(f"/sessions/{forged_id}").status_code == 200
+        stolen = bob.get(f"/sessions/{forged_id}/blobs/{sha(secret)}")
+        assert stolen.status_code == 404 and stolen.content != secret
+        # Alice's own session still shows it to her.
+        assert alice.get(f"/sessions/{alices}/blobs/{sha(secret)}").content == secret
