@@ -8,24 +8,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 
-import httpx
 import msgspec
 
 from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError
 from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import (
-    StreamClient,
-    close_clients,
-    endpoint,
-    error_detail,
-    line_blocks,
-    make_client,
-    make_stream_client,
-    open_stream,
-    request_json,
-    stream_watchdog,
-)
+from navi.llm.http import LLMServer, error_detail, line_blocks
 from navi.llm.openai_wire import (
     OpenAIStreamParser,
     build_chat_request,
@@ -37,7 +25,6 @@ from navi.llm.openai_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
-from navi.llm.watchdog import Watchdog
 from navi.llm.wire_parts import WireParts
 
 __all__ = ["OpenAICompatibleBackend"]
@@ -62,16 +49,15 @@ class OpenAICompatibleBackend(CompletesFromStream):
         api_key: str | None = None,
     ) -> None:
         self._settings = settings
-        self._url = (url or settings.openai_base_url).rstrip("/")
+        self._server = LLMServer(
+            (url or settings.openai_base_url).rstrip("/"),
+            setting="OPENAI_BASE_URL",
+            connect_timeout=settings.connect_timeout,
+            api_key=settings.openai_api_key if api_key is None else api_key,
+        )
+        self._url = self._server.url  # (credentials hidden: for messages and logs)
         self._model = model or settings.openai_model or settings.default_model
-        key = settings.openai_api_key if api_key is None else api_key
-        self._client: httpx.AsyncClient = make_client(
-            self._url, connect_timeout=settings.connect_timeout, api_key=key
-        )
-        self._streams: StreamClient = make_stream_client(
-            self._client, connect_timeout=settings.connect_timeout, api_key=key
-        )
-        self._chat = endpoint(self._client, "/chat/completions")
+        self._chat = self._server.endpoint("/chat/completions")
         self._wire = WireParts(encode_message, encode_tool)
 
     @property
@@ -107,24 +93,17 @@ class OpenAICompatibleBackend(CompletesFromStream):
             tool_choice=opts.tool_choice,
             wire=self._wire,
         )
-        watchdog = stream_watchdog(self._streams)
         return guard_stream(
-            self._raw(_encoder.encode(body), model, watchdog),
+            self._raw(_encoder.encode(body), model),
             stop=stop,
             first_chunk_timeout=self._settings.first_chunk_timeout,
             chunk_timeout=self._settings.chunk_timeout,
             url=self._url,
-            watchdog=watchdog,
         )
 
     async def list_models(self) -> list[ModelInfo]:
-        body = await request_json(
-            self._client,
-            "GET",
-            "/models",
-            url=self._url,
-            time_limit=self._settings.connect_timeout,
-            on_error_status=self._status_error,
+        body = await self._server.get(
+            "/models", time_limit=self._settings.connect_timeout, on_error_status=self._status_error
         )
         try:
             return parse_models(body)
@@ -135,22 +114,15 @@ class OpenAICompatibleBackend(CompletesFromStream):
             ) from None
 
     async def aclose(self) -> None:
-        await close_clients(self._client, self._streams)
+        await self._server.aclose()
 
-    async def _raw(self, body: bytes, model: str, watchdog: Watchdog | None) -> RawBatches:
+    async def _raw(self, body: bytes, model: str) -> RawBatches:
         parser = OpenAIStreamParser(self._url)
 
         def on_error_status(status: int, content: bytes) -> LLMError:
             return openai_error(status, content, model=model, url=self._url)
 
-        async with open_stream(
-            self._streams,
-            self._chat,
-            body,
-            url=self._url,
-            on_error_status=on_error_status,
-            watchdog=watchdog,
-        ) as response:
+        async with self._server.stream(self._chat, body, on_error_status) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 # A server that does not stream (or not with these options) answers whole.
                 yield parser.feed_completion(await response.aread())

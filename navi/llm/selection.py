@@ -59,8 +59,8 @@ async def select_backend(
             raise NoBackendAvailable(
                 f"No LLM is available. {unreachable.message} And {missing.message}"
             ) from missing
-        return _chosen(embedded, f"Ollama did not answer at {settings.ollama_host}")
-    return _chosen(ollama, f"Ollama {version} answered at {settings.ollama_host}")
+        return _chosen(embedded, f"Ollama did not answer at {ollama.url}")
+    return _chosen(ollama, f"Ollama {version} answered at {ollama.url}")
 
 
 async def resolve_backend(environ: Mapping[str, str] | None = None) -> LLMBackend:
