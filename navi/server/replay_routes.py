@@ -152,6 +152,12 @@ async def import_export(request: Request) -> Response:
     raw = await request.body()
     if not raw.strip():
         raise HTTPError(400, "the request body is empty: send an export file (JSON lines)")
+    # Its type and size are checked at the edge (BodyRule in navi/server/app.py:
+    # application/x-ndjson or application/json, at most NAVI_MAX_IMPORT_MB).
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPError(400, "the export file is not valid UTF-8") from None
     lines = raw.splitlines()
     user = user_of(request)
     session_id = new_id() if as_new in ("true", "1") else None
