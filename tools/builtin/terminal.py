@@ -18,7 +18,13 @@ from tools.builtin.command_args import check_arguments, check_no_process_paths
 from tools.builtin.command_line import NO_SHELL, resolve_executable, split_command
 from tools.context import ToolContext
 from tools.processes import ProcessOutcome, minimal_env, run_process_tree
-from tools.sandbox import SandboxLimits, SandboxSpec, run_sandboxed, sandbox_env
+from tools.sandbox import (
+    SandboxLimits,
+    SandboxSpec,
+    require_sandbox,
+    run_sandboxed,
+    sandbox_env,
+)
 
 
 def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
@@ -72,6 +78,8 @@ class TerminalTool(Tool):
             settings.terminal_max_timeout_s,
         )
         sandboxed = not settings.unsandboxed_tools
+        if sandboxed:
+            await require_sandbox()  # before anything else: say how to get it
         env = minimal_env()
         argv = split_command(args["command"])
         argv[0] = resolve_executable(argv[0], settings.terminal_allowed_commands, env["PATH"])
