@@ -36,6 +36,7 @@ from navi.server.replay_ws import replay_socket
 from navi.server.views import SessionLog, SessionsView, load_log
 from navi.server.ws import session_socket
 from navi.session.errors import SessionError
+from navi.session.input import MESSAGE_BODY_BYTES
 from profiles import UnknownProfile
 
 log = structlog.get_logger(__name__)
@@ -167,6 +168,8 @@ def create_app(
         special={
             # Uploads bound their own size (SESSION_FILES_MAX_SIZE_MB), spooled to disk.
             upload_file: BodyRule(accepts=frozenset({bodies.MULTIPART}), max_bytes=None),
+            # A message may carry its images (base64 in the JSON).
+            routes.post_message: BodyRule(max_bytes=MESSAGE_BODY_BYTES),
             replay_routes.import_export: BodyRule(
                 accepts=frozenset({bodies.NDJSON, bodies.JSON}),
                 max_bytes=settings.max_import_mb * 1024 * 1024,

@@ -32,13 +32,19 @@ def json_error(status: int, message: str) -> Response:
     return json_response({"error": message}, status)
 
 
-async def body_as(request: Request, kind: type[T], *, empty_ok: bool = False) -> T:
-    """The body as ``kind``: ``application/json`` only (415), at most the app's
-    ``max_body_bytes`` (413, before it is read whole), valid UTF-8 and JSON (400) of the
-    right shape (422). ``empty_ok``: no body at all reads as ``{}``."""
+async def body_as(
+    request: Request, kind: type[T], *, empty_ok: bool = False, max_bytes: int | None = None
+) -> T:
+    """The body as ``kind``: ``application/json`` only (415), at most ``max_bytes`` or
+    the app's ``max_body_bytes`` (413, before it is read whole), valid UTF-8 and JSON
+    (400) of the right shape (422). ``empty_ok``: no body at all reads as ``{}``."""
     headers = {k.encode(): v for k, v in request.headers.items() if k in _BODY_HEADERS}
     check_type(headers, (JSON,))
-    limit = getattr(request.app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+    limit: int = (
+        max_bytes
+        if max_bytes is not None
+        else getattr(request.app.state, "max_body_bytes", DEFAULT_MAX_BODY_BYTES)
+    )
     raw = await read_bounded(request, limit)
     if not raw.strip():
         if empty_ok:

@@ -16,6 +16,7 @@ from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
 from navi.session import messages as m
+from navi.session.input import MESSAGE_BODY_BYTES
 from projections.types import iso_time
 
 if TYPE_CHECKING:
@@ -217,7 +218,7 @@ async def post_message(request: Request) -> Response:
     server = state_of(request)
     session_id = request.path_params["session_id"]
     await server.sessions.get(session_id, user_of(request))
-    body = await body_as(request, MessageBody)
+    body = await body_as(request, MessageBody, max_bytes=MESSAGE_BODY_BYTES)
     reply = await server.navi.send(
         session_id,
         body.content,

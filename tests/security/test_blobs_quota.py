@@ -109,6 +109,17 @@ def test_a_large_image_does_not_grow_the_database(navi_process: NaviServerProces
     grown = database_bytes(server) - before
     assert grown < 512 * 1024, f"the database grew by {grown} bytes for a {len(big)}-byte image"
     assert blob_files(server) == {sha(big): len(big)}
+    # The same through REST (a message's body may carry its images: more than 1 MB).
+    other = image(3 * 1024 * 1024)
+    before = database_bytes(server)
+    with server.client() as http:
+        reply = http.post(
+            f"/sessions/{sid}/messages", json={"content": "and this", "images": [b64(other)]}
+        )
+        assert reply.status_code == 200, reply.text
+    grown = database_bytes(server) - before
+    assert grown < 512 * 1024, f"the database grew by {grown} bytes for a {len(other)}-byte image"
+    assert blob_files(server) == {sha(big): len(big), sha(other): len(other)}
 
 
 def test_deleting_a_session_frees_its_blobs_but_not_those_still_referenced(
