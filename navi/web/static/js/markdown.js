@@ -1,6 +1,10 @@
 // Markdown for assistant text: marked → DOMPurify → the DOM, code highlighted by
 // highlight.js, each code block with a copy button. A MarkdownView re-renders as text
 // streams in, at most once per animation frame (less often when rendering is slow).
+//
+// Showing an answer never calls out: an image from another origin (a tracking pixel, or
+// a URL that carries the conversation away) is not fetched but shown as a link the user
+// may open. Images of Navi's own origin and data:/blob: URLs show as images.
 
 import { Marked } from '../vendor/marked.esm.js';
 import DOMPurify from '../vendor/purify.es.js';
@@ -35,14 +39,35 @@ marked.use({
 });
 
 // Model output must not be able to draw controls that look like Navi's own.
+// Media other than images would load from wherever they point: not shown at all.
 const PURIFY = {
-  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe'],
-  FORBID_ATTR: ['style'],
+  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe',
+    'video', 'audio', 'source', 'track', 'picture', 'object', 'embed', 'image'],
+  FORBID_ATTR: ['style', 'srcset', 'poster', 'background', 'ping'],
 };
+
+function isLocalImage(src) {
+  try {
+    const url = new URL(src, window.location.href);
+    return url.protocol === 'data:' || url.protocol === 'blob:' || url.origin === window.location.origin;
+  } catch {
+    return false;
+  }
+}
+
 DOMPurify.addHook('afterSanitizeAttributes', (node) => {
   if (node.tagName === 'A' && node.getAttribute('href')) {
     node.setAttribute('target', '_blank');
     node.setAttribute('rel', 'noopener noreferrer');
+  }
+  // DOMPurify works on an inert document, where nothing loads; the src is taken off here,
+  // before the HTML reaches the page, and linkRemoteImages turns the image into a link.
+  if (node.tagName === 'IMG') {
+    const src = node.getAttribute('src');
+    if (src && !isLocalImage(src)) {
+      node.removeAttribute('src');
+      node.setAttribute('data-remote-src', src);
+    }
   }
 });
 
@@ -75,9 +100,29 @@ function decorateCodeBlocks(root) {
   }
 }
 
+/** Each image from another origin (see the hook above) → a link to it, never loaded. */
+function linkRemoteImages(root) {
+  for (const img of root.querySelectorAll('img[data-remote-src]')) {
+    const href = img.getAttribute('data-remote-src');
+    let safe = false;
+    try {
+      safe = ['http:', 'https:'].includes(new URL(href, window.location.href).protocol);
+    } catch {
+      safe = false;
+    }
+    const label = img.getAttribute('alt') || href;
+    const link = safe
+      ? h('a', { class: 'remote-image', href, target: '_blank', rel: 'noopener noreferrer',
+        title: `Image not loaded (another site): ${href}` }, icon('image'), h('span', { text: label }))
+      : h('span', { class: 'remote-image', text: label });
+    img.replaceWith(link);
+  }
+}
+
 /** Render Markdown into an element (replacing its content). */
 export function mountMarkdown(el, text) {
   el.innerHTML = renderMarkdown(text);
+  linkRemoteImages(el);
   decorateCodeBlocks(el);
 }
 
