@@ -25,6 +25,7 @@ from events.types import (
     ToolCompleted,
     ToolFailed,
 )
+from navi.accounts import User, Users
 from navi.app import Navi
 from navi.session.errors import SessionError
 from projections.context import CONTEXT
@@ -145,6 +146,13 @@ def children_of(records: list[Recorded]) -> list[SubagentSpawned]:
     return [r.event for r in records if isinstance(r.event, SubagentSpawned)]
 
 
+# Sessions of named users: the run checks their tools against their role.
+OWNERS = Users(
+    [User(id="alice", role="admin", token="a" * 16), User(id="bob", role="admin", token="b" * 16)],
+    open_access=False,
+)
+
+
 def settings_for(root: Path, url: str, **overrides: Any) -> Any:
     overrides.setdefault("planning", "off")
     return navi_settings(root, url, **overrides)
@@ -158,7 +166,7 @@ async def test_a_subagent_without_a_profile_uses_the_parents(tmp_path: Path) -> 
         {SECRETARY_SUB: child_answering, "": parent_spawning(spawn("find otter facts"))}
     )
     async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), users=OWNERS) as navi:
             session = await navi.create_session("secretary", user_id="alice")
             seen = await run_to_end(navi, session, "tell me about otters")
             parent = await navi.store.read(session)
@@ -289,7 +297,9 @@ async def test_parallel_subagents_are_isolated(tmp_path: Path) -> None:
         }
     )
     async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), env=test_profiles(tmp_path)) as navi:
+        async with open_navi(
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), users=OWNERS
+        ) as navi:
             session = await navi.create_session("lead", user_id="bob")
             seen = await run_to_end(navi, session, "two things at once")
             parent = await navi.store.read(session)
