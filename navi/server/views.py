@@ -63,7 +63,9 @@ class SessionsView:
 
     async def listing(self, user: User, query: str = "") -> list[SessionSummary]:
         state = await self.refresh()
-        mine = [s for s in state.listing() if s.user_id == user.id]
+        # A stream named otherwise than by a UUID is no session (it could only have
+        # been written around the routes, which refuse it): never listed.
+        mine = [s for s in state.listing() if s.user_id == user.id and is_uuid(s.session_id)]
         if query:
             needle = query.lower()
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
