@@ -319,9 +319,13 @@ def test_another_users_session_is_not_found(tmp_path: Path) -> None:
             ]:
                 response = bob.request(method, path, json=body)
                 assert response.status_code == 404, (path, response.text)
-            refused = bob.post("/sessions/import?as_new=true", content=export, headers=NDJSON)
-            assert refused.status_code == 422 and "alice" in refused.json()["error"]
-            assert bob.get("/sessions").json() == []
+            # Bob's copy of the file is his: the imported session is his, not Alice's.
+            copy = bob.post("/sessions/import?as_new=true", content=export, headers=NDJSON)
+            assert copy.status_code == 201 and copy.json()["owner"] == "bob"
+            assert [s["session_id"] for s in bob.get("/sessions").json()] == [
+                copy.json()["session_id"]
+            ]
+            assert [s["session_id"] for s in alice.get("/sessions").json()] == [sid]
             assert alice.post(f"/sessions/{sid}/fork", json={"at": 1}).status_code == 201
 
 
