@@ -311,3 +311,13 @@ def test_the_users_file_grants_tools_to_a_role_user(start_navi: StartNavi) -> No
     searched, ran = server.tool_messages(sid, token=USER_TOKEN)
     assert "user erin may not use tool web_search" in searched["content"]
     assert (server.root / "files" / sid / "ran.txt").exists(), ran
+
+
+def test_open_access_needs_no_token_and_no_ticket(navi_process: NaviServerProcess) -> None:
+    # Kept as it was: bound to loopback with no token, the local user is everyone.
+    sid = navi_process.canary_session
+    with connect(f"{navi_process.ws_url}/ws/sessions/{sid}", open_timeout=10) as ws:
+        assert _pong(ws)
+    with httpx.Client(base_url=navi_process.url) as http:
+        assert http.get("/sessions").status_code == 200
+        assert http.post("/auth/ws-ticket").status_code == 200  # what the web client asks
