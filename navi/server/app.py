@@ -180,6 +180,12 @@ def create_app(
     # first, then the security headers wrap everything, then the Origin, then the user.
     tickets = WsTickets(users, secret=settings.ws_ticket_secret)
     app.state.ws_tickets = tickets
+    if not settings.ws_ticket_secret and settings.database_url.startswith("postgres"):
+        # Nodes behind a balancer: a ticket from one would be refused by the others.
+        log.warning(
+            "auth.ws_ticket_secret_unset",
+            hint="set NAVI_WS_TICKET_SECRET to the same value on every node",
+        )
     app.add_middleware(AuthMiddleware, users=users, tickets=tickets)
     app.add_middleware(
         OriginCheckMiddleware,
