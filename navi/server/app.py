@@ -180,7 +180,10 @@ def create_app(
     # first, then the security headers wrap everything, then the Origin, then the user.
     tickets = WsTickets(users, secret=settings.ws_ticket_secret)
     app.state.ws_tickets = tickets
-    if not settings.ws_ticket_secret and settings.database_url.startswith("postgres"):
+    if (
+        not (settings.ws_ticket_secret or users.open_access)
+        and settings.database_url.startswith("postgres")
+    ):
         # Nodes behind a balancer: a ticket from one would be refused by the others.
         log.warning(
             "auth.ws_ticket_secret_unset",
