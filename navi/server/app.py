@@ -180,10 +180,8 @@ def create_app(
     # first, then the security headers wrap everything, then the Origin, then the user.
     tickets = WsTickets(users, secret=settings.ws_ticket_secret)
     app.state.ws_tickets = tickets
-    if (
-        not (settings.ws_ticket_secret or users.open_access)
-        and settings.database_url.startswith("postgres")
-    ):
+    cluster = settings.database_url.startswith("postgres")
+    if cluster and not (settings.ws_ticket_secret or users.open_access):
         # Nodes behind a balancer: a ticket from one would be refused by the others.
         log.warning(
             "auth.ws_ticket_secret_unset",
