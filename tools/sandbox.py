@@ -80,6 +80,8 @@ class SandboxSpec:
     readonly: tuple[Path, ...] = ()
     network: bool = False
     env: Mapping[str, str]
+    # False: nothing at all is writable, the working directory and /tmp included.
+    writable_workdir: bool = True
 
 
 @dataclass(frozen=True)
@@ -172,8 +174,13 @@ def bwrap_command(bwrap: str, argv: Sequence[str], spec: SandboxSpec) -> list[st
     for path in dict.fromkeys(spec.readonly):
         if not _covered(path):
             cmd += ["--ro-bind", str(path), str(path)]
-    for path in dict.fromkeys((*spec.writable, spec.workdir)):
+    for path in dict.fromkeys(spec.writable):
         cmd += ["--bind", str(path), str(path)]
+    if spec.writable_workdir:
+        cmd += ["--bind", str(spec.workdir), str(spec.workdir)]
+    else:
+        cmd += ["--ro-bind", str(spec.workdir), str(spec.workdir)]
+        cmd += ["--remount-ro", "/tmp", "--remount-ro", "/"]
     cmd += ["--chdir", str(spec.workdir), "--clearenv"]
     for key, value in spec.env.items():
         cmd += ["--setenv", key, value]

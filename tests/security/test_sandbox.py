@@ -337,14 +337,21 @@ def test_write_tool_never_runs_the_code_it_checks_in_the_server(
         "async def execute(params):\n    return 'x'\n"
     )
     broken = f"open({str(canary)!r} + '-2', 'w').write('ran')\nraise RuntimeError('rejected')\n"
+    # /tmp exists in the sandbox's view too: the write fails there only because nothing
+    # is writable where the check runs.
+    in_tmp = Path("/tmp") / f"navi-write-tool-canary-{uuid.uuid4().hex}"
+    writes_tmp = module.replace(str(canary), str(in_tmp)).replace("'evil'", "'evil_three'")
     messages = run_tools(
         server,
         FakeToolCall(name="write_tool", arguments={"name": "evil", "code": module}),
         FakeToolCall(name="write_tool", arguments={"name": "evil_two", "code": broken}),
+        FakeToolCall(name="write_tool", arguments={"name": "evil_three", "code": writes_tmp}),
     )
     for message in messages:
         assert "the tool was rejected" in message["content"], message["content"]
     assert not canary.exists()
     assert not Path(f"{canary}-2").exists()
+    assert not in_tmp.exists()
     assert not (server.root / "user_tools" / "evil.py").exists()
     assert not (server.root / "user_tools" / "evil_two.py").exists()
+    assert not (server.root / "user_tools" / "evil_three.py").exists()
