@@ -7,6 +7,7 @@ import gc
 import sys
 from collections.abc import Sequence
 
+from navi.accounts import AuthConfigError
 from navi.config import Settings, SettingsError
 from navi.environment import environment
 
@@ -111,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except SettingsError as exc:
+    except (SettingsError, AuthConfigError) as exc:  # a users file that does not read
         sys.stderr.write(f"navi: {exc}\n")
         return 2
     except KeyboardInterrupt:
