@@ -25,8 +25,8 @@ from events.types import (
     RunMode,
     tag_of,
 )
-from navi.blobs import BlobStore
 from navi.accounts import Users
+from navi.blobs import BlobStore
 from navi.cluster import open_placement
 from navi.config import Settings
 from navi.ids import new_id, session_folder
