@@ -12,7 +12,9 @@ projection: replay stays pure.
 
 Every change goes through one lock, so a blob another session is storing at the same
 moment is never freed under it. The calls are blocking (file and SQLite I/O): callers
-on the event loop use the ``a*`` wrappers, which run them in a worker thread.
+on the event loop run them in a worker thread (the ``a*`` wrappers, or
+``anyio.to_thread``); only ``read``, a plain file read when the LLM's context is built,
+is called in place.
 """
 
 from __future__ import annotations
