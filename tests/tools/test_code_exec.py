@@ -255,3 +255,15 @@ async def test_without_bubblewrap_code_exec_refuses_unless_the_operator_opts_out
     assert "bubblewrap (bwrap) is not installed" in (refused.error or "")
     assert "apt-get install bubblewrap" in (refused.error or "")
     assert unsandboxed.output == "exit code: 0\nran\n"
+
+
+async def test_only_the_variables_named_in_code_exec_env_pass(
+    registry: ToolRegistry, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NAVI_TEST_PASSED_ON", "passed-value")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    settings = msgspec.structs.replace(ctx.settings, code_exec_env=("NAVI_TEST_PASSED_ON",))
+    named = ToolContext.standalone("s1", ctx.files_dir, settings=settings)
+    result = await run_code(registry, named, "import os\nprint(sorted(os.environ.items()))")
+    assert "passed-value" in result.output
+    assert "sk-secret-value" not in result.output
