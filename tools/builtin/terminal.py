@@ -46,7 +46,9 @@ class TerminalTool(Tool):
     description = (
         "Run one command (an allowlisted program with arguments) in the session's files "
         "directory and return its exit code and output. " + NO_SHELL + " Pipes, ';', '&&', "
-        "redirections, $VARS and wildcards are refused."
+        "redirections, $VARS and wildcards are refused. It runs in a sandbox where only the "
+        "files directory is writable; options that write files or run other programs "
+        "(e.g. sort -o) are refused."
     )
     parameters = {
         "type": "object",
