@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -145,10 +146,23 @@ async def _plant(database: Path, streams: dict[str, list[NewEvent]]) -> None:
             await store.append(stream_id, events, expected_seq=0)
 
 
-def plant(server: NaviServerProcess, streams: dict[str, list[NewEvent]]) -> None:
-    """Write events straight into the server's SQLite log (the server is stopped)."""
+def plant(
+    server: NaviServerProcess,
+    streams: dict[str, list[NewEvent]],
+    rows: list[tuple[str, int, str, bytes]] = (),  # type: ignore[assignment]
+) -> None:
+    """Write events straight into the server's SQLite log (the server is stopped), and
+    ``rows`` (stream, seq, type, payload) as bytes no store would write."""
     server.stop()
     anyio.run(_plant, server.database, streams)
+    with sqlite3.connect(server.database) as db:
+        for stream_id, seq, type_, payload in rows:
+            (position,) = db.execute("SELECT max(position) FROM navi_events").fetchone()
+            db.execute(
+                "INSERT INTO navi_events (position, stream_id, seq, event_id, type, version,"
+                " timestamp, payload) VALUES (?, ?, ?, ?, ?, 1, 1700000000.0, ?)",
+                (position + 1, stream_id, seq, _uuid(0xF00D + position), type_, payload),
+            )
     server.start()
 
 
@@ -509,7 +523,7 @@ def test_the_cli_import_checks_the_same(server: NaviServerProcess, tmp_path: Pat
 
 def test_a_damaged_event_breaks_only_its_own_session(server: NaviServerProcess) -> None:
     healthy = server.create_session(token=ALICE)
-    damaged, damaged_at_birth = _uuid(0xDA), _uuid(0xDB)
+    damaged, damaged_at_birth, corrupt, martian = _uuid(0xDA), _uuid(0xDB), _uuid(0xDC), _uuid(0xDD)
     created = SessionCreated(profile_id="secretary", user_id="alice")
     plant(
         server,
@@ -519,20 +533,28 @@ def test_a_damaged_event_breaks_only_its_own_session(server: NaviServerProcess) 
                 NewEvent(event=UserMessage(text="from the far future"), timestamp=1e300),
             ],
             damaged_at_birth: [NewEvent(event=created, timestamp=float("inf"))],
+            corrupt: [NewEvent(event=created)],
         },
+        rows=[
+            (corrupt, 2, "user.message", b'{"text": '),  # cut short
+            (martian, 1, "martian.landed", b"{}"),  # a type no Navi knows
+        ],
     )
     for _ in range(2):  # and again after a restart
         found = {s["session_id"]: s for s in listing(server, ALICE)}
         assert healthy in found and server.canary_session in found
         assert found[damaged]["error"] and found[damaged_at_birth]["error"]
+        assert "user.message" in found[corrupt]["error"] and martian not in found
         assert found[healthy]["error"] is None
         assert all(s["error"] is None for s in listing(server, BOB))
         with server.client(token=ALICE) as http_client:
             assert http_client.post("/sessions", json={}).status_code == 201
             assert http_client.get(f"/sessions/{healthy}").status_code == 200
-            answer = http_client.get(f"/sessions/{damaged}")
-            assert answer.status_code == 500, answer.text
-            assert "cannot be shown" in answer.json()["error"]
+            for sid in (damaged, corrupt):
+                answer = http_client.get(f"/sessions/{sid}")
+                assert answer.status_code == 500, answer.text
+                assert "cannot be shown" in answer.json()["error"]
+            assert http_client.get(f"/sessions/{martian}").status_code == 404
             # Its messages fold (they do not show the session's birth): it says so.
             answer = http_client.get(f"/sessions/{damaged_at_birth}")
             assert answer.status_code == 200 and "time is inf" in answer.json()["error"]
