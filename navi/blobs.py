@@ -102,6 +102,10 @@ class BlobStore:
         except (OSError, ValueError):
             return None
 
+    def read_held(self, user_id: str, sha256: str) -> bytes | None:
+        """The blob's bytes if ``user_id`` stored it (``held_by``), else None."""
+        return self.read(sha256) if is_sha256(sha256) and self.held_by(user_id, sha256) else None
+
     def put_images(
         self, images: list[bytes], *, user_id: str, session_id: str
     ) -> tuple[ImageRef, ...]:

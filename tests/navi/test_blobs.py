@@ -41,6 +41,8 @@ def test_a_blob_is_held_by_the_users_who_stored_it(blobs: BlobStore) -> None:
     (ref,) = blobs.put_images([PNG], user_id="ann", session_id="s1")
     assert blobs.held_by("ann", ref.sha256)
     assert not blobs.held_by("bob", ref.sha256)
+    assert blobs.read_held("ann", ref.sha256) == PNG
+    assert blobs.read_held("bob", ref.sha256) is None
     blobs.release("s1")
     assert not blobs.held_by("ann", ref.sha256)
 
