@@ -236,6 +236,7 @@ def test_invalid_utf8_gets_a_plain_400(navi_process: NaviServerProcess) -> None:
             ("PATCH", "/sessions/{session_id}", b'{"title": "caf\xe9"}'),
             ("POST", "/sessions/{session_id}/messages", b'{"content": "\xc3\x28"}'),
             ("POST", "/sessions/{session_id}/fork", b'{"at": 1, "title": "\xed\xa0\x80"}'),
+            ("PATCH", "/memory/facts/{fact_id}", b'{"value": "\xff"}'),
         ]:
             response = http.request(
                 method,
@@ -244,7 +245,7 @@ def test_invalid_utf8_gets_a_plain_400(navi_process: NaviServerProcess) -> None:
                 headers={"content-type": "application/json"},
             )
             assert response.status_code == 400, path
-            assert response.json() == {"error": "the request body is not valid UTF-8"}
+            assert response.json()["error"].endswith("is not valid UTF-8"), path
         # An export file: the same line as Navi writes it, with a bad byte in a string.
         export = http.get(f"/sessions/{server.canary_session}/export").content.splitlines()
         export[1] = export[1].replace(b'"secretary"', b'"secr\xff\xfeary"', 1)
