@@ -197,6 +197,12 @@ def create_app(
         HostCheckMiddleware,
         hosts=AllowedHosts.configure(bound_host=settings.host, extra=settings.allowed_hosts),
     )
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        log.warning(
+            "server.hosts_not_listed",
+            message="Navi listens on every interface but answers only to localhost: list "
+            "the names and addresses clients use in NAVI_ALLOWED_HOSTS",
+        )
     return app
 
 
