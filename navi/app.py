@@ -118,6 +118,7 @@ class Navi:
                 backend_for=lambda p: navi.backend_for(p),
                 files_root=settings.files_root,
                 users=users,
+                blobs=blobs,
                 tool_hooks=lambda host, call_id: spawn_hooks(navi, host, call_id),
             )
             # Compression first: a later worker sees the compressed context.

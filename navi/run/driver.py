@@ -41,6 +41,7 @@ from events.types import (
     ToolRequested,
     ToolStarted,
 )
+from navi.blobs import BlobStore, keep_tool_image
 from navi.config import Settings
 from navi.ids import session_folder
 from navi.llm.base import LLMBackend
@@ -104,6 +105,8 @@ class RunDeps:
     # Who may use which tools (checked before every call: navi/run/permissions.py).
     # Without users files, only the local user is known.
     users: Users = field(default_factory=lambda: Users([], open_access=True))
+    # Where images tools return are kept (navi/blobs.py); None: inline in the log.
+    blobs: BlobStore | None = None
     # Hooks offered to tools (spawn_agent, switch_profile), built per call by the host.
     tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
         default=lambda host, call_id: {}
@@ -503,6 +506,13 @@ class RunDriver:
         else:
             await self.host.stage(ToolStarted(call_id=call.id, name=call.name))
         result = await tools.execute(call.name, call.arguments, self._tool_context(call))
+        # An image it returned goes to the blob store; the log keeps a reference.
+        result = await keep_tool_image(
+            self.deps.blobs,
+            result,
+            user_id=self.state.user_id,
+            session_id=self.host.data_owner.session_id,
+        )
         event = _result_event(call, result)
         if last and await self._request_next_with(event):
             return
