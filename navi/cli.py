@@ -59,6 +59,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+PRIVATE_URLS_WARNING = (
+    "NAVI_ALLOW_PRIVATE_URLS=1: http_request, web_view and image_view may reach this "
+    "machine's services and private networks in every profile (never link-local, "
+    "cloud-metadata addresses or Navi's own port)"
+)
+
+
 def _log_sandbox(settings: Settings) -> None:
     """Say at start-up whether code_exec and terminal run sandboxed (a warning if not)."""
     import structlog
@@ -71,6 +78,8 @@ def _log_sandbox(settings: Settings) -> None:
         log.info("tools.sandbox", status=text)
     else:
         log.warning("tools.sandbox", status=text)
+    if settings.tools.allow_private_urls:
+        log.warning("tools.outbound", status=PRIVATE_URLS_WARNING)
 
 
 def freeze_startup_objects() -> None:

@@ -91,6 +91,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from events.factory import store_for_url
+    from navi.cli import PRIVATE_URLS_WARNING
     from navi.llm.selection import select_backend
     from profiles import ProfileRegistry
     from tools import create_registry
@@ -131,6 +132,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             sys.stdout.write(f"! warning: {sandbox}\n")
         else:
             line(level == "ok", sandbox)
+        if settings.tools.allow_private_urls:
+            sys.stdout.write(f"! warning: {PRIVATE_URLS_WARNING}\n")
         tools = create_registry(settings.tools)
         line(not tools.load_errors, f"tools: {len(tools.names())} loaded")
         for error in tools.load_errors:
@@ -142,10 +145,28 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                     f"  note: profile {p.id} names tools not loaded yet: {', '.join(missing)}\n"
                 )
         await tools.aclose()
+        await _doctor_mcp(settings, tools, line)
 
     anyio.run(run)
     sys.stdout.write("All good.\n" if problems == 0 else f"{problems} problem(s) found.\n")
     return 0 if problems == 0 else 1
+
+
+async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
+    """Each MCP server of the config: started or not, why, how many tools."""
+    from navi.mcp import load_config, probe
+
+    path = settings.mcp_config_path
+    config = load_config(path)
+    if not config.servers and not config.errors:
+        where = "" if path.exists() else " (no such file)"
+        sys.stdout.write(f"  MCP servers: none configured in {path}{where}\n")
+        return
+    line(not config.errors, f"MCP config {path}: {len(config.servers)} server(s)")
+    for problem in config.errors:
+        line(False, f"  {problem}")
+    for status in await probe(config, tools):
+        line(status.state == "running", status.describe())
 
 
 def cmd_reextract(args: argparse.Namespace) -> int:
