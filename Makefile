@@ -7,6 +7,10 @@ PORT   ?= 8000
 SHELL  := /bin/bash
 
 # `make run` installs what running needs; `make test` adds the test tools on top.
+# llama.cpp is built for any x86-64 with AVX2, not for this very CPU: a native build uses
+# whatever the CPU lists (AMX, AVX-512 FP16), which a virtual machine may list without
+# allowing, and dies of an illegal instruction (and pip caches that wheel for later).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_STAMP  := $(VENV)/.navi-run
 TEST_STAMP := $(VENV)/.navi-installed
 
