@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -33,7 +32,8 @@ from navi.server.origins import (
     SiteOrigin,
 )
 from navi.server.replay_ws import replay_socket
-from navi.server.views import SessionLog, SessionsView, load_log
+from navi.server.state import ServerState, state_of
+from navi.server.views import SessionsView
 from navi.server.ws import session_socket
 from navi.session.errors import SessionError
 from navi.session.input import MESSAGE_BODY_BYTES
@@ -42,23 +42,6 @@ from profiles import UnknownProfile
 log = structlog.get_logger(__name__)
 
 NaviFactory = Callable[[], AbstractAsyncContextManager[Navi]]
-
-
-@dataclass
-class ServerState:
-    navi: Navi
-    sessions: SessionsView
-    files: FileStore
-    max_context_tokens: int
-    session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
-    slow_clients_dropped: int = 0
-
-    async def load(self, session_id: str) -> SessionLog:
-        return await load_log(self.navi.store, session_id)
-
-    def on_session_created(self) -> None:
-        for hook in self.session_created_hooks:
-            hook()
 
 
 async def _session_error(request: Request, exc: Exception) -> Response:
@@ -142,7 +125,7 @@ def create_app(
             *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
-            *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
+            *memory_routes(lambda request: state_of(request).navi.memory),
             *replay_routes.ROUTES,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
             WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),

@@ -19,7 +19,7 @@ is cut short, see replay_timeline.py). No LLM is called and nothing is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -32,10 +32,8 @@ from navi.server.frames import Frame
 from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.replay_feed import ReplayFeed
+from navi.server.state import ServerState, state_of
 from navi.session.errors import SessionNotFound
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 log = structlog.get_logger(__name__)
 
@@ -86,7 +84,7 @@ def _seq_param(websocket: WebSocket, name: str) -> int | None:
 
 
 async def replay_socket(websocket: WebSocket) -> None:
-    server: ServerState = websocket.app.state.navi_server
+    server = state_of(websocket)
     session_id = websocket.path_params["session_id"]
     await websocket.accept()
     try:

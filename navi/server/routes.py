@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from starlette.requests import Request
@@ -15,12 +15,10 @@ from events.types import FileRef
 from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
+from navi.server.state import state_of
 from navi.session import messages as m
 from navi.session.input import MESSAGE_BODY_BYTES
 from projections.types import iso_time
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 
 class CreateSession(msgspec.Struct, kw_only=True):
@@ -45,11 +43,6 @@ class MessageBody(msgspec.Struct, kw_only=True):
     images: list[str] = []
     files: list[FileRef] = []
     queue: bool = False
-
-
-def state_of(request: Request) -> ServerState:
-    state: ServerState = request.app.state.navi_server
-    return state
 
 
 def summary_json(s: Any) -> dict[str, Any]:
