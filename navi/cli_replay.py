@@ -105,16 +105,6 @@ def _with_store(args: argparse.Namespace, work: Callable[[EventStore], Awaitable
 # ---------------------------------------------------------------------- replay
 
 
-def parse_speed(raw: str) -> float | None:
-    from navi.server.replay_ws import BadReplayRequest
-    from navi.server.replay_ws import parse_speed as parse
-
-    try:
-        return parse(raw)
-    except BadReplayRequest as exc:
-        raise ValueError(str(exc)) from None
-
-
 async def run_range(store: EventStore, session_id: str, run: int | None) -> tuple[int, int, int]:
     """``(first seq, last seq, runs)`` of run number ``run`` (1-based; ``None``: the
     last), from its user message to its end (or to the head, if it never ended)."""
@@ -146,7 +136,7 @@ async def run_range(store: EventStore, session_id: str, run: int | None) -> tupl
 def cmd_replay(args: argparse.Namespace) -> int:
     from navi.cli_print import DIM, RESET, RunPrinter
     from navi.replay.history import load_history
-    from navi.server.replay_timeline import paced_gap
+    from navi.replay.pacing import paced_gap, parse_speed
 
     async def work(store: EventStore) -> int:
         speed = parse_speed(args.speed)

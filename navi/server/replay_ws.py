@@ -28,6 +28,7 @@ import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from navi.replay.history import History, load_history
+from navi.replay.pacing import BadReplayRequest, parse_speed
 from navi.server.frames import Frame
 from navi.server.http import user_of
 from navi.server.incoming import incoming
@@ -41,36 +42,15 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
 SEND_TIMEOUT = 10.0
-MAX_SPEED = 1000.0
 MAX_MESSAGE_BYTES = 64 * 1024
 
 _encode = msgspec.json.Encoder().encode
-
-
-class BadReplayRequest(ValueError):
-    pass
 
 
 class ControlMessage(msgspec.Struct, kw_only=True):
     type: str
     seq: int | None = None
     speed: float | str | None = None
-
-
-def parse_speed(raw: object) -> float | None:
-    """A speed factor, or ``None`` for ``max``; raises ``BadReplayRequest``."""
-    if isinstance(raw, str):
-        if raw.strip().lower() == "max":
-            return None
-        try:
-            raw = float(raw)
-        except ValueError:
-            raise BadReplayRequest(f"speed must be a number or 'max', not {raw!r}") from None
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise BadReplayRequest(f"speed must be a number or 'max', not {raw!r}")
-    if not 0 < raw <= MAX_SPEED:
-        raise BadReplayRequest(f"speed must be above 0 and at most {MAX_SPEED:g}, not {raw}")
-    return float(raw)
 
 
 def _seq_param(websocket: WebSocket, name: str) -> int | None:
