@@ -354,7 +354,7 @@ def cmd_recompress(args: argparse.Namespace) -> int:
     from events.types import ContextCompressed
     from navi.app import Navi
     from navi.cli_client import _open
-    from navi.server.recompress import recompress_and_wait
+    from navi.recompress import recompress_and_wait
     from navi.session.errors import SessionError
 
     settings, env = _open(args)

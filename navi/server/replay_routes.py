@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from events.types import ContextCompressed
 from navi.ids import new_id
+from navi.recompress import recompress_and_wait
 from navi.replay.errors import (
     BrokenForkError,
     ExportFormatError,
@@ -31,7 +32,6 @@ from navi.replay.import_ import import_session
 from navi.replay.inspect import llm_request, state_at
 from navi.replay.verify import verify_session
 from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
-from navi.server.recompress import recompress_and_wait
 from navi.server.replay_timeline import build_timeline
 from navi.server.state import ServerState, state_of
 from projections.sessions import cut_title

@@ -17,12 +17,11 @@ import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
-from navi.replay.history import History, load_history
+from navi.replay.history import History, follow_history, load_history
 from navi.server.frames import Frame, FrameTranslator, coalesce
 from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.state import ServerState, state_of
-from navi.server.views import follow_history
 from navi.session.errors import SessionError, SessionNotFound
 
 log = structlog.get_logger(__name__)

@@ -17,6 +17,7 @@ from events.types import (
     ToolCall,
 )
 from navi.app import Navi
+from navi.recompress import recompress_and_wait
 from navi.run.compression import (
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
@@ -25,7 +26,6 @@ from navi.run.compression import (
 )
 from navi.run.context_builder import to_chat
 from navi.server.frames import FrameTranslator
-from navi.server.recompress import recompress_and_wait
 from navi.session.errors import SessionError
 from projections import messages as messages_projection
 from projections.compression import compress
