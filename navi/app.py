@@ -32,6 +32,7 @@ from navi.config import Settings
 from navi.ids import new_id, session_folder
 from navi.llm.base import LLMBackend
 from navi.llm.selection import select_backend
+from navi.mcp import McpManager
 from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.run.compression import CompressionWorker
 from navi.run.context_builder import ContextBuilder
@@ -49,6 +50,10 @@ from tools import ToolRegistry, create_registry
 log = structlog.get_logger(__name__)
 
 
+# How long start-up waits for the MCP servers before resuming interrupted runs.
+MCP_RESUME_WAIT_S = 5.0
+
+
 class RunFailedError(SessionError):
     status = 502
 
@@ -64,6 +69,8 @@ class Navi:
     memory: MemoryService
     memory_worker: MemoryWorker
     blobs: BlobStore | None = None
+    # The MCP servers of mcp.json (navi/mcp), running while Navi runs in the background.
+    mcp: McpManager | None = None
     clock: object = time.time
     _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
 
@@ -107,6 +114,9 @@ class Navi:
             blobs = BlobStore(
                 settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024
             )
+            mcp = McpManager(
+                tools, settings.mcp_config_path, timeout_s=settings.tools.default_timeout_s
+            )
             memory_worker = MemoryWorker(
                 memory, llm, idle_seconds=settings.memory_idle_minutes * 60
             )
@@ -141,11 +151,19 @@ class Navi:
                 memory=memory,
                 memory_worker=memory_worker,
                 blobs=blobs,
+                mcp=mcp,
                 clock=clock,
             )
             for tool in [*navi_tools(navi), *memory_tools(memory)]:
                 tools.register_builtin(tool)
             placement.attach(navi.sessions)
+            if background:
+                # Each server starts in a task of its own: none delays start-up for
+                # long. A run resumed after a crash needs their tools (an idempotent
+                # one is re-run): they get a few seconds to connect first.
+                await tg.start(mcp.run)
+                if settings.resume_on_start:
+                    await mcp.wait_started(MCP_RESUME_WAIT_S)
             if settings.resume_on_start:
                 await navi.sessions.resume_all()
             tg.start_soon(functools.partial(placement.serve, background=background))

@@ -91,7 +91,7 @@ class ContextBuilder:
         # Every LLM call offers the same tools until the tool set changes (a reload):
         # their names by profile and their specs, built once per tool-set generation.
         self._generation = -1
-        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._names: dict[tuple[str, bool, tuple[str, ...]], tuple[str, ...]] = {}
         self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
         # The same context messages give the same chat messages, call after call: a
         # backend then encodes each of them once (navi.llm.wire_parts). Not those with
@@ -140,11 +140,18 @@ class ContextBuilder:
         return self.blobs.read_held(self._user_id, sha256)
 
     def tool_names(self, profile: Profile, *, subagent: bool = False) -> list[str]:
+        """The profile's tools: those it enables, and the external (MCP) tools whose
+        source names it; a subagent under an explicit ``subagent_tools`` list gets only
+        the external tools that list names."""
         enabled = tuple(profile.subagent_tool_names if subagent else profile.enabled_tools)
+        only_named = subagent and bool(profile.subagent_tools)
+        key = (profile.id, only_named, enabled)
         self._fresh()
-        names = self._names.get(enabled)
+        names = self._names.get(key)
         if names is None:
-            names = self._names[enabled] = tuple(self.tools.names_for_profile(enabled))
+            names = self._names[key] = tuple(
+                self.tools.names_for_profile(enabled, profile_id=profile.id, only_named=only_named)
+            )
         return list(names)
 
     def tool_specs(self, names: Sequence[str]) -> Sequence[ToolSpec]:

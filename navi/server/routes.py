@@ -78,7 +78,7 @@ async def list_profiles(request: Request) -> Response:
 
 
 async def list_tools(request: Request) -> Response:
-    """The tools the caller may use (built-in and user tools) with their JSON schemas;
+    """The tools the caller may use (built-in, user and MCP tools) with their JSON schemas;
     ``?profile_id=`` narrows them to what a session of that profile may call."""
     navi = state_of(request).navi
     tools = navi.tools
@@ -86,7 +86,8 @@ async def list_tools(request: Request) -> Response:
     names = [t.name for t in tools.tools()]
     profile_id = request.query_params.get("profile_id")
     if profile_id:
-        names = tools.names_for_profile(navi.profiles.get(profile_id).enabled_tools)
+        profile = navi.profiles.get(profile_id)
+        names = tools.names_for_profile(profile.enabled_tools, profile_id=profile.id)
     found = (tools.get(name) for name in names if user.may_use(name))
     return json_response(
         [
@@ -96,6 +97,8 @@ async def list_tools(request: Request) -> Response:
                 "parameters": t.parameters,
                 "idempotent": t.idempotent,
                 "builtin": tools.is_builtin(t.name),
+                # builtin, user, or mcp:<server> for an MCP server's tool.
+                "source": tools.source_of(t.name),
             }
             for t in found
             if t is not None
