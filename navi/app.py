@@ -42,8 +42,7 @@ from navi.session import messages as m
 from navi.session.actor import SessionDeps
 from navi.session.errors import SessionError
 from navi.session.manager import SessionManager
-from navi.session_tools import navi_tools
-from navi.subagents import spawn_hooks
+from navi.session_tools import SessionTools
 from profiles import Profile, ProfileRegistry
 from tools import ToolRegistry, create_registry
 
@@ -120,6 +119,7 @@ class Navi:
             memory_worker = MemoryWorker(
                 memory, llm, idle_seconds=settings.memory_idle_minutes * 60
             )
+            session_tools = SessionTools(profiles, store, new_id)
             run_deps = RunDeps(
                 settings=settings,
                 profiles=profiles,
@@ -129,7 +129,7 @@ class Navi:
                 files_root=settings.files_root,
                 users=users,
                 blobs=blobs,
-                tool_hooks=lambda host, call_id: spawn_hooks(navi, host, call_id),
+                tool_hooks=session_tools.hooks,
             )
             # Compression first: a later worker sees the compressed context.
             post_turn: tuple[Worker, ...] = (CompressionWorker(run_deps), *workers)
@@ -154,7 +154,7 @@ class Navi:
                 mcp=mcp,
                 clock=clock,
             )
-            for tool in [*navi_tools(navi), *memory_tools(memory)]:
+            for tool in [*session_tools.tools(), *memory_tools(memory)]:
                 tools.register_builtin(tool)
             placement.attach(navi.sessions)
             if background:
