@@ -78,6 +78,10 @@ class ServerStatus:
         return f"MCP server {self.name} ({where}): {self.state}{why}"
 
 
+class StartFailed(Exception):
+    """A server did not start, or stopped answering; the message says why."""
+
+
 class ServerDown(ToolError):
     """A call reached a server that is not connected; the message says why."""
 
@@ -171,9 +175,7 @@ class ServerConnection:
                 await stack.enter_async_context(client)
                 await self._refresh(client)
             except Exception as exc:
-                tail = _tail(errlog)
-                why = describe_error(exc) + (f"; its stderr: {tail}" if tail else "")
-                raise RuntimeError(why) from exc
+                raise StartFailed(self._why(exc, errlog)) from exc
             self._client = client
             self.state, self.error = "running", ""
             self.first_attempt.set()
@@ -186,9 +188,19 @@ class ServerConnection:
                     with anyio.fail_after(CHECK_TIMEOUT_S):
                         await self._refresh(client)
                 except Exception as exc:
-                    tail = _tail(errlog)
-                    why = describe_error(exc) + (f"; its stderr: {tail}" if tail else "")
-                    raise RuntimeError(why) from exc
+                    raise StartFailed(self._why(exc, errlog)) from exc
+
+    def _why(self, exc: BaseException, errlog: IO[str]) -> str:
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if isinstance(exc, FileNotFoundError) and self.entry.command:
+            why = f"command not found: {self.entry.command}"
+        elif isinstance(exc, TimeoutError):
+            why = "it did not answer in time"
+        else:
+            why = describe_error(exc)
+        tail = _tail(errlog)
+        return why + (f"; its stderr: {tail}" if tail else "")
 
     async def _refresh(self, client: Client) -> None:
         """List the tools (every page) and put them in the registry if they changed."""
@@ -309,8 +321,8 @@ def describe_error(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip()
     name = type(exc).__name__
-    if isinstance(exc, FileNotFoundError) and exc.filename:
-        return f"command not found: {exc.filename}"
+    if isinstance(exc, StartFailed):
+        return text
     return f"{name}: {text}" if text and name not in text else (text or name)
 
 

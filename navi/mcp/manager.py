@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 import structlog
 
 from navi.mcp.client import ServerConnection, ServerStatus
@@ -30,6 +31,11 @@ MISSING_SDK = "the mcp package is not installed: pip install 'navi[mcp]'"
 
 def sdk_available() -> bool:
     return importlib.util.find_spec("mcp") is not None
+
+
+def _import_sdk() -> None:
+    import mcp.client.stdio
+    import mcp.client.streamable_http  # noqa: F401
 
 
 class _Running:
@@ -89,6 +95,9 @@ class McpManager:
                 "mcp.unavailable", path=config.path, servers=list(wanted), error=MISSING_SDK
             )
             wanted = {}
+        if wanted:
+            # The SDK takes a second or more of CPU to import: not on the event loop.
+            await anyio.to_thread.run_sync(_import_sdk)
         for name, running in list(self._running.items()):
             if wanted.get(name) != running.connection.entry:
                 await self._stop(name)
@@ -128,6 +137,8 @@ async def probe(
             ServerStatus(name=n, transport=e.transport, state="failed", error=MISSING_SDK)
             for n, e in config.servers.items()
         ]
+    if config.servers:
+        await anyio.to_thread.run_sync(_import_sdk)
     connections = [ServerConnection(e, registry) for e in config.servers.values()]
     statuses: list[ServerStatus] = []
     async with anyio.create_task_group() as tg:
