@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 
+from navi.cli.common import PRIVATE_URLS_WARNING, quiet_settings
+
 
 def add_commands(sub: Any) -> None:
     chat = sub.add_parser("chat", help="run one turn in the terminal")
@@ -34,21 +36,12 @@ def add_commands(sub: Any) -> None:
     doctor.set_defaults(func=cmd_doctor)
 
 
-def _open(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
-    from navi.cli import _settings
-    from navi.logs import configure_logging
-
-    settings, env = _settings(args)
-    configure_logging("WARNING")
-    return settings, env
-
-
 def cmd_chat(args: argparse.Namespace) -> int:
     from events.types import RunFailed
     from navi.app import Navi
-    from navi.cli_print import RunPrinter
+    from navi.cli.printing import RunPrinter
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
 
     async def run() -> int:
         async with Navi.open(settings, env=env) as navi:
@@ -70,7 +63,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     from projections.runner import LogProjectionRunner
     from projections.sessions import SESSIONS
 
-    settings, _ = _open(args)
+    settings, _ = quiet_settings(args)
 
     async def run() -> None:
         async with store_for_url(settings.database_url) as store:
@@ -91,13 +84,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from events.factory import store_for_url
-    from navi.cli import PRIVATE_URLS_WARNING
     from navi.llm.selection import select_backend
     from profiles import ProfileRegistry
     from tools import create_registry
     from tools.sandbox import sandbox_report
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
     problems = 0
 
     def line(ok: bool, text: str) -> None:
@@ -174,7 +166,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
 
     from navi.app import Navi
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
     prompt = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else None
 
     async def run() -> None:
