@@ -11,6 +11,7 @@ adds a tool of that name (config-change tests).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -35,7 +36,8 @@ server = MCPServer("navi-test", log_level="WARNING")
 def record(event: str, tool: str, arguments: dict[str, Any] | None = None) -> None:
     path = os.environ.get("MCP_TEST_LOG")
     if path:
-        with open(path, "a", encoding="utf-8") as out:
+        # In a sandbox the log's folder is not there: the call goes on without it.
+        with contextlib.suppress(OSError), open(path, "a", encoding="utf-8") as out:
             out.write(json.dumps({"event": event, "tool": tool, "arguments": arguments}) + "\n")
 
 
@@ -91,6 +93,17 @@ def environment() -> str:
     """The server's environment variables and process id."""
     record("called", "environment", {})
     return json.dumps({"pid": os.getpid(), "env": dict(os.environ)})
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def read(path: str) -> str:
+    """The text of a file."""
+    record("called", "read", {"path": path})
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror}") from None
 
 
 extra = os.environ.get("MCP_TEST_EXTRA_TOOL")
