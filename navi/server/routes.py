@@ -15,6 +15,7 @@ from events.types import FileRef
 from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
+from navi.server.search import search_sessions
 from navi.server.state import state_of
 from navi.session import messages as m
 from navi.session.input import MESSAGE_BODY_BYTES
@@ -130,8 +131,11 @@ async def list_sessions(request: Request) -> Response:
     """Sessions, pinned first, then by last activity; ``?q=`` searches titles and text."""
     server = state_of(request)
     query = request.query_params.get("q", "").strip()
-    found = await server.sessions.listing(user_of(request), query)
-    return json_response([summary_json(s) for s in found])
+    user = user_of(request)
+    if not query:
+        return json_response([summary_json(s) for s in await server.sessions.listing(user)])
+    hits = await search_sessions(server.sessions, server.navi.store, user, query)
+    return json_response([{**summary_json(hit.summary), "match": hit.match} for hit in hits])
 
 
 async def get_session(request: Request) -> Response:

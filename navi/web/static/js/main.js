@@ -14,7 +14,7 @@ import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
-import { Sidebar, sessionTitle } from './sessions.js';
+import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
 import { profileById, state, subscribe, update } from './state.js';
 
 const PROFILE_KEY = 'navi.profile';
@@ -274,10 +274,17 @@ async function send(message) {
     composer.showError('Not connected to the server. Your message is kept; send it again when the connection is back.');
     return false;
   }
+  // While an answer streams, the message waits on the server for the run to end.
+  const queued = state.running;
   const frame = { type: 'message', content: message.content };
   if (message.images.length) frame.images = message.images;
   if (message.files.length) frame.files = message.files;
-  const bubble = view.addUser(message, { pending: true });
+  if (queued) frame.queue = true;
+  if (!view.inner.querySelector('.message.user')) {
+    provisionalTitle(state.sessionId, message.content);
+    sidebar.render();
+  }
+  const bubble = view.addUser(message, { pending: true, queued });
   if (!connection.send(frame)) {
     view.removePending(bubble);
     composer.showError('The connection dropped before the message was sent. It is kept; try again.');
