@@ -108,6 +108,7 @@ class ServerConnection:
         self.state: State = "starting"
         self.error = ""
         self.restarts = 0
+        self._ran = False
         # Set once the first start has connected or failed (start-up may wait for it).
         self.first_attempt = anyio.Event()
 
@@ -145,7 +146,8 @@ class ServerConnection:
                 self.first_attempt.set()
                 if anyio.current_time() - began > STABLE_S:
                     delay = BACKOFF_FIRST_S
-                self.state = "failed" if self.state == "starting" else "restarting"
+                # "failed" until it has once run; "restarting" after it ran and died.
+                self.state = "restarting" if self._ran else "failed"
                 log.warning("mcp.server_down", server=self.server, error=why, retry_in_s=delay)
                 await anyio.sleep(delay)
                 delay = min(delay * 2, BACKOFF_MAX_S)
@@ -177,7 +179,7 @@ class ServerConnection:
             except Exception as exc:
                 raise StartFailed(self._why(exc, errlog)) from exc
             self._client = client
-            self.state, self.error = "running", ""
+            self.state, self.error, self._ran = "running", "", True
             self.first_attempt.set()
             log.info("mcp.server_started", server=self.server, tools=len(self._listed))
             interval = CHECK_INTERVAL_STDIO_S if self.entry.command else CHECK_INTERVAL_HTTP_S
