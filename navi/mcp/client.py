@@ -31,6 +31,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
 import anyio
 import structlog
 
+from navi.log_redaction import redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.tools import adapt
 from tools.base import Tool, ToolError
@@ -54,6 +55,8 @@ START_TIMEOUT_S = 30.0
 CHECK_INTERVAL_STDIO_S = 2.0
 CHECK_INTERVAL_HTTP_S = 15.0
 CHECK_TIMEOUT_S = 10.0
+# The registry's time limit ends a call first; the SDK's own is a backstop.
+CALL_TIMEOUT_SLACK_S = 5.0
 # How much of a stdio server's stderr a failure report quotes.
 STDERR_TAIL = 600
 
@@ -202,7 +205,8 @@ class ServerConnection:
         else:
             why = describe_error(exc)
         tail = _tail(errlog)
-        return why + (f"; its stderr: {tail}" if tail else "")
+        # It goes to logs, doctor and tool.failed events: no URL password nor query value.
+        return redact_text(why + (f"; its stderr: {tail}" if tail else ""))
 
     async def _refresh(self, client: Client) -> None:
         """List the tools (every page) and put them in the registry if they changed."""
@@ -268,7 +272,9 @@ class ServerConnection:
         try:
             # The registry's time limit and the run's stop cancel this await; the SDK
             # then sends notifications/cancelled so the server stops working too.
-            return await client.call_tool(name, arguments, read_timeout_seconds=self.timeout_s)
+            return await client.call_tool(
+                name, arguments, read_timeout_seconds=self.timeout_s + CALL_TIMEOUT_SLACK_S
+            )
         except Exception as exc:
             from mcp import MCPError
             from mcp_types import CONNECTION_CLOSED
@@ -279,8 +285,8 @@ class ServerConnection:
                 ) from None
             self._broken.set()
             raise ServerDown(
-                f"the MCP server '{self.server}' failed during the call ({describe_error(exc)}); "
-                "Navi is restarting it"
+                f"the MCP server '{self.server}' failed during the call "
+                f"({redact_text(describe_error(exc))}); Navi is restarting it"
             ) from None
 
     def _down_message(self) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from navi.mcp.config import Approval
-from tools.base import Tool, ToolError, ToolResult, fail, ok
+from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class McpTool(Tool):
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         result = await self.caller.call_tool(self.remote_name, args)
-        return to_result(result)
+        return to_result(result, image_max_bytes=ctx.settings.image_max_bytes)
 
 
 def adapt(
@@ -101,8 +101,9 @@ def adapt(
     )
 
 
-def to_result(result: CallToolResult) -> ToolResult:
-    """Navi's result of an MCP ``tools/call`` (the module docstring says how)."""
+def to_result(result: CallToolResult, *, image_max_bytes: int = 5 * 1024 * 1024) -> ToolResult:
+    """Navi's result of an MCP ``tools/call`` (the module docstring says how). An image
+    larger than ``image_max_bytes`` (``image_view``'s limit) is not attached."""
     from mcp_types import (
         AudioContent,
         BlobResourceContents,
@@ -118,7 +119,11 @@ def to_result(result: CallToolResult) -> ToolResult:
         if isinstance(block, TextContent):
             parts.append(block.text)
         elif isinstance(block, ImageContent):
-            if image is None:
+            if len(block.data) * 3 // 4 > image_max_bytes:
+                parts.append(
+                    f"[image: {block.mime_type}, not attached: over {image_max_bytes} bytes]"
+                )
+            elif image is None:
                 image = block
                 parts.append(f"[image: {block.mime_type}, attached for you to see]")
             else:
@@ -145,7 +150,3 @@ def to_result(result: CallToolResult) -> ToolResult:
     if image is not None:
         return ok(text, is_image=True, base64=image.data, mime_type=image.mime_type)
     return ok(text)
-
-
-def unavailable(server: str, why: str) -> ToolResult:
-    return fail(f"the MCP server '{server}' is not available: {why}")
