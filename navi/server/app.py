@@ -17,7 +17,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
-from navi.server import bodies, replay_routes, routes
+from navi.server import bodies, openai_api, openai_errors, replay_routes, routes
 from navi.server.auth import AuthMiddleware, Users, WsTickets
 from navi.server.auth_routes import ROUTES as AUTH_ROUTES
 from navi.server.blobs import get_blob
@@ -127,6 +127,7 @@ def create_app(
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
             *memory_routes(lambda request: state_of(request).navi.memory),
             *replay_routes.ROUTES,
+            *openai_api.ROUTES,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
             WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
             Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
@@ -153,6 +154,7 @@ def create_app(
             upload_file: BodyRule(accepts=frozenset({bodies.MULTIPART}), max_bytes=None),
             # A message may carry its images (base64 in the JSON).
             routes.post_message: BodyRule(max_bytes=MESSAGE_BODY_BYTES),
+            openai_api.chat_completions: BodyRule(max_bytes=openai_api.CHAT_BODY_BYTES),
             replay_routes.import_export: BodyRule(
                 accepts=frozenset({bodies.NDJSON, bodies.JSON}),
                 max_bytes=settings.max_import_mb * 1024 * 1024,
@@ -180,6 +182,8 @@ def create_app(
         HostCheckMiddleware,
         hosts=AllowedHosts.configure(bound_host=settings.host, extra=settings.allowed_hosts),
     )
+    # Outside all: /v1 answers its errors in OpenAI's shape, the edge's included.
+    app.add_middleware(openai_errors.OpenAIErrorShape)
     if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
         log.warning(
             "server.hosts_not_listed",
