@@ -13,8 +13,9 @@ each tool's ``readOnlyHint`` decides), ``sandbox`` (run the stdio child in the t
 sandbox, tools/sandbox.py) and ``network`` (the sandboxed child may use the network).
 Other keys Claude Desktop or Cursor write (``type``, ``disabled``...) are accepted.
 
-A file that does not parse is reported and no server is started; an entry that does
-not parse is reported and the others are started.
+A file that does not parse is reported and starts no server (when it changes into one
+that does not parse, say half-saved, the servers running go on as they were); an entry
+that does not parse is reported and the others are started.
 """
 
 from __future__ import annotations
@@ -78,6 +79,8 @@ class McpConfig(msgspec.Struct, frozen=True, kw_only=True):
     path: str = ""
     servers: dict[str, ServerEntry] = {}
     errors: tuple[str, ...] = ()
+    # The file as a whole could not be used (not JSON, not an object, unreadable).
+    unusable: bool = False
 
 
 def parse_config(text: str, path: str = "mcp.json") -> McpConfig:
@@ -85,9 +88,10 @@ def parse_config(text: str, path: str = "mcp.json") -> McpConfig:
     try:
         data = json.loads(text) if text.strip() else {}
     except ValueError as exc:
-        return McpConfig(path=path, errors=(f"{path} is not valid JSON: {exc}",))
+        return McpConfig(path=path, errors=(f"{path} is not valid JSON: {exc}",), unusable=True)
     if not isinstance(data, dict) or not isinstance(data.get("mcpServers", {}), dict):
-        return McpConfig(path=path, errors=(f'{path} must be {{"mcpServers": {{...}}}}',))
+        problem = f'{path} must be {{"mcpServers": {{...}}}}'
+        return McpConfig(path=path, errors=(problem,), unusable=True)
     servers: dict[str, ServerEntry] = {}
     errors: list[str] = []
     for name, raw in data.get("mcpServers", {}).items():
@@ -123,7 +127,8 @@ def load_config(path: Path) -> McpConfig:
     except FileNotFoundError:
         return McpConfig(path=str(path))
     except (OSError, UnicodeDecodeError) as exc:
-        return McpConfig(path=str(path), errors=(f"{path} cannot be read: {exc}",))
+        problem = f"{path} cannot be read: {exc}"
+        return McpConfig(path=str(path), errors=(problem,), unusable=True)
     return parse_config(text, str(path))
 
 

@@ -86,9 +86,13 @@ class McpManager:
                 await running.connection.first_attempt.wait()
 
     async def _apply(self, config: McpConfig, tg: anyio.abc.TaskGroup) -> None:
-        self.config = config
         for problem in config.errors:
             log.warning("mcp.config_invalid", path=config.path, problem=problem)
+        if config.unusable and self._running:
+            # A file being edited (half-saved, a typo): what runs goes on until it parses.
+            log.warning("mcp.config_kept", path=config.path, servers=list(self._running))
+            return
+        self.config = config
         wanted = config.servers
         if wanted and not sdk_available():
             log.warning(

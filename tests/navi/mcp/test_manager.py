@@ -55,8 +55,12 @@ async def test_servers_follow_the_config_file(tmp_path: Path) -> None:
         await wait_for(lambda: "mcp__a__echo" not in registry.names())
         assert "mcp__b__echo" in registry.names()
 
-        # A file that no longer parses stops nothing it cannot read: no servers.
+        # A file that no longer parses (half-saved) leaves the servers running.
         path.write_text("{broken")
+        await anyio.sleep(0.5)
+        assert "mcp__b__echo" in registry.names()
+        # An empty list stops them all.
+        write_config(path, {})
         await wait_for(lambda: not registry.external_names)
         tg.cancel_scope.cancel()
 
