@@ -9,13 +9,22 @@ import base64
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import openai
 import pytest
 
+from events.memory import InMemoryEventStore
+from navi.blobs import BlobStore
+from navi.run.state import RunState, state_at
 from navi.server import openai_api
+from navi.server.openai_errors import OpenAIError
+from navi.server.openai_history import seed_session, session_turns, turn_key
+from navi.server.openai_wire import SYSTEM_NOTE, ChatMessageIn, conversation
+from profiles import ProfileRegistry
 from tests.security.conftest import NaviServerProcess, StartNavi, start_navi
 from tests.support.fake_llm_script import FakeToolCall, Reply
 from tests.support.navi_server import RunningServer
@@ -342,6 +351,106 @@ def test_no_token_is_a_401_in_openai_shape(start_navi: StartNavi) -> None:
         )
     assert caught.value.code == "invalid_api_key"
     assert [m.id for m in client(server, TOKEN).models.list().data]
+
+
+# ---------------------------------------------------------------- turns, without a server
+
+
+def _messages(*pairs: tuple[str, Any]) -> list[ChatMessageIn]:
+    return [msgspec.convert({"role": r, "content": c}, ChatMessageIn) for r, c in pairs]
+
+
+def test_the_turns_of_a_request() -> None:
+    turns = conversation(
+        _messages(
+            ("system", "Be brief."),
+            ("developer", "Use metric units."),
+            ("user", "a"),
+            ("user", [{"type": "text", "text": "b"}]),
+            ("assistant", ""),
+            ("assistant", "c"),
+            ("system", "Now be verbose."),
+            ("user", "d"),
+        )
+    )
+    assert [(t.role, t.text) for t in turns] == [
+        ("system", "Be brief.\n\nUse metric units."),
+        ("user", "a\n\nb"),
+        ("assistant", "c"),
+        ("user", SYSTEM_NOTE + "Now be verbose.\n\nd"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("messages", "code"),
+    [
+        ([("user", "a"), ("assistant", "b")], "invalid_request_error"),
+        ([("system", "a")], "invalid_request_error"),
+        ([("user", "  ")], "invalid_request_error"),
+        (
+            [("user", [{"type": "image_url", "image_url": {"url": "https://x/y.png"}}])],
+            "invalid_image_url",
+        ),
+        (
+            [("user", [{"type": "image_url", "image_url": {"url": "data:image/png,xyz"}}])],
+            "invalid_image_url",
+        ),
+        (
+            [("user", [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@"}}])],
+            "invalid_image_url",
+        ),
+        (
+            [
+                ("assistant", [{"type": "image_url", "image_url": "data:image/png;base64,AA=="}]),
+                ("user", "x"),
+            ],
+            "invalid_request_error",
+        ),
+        ([("tool", "42"), ("user", "x")], "tools_not_supported"),
+    ],
+)
+def test_requests_navi_cannot_take(messages: list[tuple[str, Any]], code: str) -> None:
+    with pytest.raises(OpenAIError) as caught:
+        conversation(_messages(*messages))
+    assert caught.value.status == 400 and caught.value.code == code
+
+
+async def test_a_seeded_session_holds_the_turns_it_was_made_of(tmp_path: Path) -> None:
+    profile = ProfileRegistry.from_environ({}).get("secretary")
+    turns = conversation(
+        _messages(
+            ("system", "Be brief."),
+            (
+                "user",
+                [
+                    {"type": "text", "text": "look"},
+                    {
+                        "type": "image_url",
+                        "image_url": {
+                            "url": "data:image/png;base64," + base64.b64encode(PNG).decode()
+                        },
+                    },
+                ],
+            ),
+            ("assistant", "A dot."),
+            ("user", "And?"),
+        )
+    )
+    async with InMemoryEventStore() as store:
+        blobs = BlobStore(tmp_path / "blobs", quota_bytes=1 << 20)
+        try:
+            session_id = await seed_session(
+                store, profile=profile, user_id="alice", history=turns[:-1], blobs=blobs
+            )
+        finally:
+            blobs.close()
+        records = await store.read(session_id)
+    assert state_at(records) == RunState.DONE  # at rest, ready for the live turn
+    known = session_turns(records, run_active=False)
+    assert known.matches([turn_key(t) for t in turns[:-1]])
+    assert not known.matches([turn_key(t) for t in turns])
+    other = [*turns[:-2], msgspec.structs.replace(turns[-2], text="A line.")]
+    assert not known.matches([turn_key(t) for t in other])
 
 
 # ---------------------------------------------------------------- the in-thread server
