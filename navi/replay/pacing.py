@@ -21,9 +21,20 @@ class BadReplayRequest(ValueError):
     """A replay asked for something it cannot be given (a speed, a seq)."""
 
 
+# The end of a compression: after ``run.completed`` the post-turn compression writes its
+# events under the run's id, so without these the pause after it (until a pin or the next
+# message, hours later) would count in full and squeeze the whole run into a sliver of
+# the timeline. Inside a run the next LLM call follows a compression at once: no change.
+_COMPRESSION_ENDS = frozenset({"context.compressed", "context.compression_failed"})
+
+
 def _rests_after(record: Recorded) -> bool:
     """Nothing was running after this event: the time until the next is idle time."""
-    return record.run_id is None or record.type in TERMINAL_RUN_EVENTS
+    return (
+        record.run_id is None
+        or record.type in TERMINAL_RUN_EVENTS
+        or record.type in _COMPRESSION_ENDS
+    )
 
 
 def paced_gap(previous: Recorded | None, record: Recorded) -> float:

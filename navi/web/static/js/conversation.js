@@ -82,6 +82,7 @@ export class ConversationView {
   removeEmpty() {
     this.inner.querySelector('.empty-state')?.remove();
     this.inner.querySelector('.loading')?.remove();
+    this.inner.querySelector('.replay-empty')?.remove(); // replay: the first frame played
   }
 
   /** Add to the conversation, above the queued messages (which stay last). */

@@ -12,10 +12,13 @@ import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTo
 import { highestSeq, renderHistory } from './history.js';
 import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
+import { exportChat } from './export.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
 import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
+import { mountShortcuts } from './shortcuts.js';
 import { profileById, state, subscribe, update } from './state.js';
+import { mountThemeSwitch, toggleTheme } from './theme.js';
 
 const PROFILE_KEY = 'navi.profile';
 const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
@@ -411,9 +414,35 @@ replayButton.append(icon('replay'));
 replayButton.addEventListener('click', () => {
   if (state.sessionId) navigate(`${REPLAY}${state.sessionId}`);
 });
+const exportButton = $('#export-button');
+exportButton.append(icon('download'));
+async function exportCurrent() {
+  if (!state.sessionId || app.classList.contains('replaying')) return;
+  try {
+    await exportChat(state.sessionId, { profileName: profileById(state.profileId)?.name });
+  } catch (error) {
+    view.error(`Could not export the chat: ${error.message}`);
+  }
+}
+exportButton.addEventListener('click', exportCurrent);
 subscribe(['sessionId', 'running'], () => {
   replayButton.hidden = !state.sessionId || app.classList.contains('replaying');
+  exportButton.hidden = replayButton.hidden;
 });
+
+mountThemeSwitch($('#sidebar-prefs'));
+const showShortcuts = mountShortcuts({
+  newChat: () => navigate(null),
+  focusSearch: () => {
+    openSidebar();
+    $('#session-search').focus();
+  },
+  focusPrompt: () => composer.focus(),
+  toggleTheme,
+  exportChat: exportCurrent,
+});
+$('#shortcuts-button').append(icon('keyboard'));
+$('#shortcuts-button').addEventListener('click', showShortcuts);
 
 subscribe('sessions', () => {
   const listed = state.sessions.find((s) => s.session_id === state.sessionId);
