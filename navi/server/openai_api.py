@@ -175,7 +175,7 @@ async def chat_completions(request: Request) -> Response:
     log.info("openai.turn", session_id=session_id, model=model, stream=body.stream)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        return RunStream(navi, session_id, reply, model, include_usage, headers)  # type: ignore[return-value]
+        return RunStream(navi, session_id, reply, model, include_usage, headers)
     reader = await _collect(navi, session_id, reply, request.receive)
     if reader.ending == "failed":
         failed = OpenAIError(502, f"the run failed: {reader.error}", code="run_failed")
@@ -247,9 +247,12 @@ async def _collect(
     return reader
 
 
-class RunStream:
+class RunStream(Response):
     """The streamed answer: SSE ``data:`` chunks as the run's events become durable,
-    keep-alive comments while it is silent, then ``data: [DONE]``."""
+    keep-alive comments while it is silent, then ``data: [DONE]``. A ``Response`` with
+    no body of its own (as Starlette's ``StreamingResponse``): no ``Content-Length``."""
+
+    media_type = "text/event-stream; charset=utf-8"
 
     def __init__(
         self,
@@ -260,12 +263,14 @@ class RunStream:
         include_usage: bool,
         headers: dict[str, str],
     ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.init_headers({**headers, "cache-control": "no-cache", "x-accel-buffering": "no"})
         self.navi = navi
         self.session_id = session_id
         self.reply = reply
         self.model = model
         self.include_usage = include_usage
-        self.headers = headers
         self.reader = RunReader(run_id=reply.run_id)
         self.created = int(time.time())
         self.gone = False
@@ -278,13 +283,8 @@ class RunStream:
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = [
-            (b"content-type", b"text/event-stream; charset=utf-8"),
-            (b"cache-control", b"no-cache"),
-            (b"x-accel-buffering", b"no"),
-            *((k.encode(), v.encode()) for k, v in self.headers.items()),
-        ]
-        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        await send(start)
         out, frames = anyio.create_memory_object_stream[bytes](STREAM_QUEUE)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._follow, out)
