@@ -88,6 +88,14 @@ async def slow(seconds: float) -> str:
     return "done"
 
 
+@server.tool(annotations=ToolAnnotations(idempotent_hint=True))
+async def lookup(key: str, seconds: float = 0) -> str:
+    """Looks a key up, taking its time; the same answer every time."""
+    record("called", "lookup", {"key": key, "seconds": seconds})
+    await anyio.sleep(seconds)
+    return f"value of {key}"
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 def environment() -> str:
     """The server's environment variables and process id."""

@@ -5,6 +5,8 @@ without a restart, and a stop ends a slow call on the server too."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -137,3 +139,31 @@ def test_a_stop_ends_a_slow_mcp_call_on_the_server(tmp_path: Path, start_navi: A
     assert not result["success"]
     # The server was told (notifications/cancelled) and stopped working on it.
     wait_until(lambda: any(c["event"] == "cancelled" for c in calls(log)), limit_s=10)
+
+
+def test_an_idempotent_mcp_call_cut_by_a_crash_is_run_again(
+    tmp_path: Path, start_navi: Any
+) -> None:
+    log = tmp_path / "log"
+    config = write_config(tmp_path / "mcp.json", {"t": stdio_entry(log)})
+    server = start_navi(env={"NAVI_MCP_CONFIG": str(config)}, canary_row=False)
+    wait_until(lambda: "mcp__t__lookup" in listed(server))
+    sid = server.create_session("secretary")
+    call = FakeToolCall(name="mcp__t__lookup", arguments={"key": "k", "seconds": 3})
+    server.llm.script(Reply(tool_calls=[call]), Reply(text="done"))
+
+    def send() -> None:
+        with contextlib.suppress(httpx.HTTPError):  # the server is killed under it
+            server.send(sid, "go")
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    wait_until(lambda: any(c["tool"] == "lookup" for c in calls(log)))
+    server.stop(signal.SIGKILL)
+    server.start()
+    # idempotentHint: resumed, the call runs again (the servers are up before resume).
+    wait_until(lambda: len([c for c in calls(log) if c["tool"] == "lookup"]) == 2)
+    wait_until(lambda: len(server.tool_messages(sid)) == 1)
+    [result] = server.tool_messages(sid)
+    assert result["success"] and "value of k" in result["content"]
+    sender.join(10)
