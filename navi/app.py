@@ -30,7 +30,9 @@ from navi.blobs import BlobStore
 from navi.cluster import open_placement
 from navi.config import Settings
 from navi.ids import new_id, session_folder
+from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
+from navi.llm.errors import LLMError
 from navi.llm.selection import select_backend
 from navi.mcp import McpManager
 from navi.memory import MemoryService, MemoryWorker, memory_tools
@@ -72,6 +74,8 @@ class Navi:
     mcp: McpManager | None = None
     clock: object = time.time
     _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
+    # The context window of each profile's model, learnt from its backend (backend_for).
+    _windows: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ start-up
 
@@ -130,6 +134,7 @@ class Navi:
                 users=users,
                 blobs=blobs,
                 tool_hooks=session_tools.hooks,
+                context_window=lambda p: navi.context_window(p),
             )
             # Compression first: a later worker sees the compressed context.
             post_turn: tuple[Worker, ...] = (CompressionWorker(run_deps), *workers)
@@ -157,6 +162,10 @@ class Navi:
             for tool in [*session_tools.tools(), *memory_tools(memory)]:
                 tools.register_builtin(tool)
             placement.attach(navi.sessions)
+            try:  # the window of the default profile's model, for the context meter
+                await navi.backend_for(profiles.get(profiles.default_id))
+            except LLMError as exc:  # its backend fails at its first call, as before
+                log.warning("llm.default_profile_backend", error=exc.message)
             if background:
                 # Each server starts in a task of its own: none delays start-up for
                 # long. A run resumed after a crash needs their tools (an idempotent
@@ -183,7 +192,24 @@ class Navi:
                         await llm.aclose()
 
     async def backend_for(self, profile: Profile) -> LLMBackend:
-        """The default backend, unless the profile names another one."""
+        """The default backend, unless the profile names another one (its model's
+        context window learnt on the way: cached by the backend)."""
+        backend = await self._backend_for(profile)
+        self._windows[profile.id] = await backend.context_window(profile.model, profile.num_ctx)
+        return backend
+
+    def context_window(self, profile: Profile | None = None) -> int:
+        """The context window, in tokens, of the model the profile's turns use (the
+        default profile's if none), as its backend told it."""
+        default = self.profiles.default_id
+        profile_id = profile.id if profile is not None else default
+        known = self._windows.get(profile_id) or self._windows.get(default)
+        if known:
+            return known
+        asked = profile.num_ctx if profile is not None else None
+        return asked or self.settings.llm.num_ctx
+
+    async def _backend_for(self, profile: Profile) -> LLMBackend:
         kind = profile.llm_backend
         if kind is None or kind == self.backend.name:
             return self.backend
@@ -216,6 +242,12 @@ class Navi:
         queue: bool = False,
         mode: RunMode = "stream",
     ) -> m.RunStartedReply:
+        # A new turn (not a subagent's, whose parent is mid-run): if Ollama has come up
+        # since start-up, this turn and the next use it.
+        auto = self.backend if isinstance(self.backend, AutoBackend) else None
+        if mode != "ephemeral" and auto is not None and await auto.before_turn():
+            self._windows.clear()
+            await self.backend_for(self.profiles.get(self.profiles.default_id))
         reply: m.RunStartedReply = await self.sessions.ask(
             session_id, m.Send(text=text, images=images, files=files, queue=queue, mode=mode)
         )

@@ -84,7 +84,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from events.factory import store_for_url
-    from navi.llm.selection import select_backend
+    from navi.llm.diagnose import diagnose_llm
     from profiles import ProfileRegistry
     from tools import create_registry
     from tools.sandbox import sandbox_report
@@ -105,14 +105,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except Exception as exc:
             line(False, f"database {settings.database_url}: {exc}")
         try:
-            backend = await select_backend(settings.llm)
-            try:
-                models = await backend.list_models()
-                names = ", ".join(m.name for m in models[:8]) or "none"
-                line(True, f"LLM: {backend.name} at {backend.url}, model {backend.model}")
-                line(bool(models), f"models available: {names}")
-            finally:
-                await backend.aclose()
+            for finding in await diagnose_llm(settings.llm):
+                line(finding.ok, finding.text)
         except Exception as exc:
             line(False, f"LLM: {exc}")
         profiles = ProfileRegistry.from_environ(env)

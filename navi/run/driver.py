@@ -111,6 +111,10 @@ class RunDeps:
     tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
         default=lambda host, call_id: {}
     )
+    # The context window of a profile's model, as its backend tells (Navi.context_window).
+    context_window: Callable[[Profile], int] = field(
+        default=lambda profile: profile.num_ctx or 65536
+    )
 
 
 class RunDriver:

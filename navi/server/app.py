@@ -100,7 +100,6 @@ def create_app(
                 navi=navi,
                 sessions=SessionsView(navi.store),
                 files=files,
-                max_context_tokens=settings.llm.num_ctx,
                 session_created_hooks=[navi.memory_worker.trigger],
             )
             app.state.navi_server = server

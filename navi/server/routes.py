@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from events.codec import encode
 from events.types import FileRef
+from navi.llm.diagnose import is_demo_model
 from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
@@ -53,10 +54,17 @@ def summary_json(s: Any) -> dict[str, Any]:
 
 
 async def health(request: Request) -> Response:
-    """Health check: ``{"status": "ok"}`` plus the LLM backend and model."""
+    """Health check: ``{"status": "ok"}`` plus the LLM backend and model in use, its
+    context window, and ``demo_model`` (true on the embedded SmolLM2-135M)."""
     navi = state_of(request).navi
     return json_response(
-        {"status": "ok", "backend": navi.backend.name, "model": navi.backend.model}
+        {
+            "status": "ok",
+            "backend": navi.backend.name,
+            "model": navi.backend.model,
+            "demo_model": is_demo_model(navi.backend),
+            "context_window": navi.context_window(),
+        }
     )
 
 

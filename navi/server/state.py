@@ -24,9 +24,14 @@ class ServerState:
     navi: Navi
     sessions: SessionsView
     files: FileStore
-    max_context_tokens: int
     session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
     slow_clients_dropped: int = 0
+
+    @property
+    def max_context_tokens(self) -> int:
+        """The context meter's scale: the window of the model in use, as its backend
+        tells (it changes when ``auto`` moves from the embedded model to Ollama)."""
+        return self.navi.context_window()
 
     async def load(self, session_id: str) -> SessionLog:
         return await load_log(self.navi.store, session_id)
