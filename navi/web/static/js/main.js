@@ -19,6 +19,7 @@ import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
 import { mountShortcuts } from './shortcuts.js';
 import { profileById, state, subscribe, update } from './state.js';
 import { mountThemeSwitch, toggleTheme } from './theme.js';
+import { mountVersions } from './versions.js';
 
 const PROFILE_KEY = 'navi.profile';
 const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
@@ -93,6 +94,9 @@ const replay = new ReplayView($('#replay'), {
   onFork: forkAndResend,
 });
 mountForkActions(view.inner, { sessionId: () => state.sessionId, onFork: forkAndResend });
+subscribe('sessions', mountVersions(view.inner, {
+  sessions: () => state.sessions, sessionId: () => state.sessionId, open: (id) => navigate(id),
+}));
 
 mountProfileSwitcher($('#profile-select'), changeProfile);
 mountContextMeter($('#context-meter'));
