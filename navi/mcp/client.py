@@ -22,7 +22,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,16 +97,15 @@ class ServerConnection:
         registry: ToolRegistry,
         *,
         timeout_s: float = 60.0,
-        clock: Callable[[], float] = anyio.current_time,
     ) -> None:
         self.entry = entry
         self.server = entry.name
         self.registry = registry
         self.timeout_s = timeout_s
-        self._clock = clock
         self._client: Client | None = None
         self._broken = anyio.Event()
-        self._listed: tuple[tuple[str, str], ...] = ()
+        # What the server listed last, as published in the registry (None: nothing yet).
+        self._listed: tuple[tuple[str, str], ...] | None = None
         self.state: State = "starting"
         self.error = ""
         self.restarts = 0
@@ -157,6 +155,7 @@ class ServerConnection:
                 self.restarts += 1
         finally:
             self._client = None
+            self._listed = None
             self.state = "stopped"
             self.first_attempt.set()
             self.registry.remove_external(self.source)
@@ -184,7 +183,7 @@ class ServerConnection:
             self._client = client
             self.state, self.error, self._ran = "running", "", True
             self.first_attempt.set()
-            log.info("mcp.server_started", server=self.server, tools=len(self._listed))
+            log.info("mcp.server_started", server=self.server, tools=len(self._listed or ()))
             interval = CHECK_INTERVAL_STDIO_S if self.entry.command else CHECK_INTERVAL_HTTP_S
             while True:
                 with anyio.move_on_after(interval):
@@ -221,7 +220,7 @@ class ServerConnection:
         listed = tuple(
             (t.name, repr((t.description, t.input_schema, t.annotations))) for t in found
         )
-        if listed == self._listed and self.registry.external_tools(self.source):
+        if listed == self._listed:
             return
         self._listed = listed
         tools: dict[str, Tool] = {}

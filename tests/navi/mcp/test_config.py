@@ -82,7 +82,9 @@ def test_tool_names_are_safe_for_every_backend() -> None:
 
 
 def test_the_config_lives_in_the_data_folder_unless_named() -> None:
-    beside_db = Settings.from_env({"NAVI_DATABASE_URL": "sqlite:////data/navi/navi.db"})
-    assert beside_db.mcp_config_path == Path("/data/navi/mcp.json")
+    in_data = Settings.from_env(
+        {"NAVI_DATA_DIR": "/data/navi", "NAVI_DATABASE_URL": "sqlite:////srv/other/navi.db"}
+    )
+    assert in_data.mcp_config_path == Path("/data/navi/mcp.json")
     named = Settings.from_env({"NAVI_MCP_CONFIG": "/etc/navi/mcp.json"})
     assert named.mcp_config_path == Path("/etc/navi/mcp.json")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,6 @@ def test_doctor_reports_each_mcp_server(tmp_path: Path) -> None:
     )
     out = done.stdout
     assert f"✓ MCP config {config}: 2 server(s)" in out, out + done.stderr
-    assert "✓ MCP server ok (stdio): running, 8 tool(s)" in out
+    assert re.search(r"✓ MCP server ok \(stdio\): running, \d+ tool\(s\)", out)
     assert "✗ MCP server missing (stdio): failed: command not found: /no/such/mcp" in out
     assert done.returncode == 1  # the missing server (and the LLM) are problems
