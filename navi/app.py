@@ -242,10 +242,12 @@ class Navi:
         queue: bool = False,
         mode: RunMode = "stream",
     ) -> m.RunStartedReply:
-        # A new turn (not a subagent's, whose parent is mid-run): if Ollama has come up
-        # since start-up, this turn and the next use it.
+        # A new turn (not a subagent's, whose parent is mid-run, nor one queued behind a
+        # running turn): if Ollama has come up since start-up, this turn and the next
+        # use it.
         auto = self.backend if isinstance(self.backend, AutoBackend) else None
-        if mode != "ephemeral" and auto is not None and await auto.before_turn():
+        starts_now = mode != "ephemeral" and not queue
+        if starts_now and auto is not None and await auto.before_turn():
             self._windows.clear()
             await self.backend_for(self.profiles.get(self.profiles.default_id))
         reply: m.RunStartedReply = await self.sessions.ask(
