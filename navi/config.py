@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from navi.data_dir import data_defaults
 from navi.llm.settings import LLMSettings
 from tools.settings import ToolSettings
 
@@ -28,6 +29,12 @@ class SettingsError(ValueError):
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    # NAVI_DATA_DIR (navi/data_dir.py): the folder the defaults of the database, blobs,
+    # session files, user tools, mcp.json and users file are in ("" only for Settings
+    # made in code: paths relative to the current folder, as these defaults say).
+    data_dir: str = ""
+    # What to tell the operator about the data folder (an older install's ./navi.db in use).
+    data_notes: tuple[str, ...] = ()
     database_url: str = "sqlite:///navi.db"
     log_level: str = "INFO"
     host: str = "127.0.0.1"
@@ -82,19 +89,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raw = env.get(name, "").strip()
             return parse(name, raw) if raw else default
 
+        data = data_defaults(env)
         database = env.get("NAVI_DATABASE_URL", "").strip()
         if not database and env.get("DB_PATH", "").strip():
             database = f"sqlite:///{env['DB_PATH'].strip()}"
         try:
-            tools = ToolSettings.from_env(env)
+            tools = ToolSettings.from_env(
+                {**env, "TOOLS_DIR": env.get("TOOLS_DIR", "").strip() or data.tools_dir}
+            )
         except ValueError as exc:
             raise SettingsError(str(exc)) from exc
         return cls(
-            database_url=database or d.database_url,
+            data_dir=data.data_dir,
+            data_notes=data.notes,
+            database_url=database or data.database_url,
             log_level=get("LOG_LEVEL", _level, d.log_level),
             host=env.get("NAVI_HOST", "").strip() or d.host,
             port=get("NAVI_PORT", _int, d.port),
-            session_files_dir=env.get("SESSION_FILES_DIR", "").strip() or d.session_files_dir,
+            session_files_dir=env.get("SESSION_FILES_DIR", "").strip() or data.session_files_dir,
             session_files_max_size_mb=get(
                 "SESSION_FILES_MAX_SIZE_MB", _int, d.session_files_max_size_mb
             ),
@@ -110,7 +122,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             max_import_mb=get("NAVI_MAX_IMPORT_MB", _int, d.max_import_mb),
             resume_on_start=get("NAVI_RESUME_ON_START", _bool, d.resume_on_start),
             api_token=env.get("NAVI_API_TOKEN", "").strip(),
-            users_file=env.get("NAVI_USERS_FILE", "").strip(),
+            users_file=env.get("NAVI_USERS_FILE", "").strip() or data.users_file,
             ws_ticket_secret=env.get("NAVI_WS_TICKET_SECRET", "").strip(),
             profiles_dir=env.get("PROFILES_DIR", "").strip(),
             default_profile=env.get("NAVI_DEFAULT_PROFILE", "").strip() or d.default_profile,
@@ -141,25 +153,27 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def blobs_root(self) -> Path:
-        """``NAVI_BLOBS_DIR``, else ``blobs/`` beside a SQLite database file, else
-        ``blobs/`` beside the session files folder (PostgreSQL, in-memory SQLite)."""
+        """``NAVI_BLOBS_DIR``, else ``blobs/`` beside a SQLite database file (the images
+        go where the events that name them go), else ``blobs/`` in the data folder
+        (PostgreSQL, in-memory SQLite)."""
         if self.blobs_dir:
             return Path(self.blobs_dir)
         scheme, _, path = self.database_url.partition(":///")
         if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
             return Path(path).parent / "blobs"
-        return self.files_root.absolute().parent / "blobs"
+        return self._data_root / "blobs"
 
     @property
     def mcp_config_path(self) -> Path:
-        """``NAVI_MCP_CONFIG``, else ``mcp.json`` in the data folder: beside a SQLite
-        database file, else beside the session files folder (as the blobs are)."""
+        """``NAVI_MCP_CONFIG``, else ``mcp.json`` in the data folder."""
         if self.mcp_config:
             return Path(self.mcp_config).expanduser()
-        scheme, _, path = self.database_url.partition(":///")
-        if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
-            return Path(path).parent / "mcp.json"
-        return self.files_root.absolute().parent / "mcp.json"
+        return self._data_root / "mcp.json"
+
+    @property
+    def _data_root(self) -> Path:
+        # Settings made in code have no data folder: the session files' parent stands in.
+        return Path(self.data_dir) if self.data_dir else self.files_root.absolute().parent
 
 
 def _llm(env: Mapping[str, str]) -> LLMSettings:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from navi.config import Settings
+from navi.config import Settings, SettingsError
+from navi.data_dir import database_url
 from navi.environment import environment
 
 PRIVATE_URLS_WARNING = (
@@ -17,10 +18,14 @@ PRIVATE_URLS_WARNING = (
 
 
 def settings_for(args: argparse.Namespace) -> tuple[Settings, dict[str, str]]:
-    """The settings of the environment, with ``--db``, ``--host`` and ``--port``."""
+    """The settings of the environment, with ``--db`` (a URL or a SQLite file's path),
+    ``--host`` and ``--port``."""
     env = environment()
     if getattr(args, "db", None):
-        env["NAVI_DATABASE_URL"] = args.db
+        try:  # a URL, or a plain file path for SQLite
+            env["NAVI_DATABASE_URL"] = database_url(args.db)
+        except ValueError as exc:
+            raise SettingsError(f"--db: {exc}") from None
     if getattr(args, "host", None):
         env["NAVI_HOST"] = args.host
     if getattr(args, "port", None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
+from pathlib import Path
 from typing import Any
 
 from navi.cli.common import PRIVATE_URLS_WARNING, settings_for
@@ -15,7 +16,11 @@ def add_commands(sub: Any) -> None:
     serve = sub.add_parser("serve", help="start the server (REST, WebSocket, web client)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default 8000)")
-    serve.add_argument("--db", help="database URL (default sqlite:///navi.db)")
+    serve.add_argument(
+        "--db",
+        help="database: a SQLite file's path or a URL (sqlite:///PATH, postgresql://…); "
+        "default navi.db in the data folder (NAVI_DATA_DIR)",
+    )
     serve.set_defaults(func=cmd_serve)
 
     diagram = sub.add_parser("state-diagram", help="print the run state machine (Mermaid)")
@@ -31,6 +36,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings, env = settings_for(args)
     configure_logging(settings.log_level)
+    _log_data_dir(settings)
     _log_sandbox(settings)
     try:
         app = create_app(settings, env=env, on_started=freeze_startup_objects)
@@ -56,6 +62,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
     )
     return 0
+
+
+def _log_data_dir(settings: Settings) -> None:
+    """Make the data folder, and say where it is, where the database is, and what of an
+    older install is in use."""
+    import structlog
+
+    from navi.data_dir import prepare
+    from navi.llm.errors import redact_url
+
+    log = structlog.get_logger("navi.data")
+    if settings.data_dir:
+        prepare(Path(settings.data_dir), settings.tools.tools_path)
+    log.info("navi.data_dir", path=settings.data_dir, database=redact_url(settings.database_url))
+    for note in settings.data_notes:
+        log.warning("navi.data_dir", note=note)
 
 
 def _log_sandbox(settings: Settings) -> None:

@@ -1,7 +1,7 @@
 """``navi users add NAME``: a new user with a new token, stored as its hash.
 
 The token is printed once, on standard output (and nowhere else); the users file
-(``NAVI_USERS_FILE``, or ``--file``) keeps only its SHA-256. A running server reads the
+(``NAVI_USERS_FILE``, ``--file``, else ``users.json`` in the data folder) keeps only its SHA-256. A running server reads the
 file again within a second of the change.
 """
 
@@ -30,18 +30,21 @@ def add_commands(sub: Any) -> None:
         "code_exec, terminal, ssh_exec, write_tool and reload_tools",
     )
     add.add_argument("--tools", help="comma-separated tools a 'user' may use (e.g. a,b)")
-    add.add_argument("--file", help="the users file (default: NAVI_USERS_FILE)")
+    add.add_argument(
+        "--file",
+        help="the users file (default: NAVI_USERS_FILE, else users.json in the data folder)",
+    )
     add.set_defaults(func=cmd_users_add)
 
 
 def cmd_users_add(args: argparse.Namespace) -> int:
     from navi.accounts import AuthConfigError, add_user
+    from navi.data_dir import USERS_FILE, data_dir
     from navi.environment import environment
 
     env = environment()
-    where = args.file or env.get("NAVI_USERS_FILE", "").strip()
-    if not where:
-        return fail("no users file: set NAVI_USERS_FILE (the server reads it) or pass --file", 2)
+    # The data folder's users.json is read by a server that finds it there at start.
+    where = args.file or env.get("NAVI_USERS_FILE", "").strip() or str(data_dir(env) / USERS_FILE)
     tools = None
     if args.tools is not None:
         tools = tuple(t.strip() for t in args.tools.split(",") if t.strip())
