@@ -1,0 +1,96 @@
+"""``navi chat`` without a message: a conversation at a prompt.
+
+Enter sends; Alt+Enter (or Esc then Enter) starts a new line; ↑/↓ walk the history,
+kept across sessions in a file (:func:`history_path`). Ctrl+C during an answer stops it
+(recorded, as the Stop button does) and gives the prompt back; Ctrl+C on an empty
+prompt, Ctrl+D or ``/exit`` leaves.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.history import FileHistory
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+from rich.console import Console
+from rich.text import Text
+
+from navi.cli.chat import INTERRUPTED, run_turn
+from navi.cli.chat_view import ChatView
+from navi.cli.remote import NaviClient
+
+EXIT_WORDS = frozenset({"/exit", "/quit"})
+
+
+def history_path() -> Path:
+    """Where the prompt's history lives: the user's state folder (platformdirs, when
+    installed), else ``~/.navi_history``."""
+    try:
+        import platformdirs
+    except ImportError:
+        return Path(os.path.expanduser("~")) / ".navi_history"
+    return Path(platformdirs.user_state_dir("navi")) / "chat_history"
+
+
+def _key_bindings() -> KeyBindings:
+    keys = KeyBindings()
+
+    @keys.add("enter")
+    def _send(event: KeyPressEvent) -> None:
+        event.current_buffer.validate_and_handle()
+
+    @keys.add("escape", "enter")  # Alt+Enter sends Esc Enter in a terminal
+    def _newline(event: KeyPressEvent) -> None:
+        event.current_buffer.insert_text("\n")
+
+    @keys.add("c-c")
+    def _clear_or_leave(event: KeyPressEvent) -> None:
+        if event.current_buffer.text:
+            event.current_buffer.reset()
+        else:
+            event.app.exit(exception=EOFError)
+
+    return keys
+
+
+def _prompt_session() -> PromptSession[str]:
+    path = history_path()
+    history: FileHistory | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        history = FileHistory(str(path))
+    except OSError:  # a read-only home: no history, the chat still works
+        history = None
+    return PromptSession(
+        history=history,
+        multiline=True,
+        key_bindings=_key_bindings(),
+        prompt_continuation="… ",
+    )
+
+
+async def interactive_chat(client: NaviClient, session: str, console: Console) -> int:
+    console.print(
+        Text(
+            f"Navi at {client.url} · session {session}\n"
+            "Enter sends · Alt+Enter new line · Ctrl+C stops an answer · Ctrl+D leaves",
+            style="dim",
+        )
+    )
+    prompt = _prompt_session()
+    view = ChatView(console)
+    while True:
+        try:
+            message = (await prompt.prompt_async("> ")).strip()
+        except (EOFError, KeyboardInterrupt):
+            break
+        if not message:
+            continue
+        if message in EXIT_WORDS:
+            break
+        if await run_turn(client, session, message, view) == INTERRUPTED:
+            break  # a second Ctrl+C: the user wants out
+    console.print(Text(f"session: {session}", style="dim"))
+    return 0
