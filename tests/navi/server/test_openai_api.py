@@ -139,6 +139,24 @@ def test_a_streamed_completion_with_a_tool_call_in_the_middle(server: NaviServer
     assert [t["name"] for t in tools] == ["todo"]
 
 
+def test_a_failed_run_is_an_error_streamed_or_not(server: NaviServerProcess) -> None:
+    server.llm.script(Reply.model_not_found(), Reply.model_not_found())
+    messages = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.APIStatusError) as caught:
+        client(server).chat.completions.create(model="navi/secretary", messages=messages)  # type: ignore[arg-type]
+    assert caught.value.status_code == 502 and caught.value.code == "run_failed"
+    assert "the run failed: The model" in caught.value.message
+    assert caught.value.response.headers["x-navi-session"]
+    stream = client(server).chat.completions.create(
+        model="navi/secretary",
+        messages=messages,  # type: ignore[arg-type]
+        stream=True,
+    )
+    with pytest.raises(openai.APIError) as streamed:
+        list(stream)
+    assert "the run failed" in streamed.value.message
+
+
 def test_an_unknown_model_is_a_404_model_not_found(server: NaviServerProcess) -> None:
     for model in ("navi/nobody", "gpt-4o", "secretary"):
         with pytest.raises(openai.NotFoundError) as caught:
@@ -172,6 +190,13 @@ def test_the_earlier_messages_become_the_history_and_the_system_prompt(
         ("user", "And now?"),
         ("assistant", "Paris, still."),
     ]
+    # Replayable like any session: its log folds and plays.
+    with server.client() as http:
+        session_id = raw.headers["x-navi-session"]
+        for path in ("timeline", "export", "state"):
+            assert http.get(f"/sessions/{session_id}/{path}").status_code == 200, path
+        report = http.get(f"/sessions/{session_id}/verify").json()
+        assert report["differences"] == [] and report["error"] is None
     [request] = chat_requests(server)
     sent = [(m["role"], m["content"]) for m in request["messages"]]
     # The profile's system prompt, then the client's, then the conversation.
