@@ -1,4 +1,6 @@
-"""``navi chat``, ``navi sessions``, ``navi doctor``: commands that open Navi in-process."""
+"""``navi sessions``, ``navi reextract``, ``navi doctor``: commands that open Navi
+in-process; and ``navi chat``'s arguments (the chat itself is a client of the running
+server: navi.cli.chat)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,17 @@ from typing import Any
 
 import anyio
 
+from navi.cli import chat as chat_command
 from navi.cli.common import PRIVATE_URLS_WARNING, quiet_settings
+from navi.cli.remote import CliError
 
 
 def add_commands(sub: Any) -> None:
-    chat = sub.add_parser("chat", help="run one turn in the terminal")
-    chat.add_argument("message", help="what to say")
-    chat.add_argument("--session", help="continue this session (default: a new one)")
-    chat.add_argument("--profile", help="profile for a new session")
-    chat.add_argument("--db", help="database URL")
-    chat.set_defaults(func=cmd_chat)
+    chat = sub.add_parser(
+        "chat", help="talk to the running Navi: one turn, or a conversation at a prompt"
+    )
+    chat_command.add_arguments(chat)
+    chat.set_defaults(func=chat_command.cmd_chat)
 
     sessions = sub.add_parser("sessions", help="list sessions")
     sessions.add_argument("--db", help="database URL")
@@ -36,50 +39,46 @@ def add_commands(sub: Any) -> None:
     doctor.set_defaults(func=cmd_doctor)
 
 
-def cmd_chat(args: argparse.Namespace) -> int:
-    from events.types import RunFailed
-    from navi.app import Navi
-    from navi.cli.printing import RunPrinter
-
-    settings, env = quiet_settings(args)
-
-    async def run() -> int:
-        async with Navi.open(settings, env=env) as navi:
-            session = args.session or await navi.create_session(args.profile)
-            printer = RunPrinter(sys.stdout)
-            async for record in navi.run_stream(session, args.message):
-                printer.show(record.event)
-                if isinstance(record.event, RunFailed):
-                    return 1
-            sys.stderr.write(f"session: {session}\n")
-            return 0
-
-    result: int = anyio.run(run)
-    return result
-
-
 def cmd_sessions(args: argparse.Namespace) -> int:
     from events.factory import store_for_url
     from projections.runner import LogProjectionRunner
     from projections.sessions import SESSIONS
 
     settings, _ = quiet_settings(args)
+    missing = _missing_sqlite_file(settings.database_url)
+    if missing:  # opening it would create an empty database
+        raise CliError(f"no database at {missing} (give --db, or start `navi serve` once)")
 
     async def run() -> None:
-        async with store_for_url(settings.database_url) as store:
-            state = await LogProjectionRunner(store, SESSIONS).catch_up()
-            for s in state.listing():
-                pin = "📌 " if s.pinned else "   "
-                lineage = (
-                    f"  (fork of {s.forked_from} at {s.forked_at_seq})" if s.forked_from else ""
-                )
-                sys.stdout.write(
-                    f"{pin}{s.session_id}  {s.last_active[:19]}  {s.profile_id:<13} "
-                    f"{s.message_count:>4} msgs  {s.title}{lineage}\n"
-                )
+        try:
+            async with store_for_url(settings.database_url) as store:
+                state = await LogProjectionRunner(store, SESSIONS).catch_up()
+        except (OSError, ValueError) as exc:
+            raise CliError(f"cannot read the database {settings.database_url}: {exc}") from exc
+        listing = state.listing()
+        if not listing:
+            sys.stdout.write(f"No sessions yet in {settings.database_url}.\n")
+        for s in listing:
+            pin = "📌 " if s.pinned else "   "
+            lineage = f"  (fork of {s.forked_from} at {s.forked_at_seq})" if s.forked_from else ""
+            sys.stdout.write(
+                f"{pin}{s.session_id}  {s.last_active[:19]}  {s.profile_id:<13} "
+                f"{s.message_count:>4} msgs  {s.title}{lineage}\n"
+            )
 
     anyio.run(run)
     return 0
+
+
+def _missing_sqlite_file(url: str) -> str | None:
+    """The path of a SQLite URL whose file does not exist."""
+    from pathlib import Path
+
+    scheme, _, rest = url.partition("://")
+    if scheme not in {"sqlite", "sqlite+aiosqlite"} or not rest.startswith("/"):
+        return None
+    path = rest[1:]
+    return None if path == ":memory:" or Path(path).exists() else path
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
