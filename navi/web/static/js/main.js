@@ -3,6 +3,7 @@
 
 import { api } from './api.js';
 import { imageToSend } from './cards.js';
+import { closeSidebar, mountChrome } from './chrome.js';
 import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { ConversationView } from './conversation.js';
@@ -10,15 +11,11 @@ import { confirmDialog } from './dialogs.js';
 import { $ } from './dom.js';
 import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
 import { highestSeq, renderHistory } from './history.js';
-import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
-import { exportChat } from './export.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
 import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
-import { mountShortcuts } from './shortcuts.js';
 import { profileById, state, subscribe, update } from './state.js';
-import { mountThemeSwitch, toggleTheme } from './theme.js';
 import { mountVersions } from './versions.js';
 
 const PROFILE_KEY = 'navi.profile';
@@ -373,31 +370,12 @@ async function changeProfile(profileId) {
 
 // ---------------------------------------------------------------- page chrome
 
-function openSidebar() {
-  app.classList.add('sidebar-open');
-  $('#scrim').hidden = false;
-}
-
-function closeSidebar() {
-  app.classList.remove('sidebar-open');
-  $('#scrim').hidden = true;
-}
-
-$('#menu-button').append(icon('menu'));
-$('#menu-button').addEventListener('click', openSidebar);
-$('#sidebar-close').append(icon('close'));
-$('#sidebar-close').addEventListener('click', closeSidebar);
-$('#scrim').addEventListener('click', closeSidebar);
-
-document.addEventListener('keydown', (event) => {
-  if (event.key !== 'Escape' || event.defaultPrevented) return;
-  if (document.querySelector('dialog[open], .lightbox')) return;
-  if (state.running) {
-    event.preventDefault();
-    stop();
-  } else if (app.classList.contains('sidebar-open')) {
-    closeSidebar();
-  }
+mountChrome({
+  view,
+  composer,
+  stop,
+  newChat: () => navigate(null),
+  openReplay: () => navigate(`${REPLAY}${state.sessionId}`),
 });
 
 let lastFocusRefresh = 0;
@@ -406,47 +384,6 @@ window.addEventListener('focus', () => {
   lastFocusRefresh = Date.now();
   sidebar.refresh();
 });
-
-// Never a blank page: anything unexpected is shown where the conversation is.
-window.addEventListener('error', (event) => view.error(`Page error: ${event.message}`));
-window.addEventListener('unhandledrejection', (event) => {
-  view.error(`Page error: ${event.reason?.message || event.reason}`);
-});
-
-const replayButton = $('#replay-button');
-replayButton.append(icon('replay'));
-replayButton.addEventListener('click', () => {
-  if (state.sessionId) navigate(`${REPLAY}${state.sessionId}`);
-});
-const exportButton = $('#export-button');
-exportButton.append(icon('download'));
-async function exportCurrent() {
-  if (!state.sessionId || app.classList.contains('replaying')) return;
-  try {
-    await exportChat(state.sessionId, { profileName: profileById(state.profileId)?.name });
-  } catch (error) {
-    view.error(`Could not export the chat: ${error.message}`);
-  }
-}
-exportButton.addEventListener('click', exportCurrent);
-subscribe(['sessionId', 'running'], () => {
-  replayButton.hidden = !state.sessionId || app.classList.contains('replaying');
-  exportButton.hidden = replayButton.hidden;
-});
-
-mountThemeSwitch($('#sidebar-prefs'));
-const showShortcuts = mountShortcuts({
-  newChat: () => navigate(null),
-  focusSearch: () => {
-    openSidebar();
-    $('#session-search').focus();
-  },
-  focusPrompt: () => composer.focus(),
-  toggleTheme,
-  exportChat: exportCurrent,
-});
-$('#shortcuts-button').append(icon('keyboard'));
-$('#shortcuts-button').addEventListener('click', showShortcuts);
 
 subscribe('sessions', () => {
   const listed = state.sessions.find((s) => s.session_id === state.sessionId);
