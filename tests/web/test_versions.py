@@ -1,5 +1,6 @@
-"""Versions in place: edit & resend and regenerate make forks, and the message they
-start from shows i/n arrows that move between the versions."""
+"""Versions in place: edit & resend and regenerate make forks, the message they start
+from shows i/n arrows that move between the versions, and the sidebar lists the chat
+once."""
 
 from __future__ import annotations
 
@@ -57,6 +58,11 @@ def test_edit_and_regenerate_keep_versions_in_place(
     second = page.locator("#conversation .message.user").nth(1)
     expect(second.locator(".version-count")).to_have_text("3/3")
     expect(page.locator("#conversation")).to_contain_text("Rome, of course.")
+    # One chat in the sidebar, not three with the same title: the version open now.
+    items = page.locator(".session-item")
+    expect(items).to_have_count(1)
+    expect(items.first).to_have_attribute("data-session-id", ui.session_id)
+    expect(items.first.locator(".version-badge")).to_have_text("3")
     shoot_all(ui, "versions")
 
     # Previous goes back through the versions, next forward again.
@@ -71,5 +77,8 @@ def test_edit_and_regenerate_keep_versions_in_place(
     expect(second.locator(".bubble")).to_have_text("Capital of Germany?")
     expect(second.locator(".version-count")).to_have_text("1/3")
     expect(second.locator('[data-action="previous-version"]')).to_be_disabled()
+    expect(items).to_have_count(1)
+    expect(items.first).to_have_attribute("data-session-id", original)
+    expect(items.first).to_have_class(re.compile(r"\bactive\b"))
     second.locator('[data-action="next-version"]').click()
     expect(page).to_have_url(re.compile(f"#{edited}$"))

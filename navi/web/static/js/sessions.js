@@ -46,6 +46,41 @@ function groupOf(session, now) {
   return 'Older';
 }
 
+function lastActive(session) {
+  return Date.parse(session.last_active || session.created_at || 0) || 0;
+}
+
+/**
+ * Versions of one chat fold into one entry. A fork that kept its origin's title (edit &
+ * resend, regenerate, continue from here: versions.js shows them as ‹ i/n ›) belongs to
+ * its origin's family; the entry is the version open now, else the one used last, with
+ * the number of versions. A renamed fork is a chat of its own.
+ */
+export function foldVersions(list, activeId) {
+  const byId = new Map(list.map((s) => [s.session_id, s]));
+  const rootOf = (session) => {
+    let root = session;
+    for (let hops = 0; hops < list.length; hops += 1) {
+      const origin = root.forked_from && byId.get(root.forked_from);
+      if (!origin || sessionTitle(origin) !== sessionTitle(root)) break;
+      root = origin;
+    }
+    return root;
+  };
+  const families = new Map();
+  for (const session of list) {
+    const root = rootOf(session).session_id;
+    if (!families.has(root)) families.set(root, []);
+    families.get(root).push(session);
+  }
+  return [...families.values()].map((members) => {
+    if (members.length === 1) return members[0];
+    const shown = members.find((s) => s.session_id === activeId) ||
+      members.reduce((a, b) => (lastActive(b) > lastActive(a) ? b : a));
+    return { ...shown, versions: members.length };
+  });
+}
+
 function matches(session, query) {
   const text = `${session.title || ''}\n${session.preview || ''}`.toLowerCase();
   return text.includes(query.toLowerCase());
@@ -126,7 +161,7 @@ export class Sidebar {
   /** Local matches (title, preview) plus the server's content matches. */
   visibleSessions() {
     const all = state.sessions;
-    if (!this.query) return all;
+    if (!this.query) return foldVersions(all, state.sessionId);
     const local = all.filter((s) => matches(s, this.query));
     let remote = this.remote && this.remote.query === this.query ? this.remote.sessions : [];
     // A server that ignores ?q= answers with every session: then only local matches count.
@@ -200,6 +235,7 @@ export class Sidebar {
     },
     session.pinned && icon('pin', 'icon pin-mark'),
     session.forked_from && this.lineage(session),
+    session.versions > 1 && h('span', { class: 'version-badge', title: `${session.versions} versions`, text: String(session.versions) }),
     h('span', { class: 'session-text' },
       h('span', { class: 'session-title', text: sessionTitle(session) }),
       match && h('span', { class: 'session-match', text: match })));
