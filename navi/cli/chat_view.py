@@ -35,6 +35,7 @@ class ChatView:
         self.console = console
         self.rich = console.is_terminal
         self._live: Live | None = None
+        self._spinner = Spinner("dots")
         self._reset()
 
     def _reset(self) -> None:
@@ -143,20 +144,24 @@ class ChatView:
             self.console.file.flush()
 
     def _flush_thinking(self) -> None:
-        if self.thinking.strip() and self.rich:
-            self.console.print(Text(self.thinking.strip(), style="dim italic"))
-        self.thinking = ""
+        thinking, self.thinking = self.thinking.strip(), ""
+        if thinking and self._live is not None:
+            self._live.refresh()
+        if thinking and self.rich:
+            self.console.print(Text(thinking, style="dim italic"))
 
     def _flush(self) -> None:
         self._flush_thinking()
-        if not self.text:
+        text, self.text = self.text, ""
+        if not text:
             return
+        if self._live is not None:
+            self._live.refresh()  # out of the live area before it is printed above it
         if self.rich:
-            self.console.print(Markdown(self.text))
-        elif not self.text.endswith("\n"):
+            self.console.print(Markdown(text))
+        elif not text.endswith("\n"):
             self.console.file.write("\n")
             self.console.file.flush()
-        self.text = ""
 
     def _tool_line(self, sub: bool, text: str) -> None:
         self._print(Text(("  ↳ " if sub else "") + text, style="dim"))
@@ -186,7 +191,8 @@ class ChatView:
             parts.append(Text(_tail(self.text, self.console.width, budget)))
         seconds = time.monotonic() - self._since
         label = f"{self.status}… {seconds:.0f} s" if seconds >= 1 else f"{self.status}…"
-        parts.append(Spinner("dots", text=Text(label, style="dim")))
+        self._spinner.update(text=Text(label, style="dim"))  # one spinner: it turns
+        parts.append(self._spinner)
         return Group(*parts)
 
 

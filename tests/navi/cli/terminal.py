@@ -55,6 +55,8 @@ def navi_env(root: Path, llm_url: str, port: int, **extra: str) -> dict[str, str
         LOG_LEVEL="WARNING",
         MEMORY_IDLE_MINUTES="600",
         TERM="xterm-256color",
+        # The test terminal does not answer cursor-position requests.
+        PROMPT_TOOLKIT_NO_CPR="1",
     )
     env.update(extra)
     (root / "home").mkdir(parents=True, exist_ok=True)
