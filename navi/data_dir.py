@@ -127,4 +127,7 @@ def prepare(root: Path, tools_dir: Path) -> None:
         return
     import shutil
 
-    shutil.copytree(shipped, tools_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    try:
+        shutil.copytree(shipped, tools_dir, ignore=shutil.ignore_patterns("__pycache__"))
+    except FileExistsError:  # another node on a shared data folder made it first
+        pass
