@@ -35,6 +35,8 @@ $$\int_0^1 x^2\,dx = \frac{1}{3}$$
 
 \[\sum_{k=1}^{n} k = \frac{n(n+1)}{2}\]
 
+Inline display $$x^2$$ in a sentence keeps it whole.
+
 Broken: $\frac{1}{$ stays text. Code keeps dollars: `$HOME`.
 """
 
@@ -63,9 +65,12 @@ def test_tables_tasks_and_latex(navi_page: NaviPage, llm: LLMScript) -> None:
     expect(boxes.nth(0)).to_be_disabled()
     expect(answer.locator("input")).to_have_count(0)
 
-    # Two inline formulas, two displayed ones, all typeset (KaTeX loaded on demand).
+    # Two inline formulas, three displayed ones, all typeset (KaTeX loaded on demand).
     expect(answer.locator(".math-inline .katex")).to_have_count(2)
-    expect(answer.locator(".math-display .katex-display")).to_have_count(2)
+    expect(answer.locator(".math-display .katex-display")).to_have_count(3)
+    expect(answer.locator("p", has_text="Inline display")).to_contain_text(
+        "in a sentence keeps it whole."
+    )
     expect(answer.locator(".math-inline").first).to_contain_text("π")
     expect(answer).to_contain_text("but $5 and $10 are money.")
     expect(answer.locator("code", has_text="$HOME")).to_have_count(1)
@@ -81,6 +86,6 @@ def test_tables_tasks_and_latex(navi_page: NaviPage, llm: LLMScript) -> None:
     ui.page.reload()
     ui.page.wait_for_selector("#profile-select option", state="attached")
     again = ui.page.locator(".message.assistant .text-block").last
-    expect(again.locator(".katex")).to_have_count(4)
+    expect(again.locator(".katex")).to_have_count(5)
     expect(again.get_by_role("checkbox")).to_have_count(2)
     assert refused == [], refused

@@ -27,8 +27,10 @@ const INLINE = [
   [/^\$(?![\s$])((?:\\.|[^\\$\n])+?)(?<!\s)\$(?!\d)/, false],
 ];
 
-function placeholder(tex, display) {
-  const tag = display ? 'div' : 'span';
+// A displayed formula inside a paragraph is a <span> (shown as a block by the stylesheet):
+// a <div> there would end the paragraph when the HTML is parsed.
+function placeholder(tex, display, block = false) {
+  const tag = block ? 'div' : 'span';
   const kind = display ? 'math-display' : 'math-inline';
   return `<${tag} class="math ${kind}" data-tex="${escapeHtml(tex)}">${escapeHtml(tex)}</${tag}>`;
 }
@@ -47,7 +49,7 @@ export const mathExtension = {
         }
         return undefined;
       },
-      renderer: (token) => `${placeholder(token.tex, true)}\n`,
+      renderer: (token) => `${placeholder(token.tex, true, true)}\n`,
     },
     {
       name: 'mathInline',
@@ -94,7 +96,7 @@ function renderNode(katex, tex, display) {
   const key = `${display}:${tex}`;
   let node = rendered.get(key);
   if (!node) {
-    node = document.createElement(display ? 'div' : 'span');
+    node = document.createElement('span');
     try {
       katex.render(tex, node, { ...OPTIONS, displayMode: display });
     } catch (error) {
