@@ -1,10 +1,23 @@
-"""The repetition guard: loops end an embedded answer, ordinary text never does."""
+"""The repetition guard: loops end an embedded answer, ordinary text never does; and the
+embedded text path's cap and notes (with a scripted stand-in for llama.cpp's stream)."""
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Iterator
+from typing import Any
 
+from navi.llm.embedded import (
+    CAP_NOTE,
+    REPETITION_NOTE,
+    EmbeddedBackend,
+    GenerationStats,
+    _build_request,
+)
 from navi.llm.repetition import RepetitionGuard
+from navi.llm.settings import LLMSettings
+from navi.llm.types import ChatMessage, FinalChunk, LLMOptions, TextPiece
 
 PROSE = (
     "Navi keeps every conversation as an event log. Each answer streams token by token, "
@@ -78,3 +91,61 @@ def test_once_tripped_it_stays_tripped_and_names_the_period() -> None:
         guard.feed(line)
     assert guard.tripped and guard.period == len(line)
     assert guard.feed("something new")
+
+
+class ScriptedLlama:
+    """Stands in for llama_cpp.Llama in the text path: streams scripted pieces."""
+
+    def __init__(self, pieces: list[str], finish: str = "stop") -> None:
+        self.pieces = pieces
+        self.finish = finish
+        self.n_tokens = 0
+        self.sent = 0
+        self.kwargs: dict[str, Any] = {}
+
+    def create_chat_completion(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.kwargs = kwargs
+
+        def parts() -> Iterator[dict[str, Any]]:
+            for piece in self.pieces:
+                self.sent += 1
+                yield {"choices": [{"delta": {"content": piece}, "finish_reason": None}]}
+            yield {"choices": [{"delta": {}, "finish_reason": self.finish}]}
+
+        return parts()
+
+
+def generate(llama: ScriptedLlama, options: LLMOptions) -> list[object]:
+    backend = EmbeddedBackend(LLMSettings(embedded_max_tokens=512))
+    request = _build_request([ChatMessage(role="user", content="Say hi")], (), options, 512)
+    out: list[object] = []
+
+    def emit(item: object) -> bool:
+        out.append(item)
+        return True
+
+    backend._generate_text(
+        llama, request, lambda _ids, scores: scores, emit, threading.Event(), GenerationStats()
+    )
+    return out
+
+
+def test_the_embedded_text_stream_ends_a_loop_with_a_note() -> None:
+    llama = ScriptedLlama(pieces(("Hi! How can I help you today?\n") * 300))
+    out = generate(llama, LLMOptions())
+    assert llama.sent < 100  # stopped early, not after 300 lines
+    assert llama.kwargs["max_tokens"] == 512 and llama.kwargs["repeat_penalty"] > 1
+    *_, note, final = out
+    assert isinstance(note, TextPiece) and note.text == REPETITION_NOTE
+    assert isinstance(final, FinalChunk) and final.finish_reason == "repetition"
+
+
+def test_the_default_cap_says_so_and_a_callers_cap_does_not() -> None:
+    out = generate(ScriptedLlama(pieces(PROSE), finish="length"), LLMOptions())
+    assert isinstance(out[-2], TextPiece) and out[-2].text == CAP_NOTE.format(cap=512)
+    assert isinstance(out[-1], FinalChunk) and out[-1].finish_reason == "length"
+    out = generate(ScriptedLlama(pieces(PROSE), finish="length"), LLMOptions(max_tokens=40))
+    assert not any(isinstance(o, TextPiece) and "NAVI_EMBEDDED" in o.text for o in out)
+    out = generate(ScriptedLlama(pieces(PROSE)), LLMOptions())
+    assert isinstance(out[-1], FinalChunk) and out[-1].finish_reason == "stop"
+    assert "".join(o.text for o in out if isinstance(o, TextPiece)) == PROSE
