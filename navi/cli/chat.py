@@ -62,9 +62,10 @@ def cmd_chat(args: argparse.Namespace) -> int:
         try:
             session = await _session(client, args)
             if interactive:
-                from navi.cli.interactive import interactive_chat
+                from navi.cli.interactive import history_path, interactive_chat
 
-                return await interactive_chat(client, session, console())
+                history = history_path(settings.data_dir)
+                return await interactive_chat(client, session, console(), history)
             outcome = await run_turn(client, session, message, ChatView(console()))
             sys.stderr.write(f"session: {session}\n")
             return {COMPLETED: 0, STOPPED: 130, INTERRUPTED: 130}.get(outcome, 1)

@@ -24,14 +24,12 @@ from navi.cli.remote import NaviClient
 EXIT_WORDS = frozenset({"/exit", "/quit"})
 
 
-def history_path() -> Path:
-    """Where the prompt's history lives: the user's state folder (platformdirs, when
-    installed), else ``~/.navi_history``."""
-    try:
-        import platformdirs
-    except ImportError:
-        return Path(os.path.expanduser("~")) / ".navi_history"
-    return Path(platformdirs.user_state_dir("navi")) / "chat_history"
+def history_path(data_dir: str) -> Path:
+    """Where the prompt's history lives: ``chat_history`` in Navi's data folder
+    (``NAVI_DATA_DIR``), else ``~/.navi_history``."""
+    if data_dir:
+        return Path(data_dir) / "chat_history"
+    return Path(os.path.expanduser("~")) / ".navi_history"
 
 
 def _key_bindings() -> KeyBindings:
@@ -55,13 +53,13 @@ def _key_bindings() -> KeyBindings:
     return keys
 
 
-def _prompt_session() -> PromptSession[str]:
-    path = history_path()
+def _prompt_session(history_file: Path) -> PromptSession[str]:
     history: FileHistory | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        history = FileHistory(str(path))
-    except OSError:  # a read-only home: no history, the chat still works
+        history_file.parent.mkdir(parents=True, exist_ok=True)
+        history_file.touch(exist_ok=True)  # written to after each message: must be ours
+        history = FileHistory(str(history_file))
+    except OSError:  # another user's data folder: a history for this session only
         history = None
     return PromptSession(
         history=history,
@@ -71,7 +69,9 @@ def _prompt_session() -> PromptSession[str]:
     )
 
 
-async def interactive_chat(client: NaviClient, session: str, console: Console) -> int:
+async def interactive_chat(
+    client: NaviClient, session: str, console: Console, history_file: Path
+) -> int:
     console.print(
         Text(
             f"Navi at {client.url} · session {session}\n"
@@ -79,7 +79,7 @@ async def interactive_chat(client: NaviClient, session: str, console: Console) -
             style="dim",
         )
     )
-    prompt = _prompt_session()
+    prompt = _prompt_session(history_file)
     view = ChatView(console)
     while True:
         try:

@@ -48,6 +48,8 @@ def test_an_interactive_session_renders_markdown_after_a_spinner(world: CliWorld
         m["content"] for m in world.fake.requests[-1]["messages"] if m["role"] == "user"
     ]
     assert user_messages == ["hello\nsecond line", "again"]
+    history = (world.root / "data" / "chat_history").read_text()
+    assert "+hello\n+second line\n" in history and "+again\n" in history
 
 
 def test_no_color_means_no_colours(world: CliWorld) -> None:
