@@ -136,7 +136,8 @@ async def create_session(request: Request) -> Response:
 
 
 async def list_sessions(request: Request) -> Response:
-    """Sessions, pinned first, then by last activity; ``?q=`` searches titles and text."""
+    """Sessions, pinned first, then by last activity; ``?q=`` searches titles and the text
+    of every message, each hit with ``match`` (the found words in context)."""
     server = state_of(request)
     query = request.query_params.get("q", "").strip()
     user = user_of(request)
