@@ -12,7 +12,6 @@ to resume. A second Ctrl+C leaves at once.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -21,7 +20,7 @@ import anyio
 from rich.console import Console
 
 from navi.cli.chat_view import COMPLETED, STOPPED, ChatView
-from navi.cli.remote import CliError, NaviClient, receive_frame, server_url
+from navi.cli.remote import CliError, NaviClient, receive_frame, send_frame, server_url
 
 # How long a stop may take to be confirmed before the chat gives up waiting.
 STOP_WAIT_S = 5.0
@@ -94,8 +93,8 @@ async def run_turn(client: NaviClient, session: str, message: str, view: ChatVie
                     break
                 view.note("stopping… (Ctrl+C again to leave now)")
                 try:
-                    await ws.send(json.dumps({"type": "stop"}))
-                except Exception:  # the socket is gone: ask over REST instead
+                    await send_frame(ws, {"type": "stop"})
+                except CliError:  # the socket is gone: ask over REST instead
                     with anyio.move_on_after(STOP_WAIT_S):
                         await client.stop(session)
                 deadline = anyio.current_time() + STOP_WAIT_S
@@ -111,7 +110,7 @@ async def run_turn(client: NaviClient, session: str, message: str, view: ChatVie
             nonlocal outcome
             view.begin()
             try:
-                await ws.send(json.dumps({"type": "message", "content": message}))
+                await send_frame(ws, {"type": "message", "content": message})
                 while True:
                     ended = view.show(await receive_frame(ws))
                     if ended is not None:

@@ -1,9 +1,10 @@
-"""A run's events in the terminal: how ``navi chat`` shows a live run and ``navi replay``
-a recorded one (thinking dimmed, the answer as it streams, tool calls and their results
-on their own lines)."""
+"""A run's events in the terminal: how ``navi replay`` shows a recorded run (thinking
+dimmed, the answer as it streams, tool calls and their results on their own lines).
+``navi chat``, a client of the server, shows its frames with navi.cli.chat_view."""
 
 from __future__ import annotations
 
+import os
 from typing import TextIO
 
 from events.types import (
@@ -26,11 +27,13 @@ RESET = "\033[0m"
 
 class RunPrinter:
     """Prints events one by one. ``show_user``: print user messages too (a replay shows
-    the question; ``navi chat`` does not repeat what was just typed)."""
+    the question). ``color``: by default on a terminal unless ``NO_COLOR`` is set."""
 
     def __init__(self, out: TextIO, *, color: bool | None = None, show_user: bool = False):
         self.out = out
-        self.color = out.isatty() if color is None else color
+        if color is None:
+            color = out.isatty() and not os.environ.get("NO_COLOR")
+        self.color = color
         self.show_user = show_user
         self._thinking = False
 

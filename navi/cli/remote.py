@@ -106,6 +106,13 @@ class NaviClient:
             raise CliError(f"the connection to Navi broke: {exc}") from exc
 
 
+async def send_frame(ws: ClientConnection, frame: dict[str, Any]) -> None:
+    try:
+        await ws.send(json.dumps(frame))
+    except WebSocketException as exc:
+        raise CliError(f"the connection to Navi closed: {exc}") from exc
+
+
 async def receive_frame(ws: ClientConnection) -> dict[str, Any]:
     """The next frame; a close becomes a :class:`CliError` that says why."""
     try:

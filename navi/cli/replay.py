@@ -137,11 +137,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
         speed = parse_speed(args.speed)
         first, last, runs = await run_range(store, args.session, args.run)
         number = runs if args.run is None else args.run
-        sys.stderr.write(
-            f"{DIM}replaying run {number} of {runs} (events {first}..{last}), "
-            f"speed {args.speed}{RESET}\n"
-        )
         printer = RunPrinter(sys.stdout, show_user=True)
+        dim, reset = (DIM, RESET) if printer.color else ("", "")
+        sys.stderr.write(
+            f"{dim}replaying run {number} of {runs} (events {first}..{last}), "
+            f"speed {args.speed}{reset}\n"
+        )
         history = await load_history(store, args.session)
         previous = None
         async for page in history.pages(after_seq=first - 1, to_seq=last):

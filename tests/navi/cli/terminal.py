@@ -107,6 +107,11 @@ class NaviServe:
                 self.process.kill()
                 self.process.wait()
 
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
     def sessions(self) -> list[dict[str, Any]]:
         result: list[dict[str, Any]] = httpx.get(self.url + "/sessions", timeout=10).json()
         return result
