@@ -167,6 +167,8 @@ def test_navi_serve_db_with_a_plain_path_answers_and_makes_the_file(tmp_path: Pa
     assert str(tmp_path / "data") in text  # the start-up log names the data folder
     assert (tmp_path / "data").is_dir()
     assert not (tmp_path / "data" / "navi.db").exists()
+    # A new data folder's user tools start with the examples of the source tree.
+    assert (tmp_path / "data" / "user_tools" / "get_current_datetime.py").is_file()
 
 
 @pytest.mark.parametrize("bad", ["mysql://h/db", "sqlite://x.db"])
@@ -214,3 +216,19 @@ async def test_doctor_reports_an_older_installs_navi_db(tmp_path: Path) -> None:
     assert "! note: using ./navi.db from an older install" in out
     assert f"database sqlite:///{here / 'navi.db'}: 0 streams" in out
     assert not (tmp_path / "data").exists()
+
+
+def test_navi_users_add_writes_the_data_folders_users_file(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "navi.cli", "users", "add", "bob"],
+        cwd=tmp_path,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    users = tmp_path / "data" / "users.json"
+    assert users.is_file() and done.stdout.strip() not in users.read_text()
+    # A server started now reads it: tokens are needed even on loopback.
+    assert Settings.from_env({"NAVI_DATA_DIR": str(tmp_path / "data")}).users_file == str(users)
