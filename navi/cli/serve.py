@@ -43,7 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except AuthConfigError as exc:
         sys.stderr.write(f"navi: {exc}\n")
         return 2
-    sys.stderr.write(f"Navi is starting at http://{settings.host}:{settings.port}\n")
+    data = f" (data folder {settings.data_dir})" if settings.data_dir else ""
+    sys.stderr.write(f"Navi is starting at http://{settings.host}:{settings.port}{data}\n")
     uvicorn.run(
         app,
         host=settings.host,
