@@ -59,12 +59,16 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         try:
-            session = await _session(client, args)
             if interactive:
                 from navi.cli.interactive import history_path, interactive_chat
 
+                # A new session is made at the first message: leaving at once leaves
+                # no empty session behind. Asked now: whether Navi answers at all.
+                await client.check_profile(args.profile)
+                session = await client.resolve_session(args.session) if args.session else None
                 history = history_path(settings.data_dir)
-                return await interactive_chat(client, session, console(), history)
+                return await interactive_chat(client, session, args.profile, console(), history)
+            session = await _session(client, args)
             outcome = await run_turn(client, session, message, ChatView(console()))
             sys.stderr.write(f"session: {session}\n")
             return {COMPLETED: 0, STOPPED: 130, INTERRUPTED: 130}.get(outcome, 1)

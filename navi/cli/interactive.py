@@ -70,11 +70,18 @@ def _prompt_session(history_file: Path) -> PromptSession[str]:
 
 
 async def interactive_chat(
-    client: NaviClient, session: str, console: Console, history_file: Path
+    client: NaviClient,
+    session: str | None,
+    profile: str | None,
+    console: Console,
+    history_file: Path,
 ) -> int:
+    """Turns until the user leaves. ``session``: the one to continue, else a new one
+    (of ``profile``) is made at the first message."""
+    where = f"session {session}" if session else "a new session"
     console.print(
         Text(
-            f"Navi at {client.url} · session {session}\n"
+            f"Navi at {client.url} · {where}\n"
             "Enter sends · Alt+Enter new line · Ctrl+C stops an answer · Ctrl+D leaves",
             style="dim",
         )
@@ -90,7 +97,10 @@ async def interactive_chat(
             continue
         if message in EXIT_WORDS:
             break
+        if session is None:
+            session = await client.create_session(profile)
         if await run_turn(client, session, message, view) == INTERRUPTED:
             break  # a second Ctrl+C: the user wants out
-    console.print(Text(f"session: {session}", style="dim"))
+    if session is not None:
+        console.print(Text(f"session: {session}", style="dim"))
     return 0

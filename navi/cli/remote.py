@@ -73,6 +73,12 @@ class NaviClient:
         created = await self._request("POST", "/sessions", json=body)
         return str(created["session_id"])
 
+    async def check_profile(self, profile: str | None) -> None:
+        """That Navi answers, and knows ``profile`` (when one is given)."""
+        profiles = [str(p["id"]) for p in await self._request("GET", "/agents/profiles")]
+        if profile is not None and profile not in profiles:
+            raise CliError(f"no profile {profile!r}: {', '.join(profiles)}")
+
     async def stop(self, session_id: str) -> None:
         await self._request("POST", f"/sessions/{session_id}/stop")
 

@@ -108,3 +108,63 @@ def test_ctrl_c_in_an_interactive_session_stops_the_answer_and_keeps_the_prompt(
     types = _types(world, session)
     assert types.count("run.stopped") == 1
     assert types.count("run.completed") == 1
+
+
+def test_ctrl_c_during_the_silent_prefill_stops_the_run(world: CliWorld) -> None:
+    world.fake.script(Reply(text="Too late.", delay_first=20))
+    term = Terminal(world.env, "chat", "think long")
+    try:
+        term.expect("waiting for the model…")
+        requests = len(world.fake.requests)
+        term.type("\x03")
+        assert term.wait(15) == 130
+        screen = term.text
+    finally:
+        term.close()
+    assert "[stopped]" in screen and "Too late." not in screen
+    session = re.findall(r"session: (\S+)", screen)[-1]
+    assert _types(world, session)[-1] == "run.stopped"
+    assert len(world.fake.requests) == requests
+
+
+def test_two_ctrl_c_leave_at_once_without_a_traceback(world: CliWorld) -> None:
+    world.fake.script(_slow_story())
+    term = Terminal(world.env, "chat", "tell me another long story")
+    try:
+        term.expect(r"word3\b")
+        term.type("\x03")
+        term.type("\x03")
+        assert term.wait(10) == 130
+        screen = term.text
+    finally:
+        term.close()
+    assert "Traceback" not in screen
+    session = re.findall(r"session: (\S+)", screen)[-1]
+    deadline = time.monotonic() + 10
+    while _types(world, session)[-1] != "run.stopped" and time.monotonic() < deadline:
+        time.sleep(0.2)  # the stop was sent before leaving
+    assert _types(world, session)[-1] == "run.stopped"
+
+
+def test_leaving_an_interactive_session_at_once_makes_no_session(world: CliWorld) -> None:
+    before = len(world.server.sessions())
+    term = Terminal(world.env, "chat")
+    try:
+        term.expect(r"a new session")
+        term.expect(r"leaves\n>")
+        term.type("\x04")
+        assert term.wait(15) == 0
+    finally:
+        term.close()
+    assert len(world.server.sessions()) == before
+
+
+def test_an_unknown_profile_is_one_line(world: CliWorld) -> None:
+    term = Terminal(world.env, "chat", "--profile", "nobody")
+    try:
+        assert term.wait(15) == 1
+        screen = term.text
+    finally:
+        term.close()
+    assert screen.startswith("navi: no profile 'nobody': ")
+    assert screen.count("\n") == 1
