@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+from pathlib import Path
 
+import anyio
 import msgspec
 import pytest
 
@@ -21,7 +23,8 @@ from navi.llm.windows import (
 )
 from tests.navi.llm.conftest import TEST_SETTINGS
 from tests.navi.llm.raw_server import json_server
-from tests.support.fake_llm import FakeLLMServer
+from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.anyio
 
@@ -165,3 +168,32 @@ async def test_embedded_window_is_llama_cpps_n_ctx() -> None:
     backend = EmbeddedBackend(LLMSettings(num_ctx=65536, embedded_n_ctx=8192))
     assert await backend.context_window() == 8192
     assert await backend.context_window(num_ctx=65536) == 8192  # loaded with n_ctx
+
+
+# ---------------------------------------------------------------- what reads it
+
+
+async def test_compression_fires_at_the_models_window_not_ollama_num_ctx(tmp_path: Path) -> None:
+    # OLLAMA_NUM_CTX asks for 65,536; the model has 8,192: 7,000 tokens are over 80 %.
+    async with FakeLLMServer(context_length=8192) as fake:
+        settings = navi_settings(tmp_path, fake.url, planning="off", compression_keep_recent=2)
+        settings = msgspec.structs.replace(
+            settings, llm=msgspec.structs.replace(settings.llm, num_ctx=65536)
+        )
+        fake.script(
+            Reply(text="answer one"),
+            Reply(text="answer two", prompt_tokens=7000),
+            Reply(text="- The user said one and two."),
+        )
+        async with open_navi(settings) as navi:
+            assert navi.context_window() == 8192
+            session = await navi.create_session("secretary")
+            for text in ("one", "two"):
+                with anyio.fail_after(20):
+                    async for _ in navi.run_stream(session, text):
+                        pass
+            with anyio.fail_after(10):
+                while (await navi.store.read(session))[-1].type != "context.compressed":
+                    await anyio.sleep(0.02)
+        # Ollama is still asked for the configured num_ctx (it caps it itself).
+        assert fake.requests[0]["options"]["num_ctx"] == 65536
