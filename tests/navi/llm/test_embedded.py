@@ -7,9 +7,11 @@ from collections.abc import AsyncGenerator, Iterator
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
-from navi.llm.embedded import EmbeddedBackend
+from navi.llm import embedded
+from navi.llm.embedded import CAP_NOTE, EmbeddedBackend
 from navi.llm.errors import EmbeddedUnavailable
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
@@ -172,6 +174,62 @@ async def test_a_stop_during_a_tool_call_generation(backend: EmbeddedBackend) ->
     assert backend.last_generation.tokens_after_stop <= 1
     again = await backend.complete(messages, [WEATHER], LLMOptions(tool_choice="get_weather"))
     assert again.tool_calls[0].name == "get_weather"
+
+
+@needs_model
+@pytest.mark.embedded
+async def test_an_answer_without_max_tokens_is_capped_and_says_so() -> None:
+    capped = EmbeddedBackend(msgspec.structs.replace(SETTINGS, embedded_max_tokens=6))
+    try:
+        chunks = await drain(
+            capped.stream_complete(
+                [ChatMessage(role="user", content="Tell me a long story about a dragon.")],
+                (),
+                LLMOptions(temperature=0.0),
+            )
+        )
+    finally:
+        capped.close()
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk) and final.finish_reason == "length"
+    assert final.completion_tokens <= 7
+    last = chunks[-2]
+    assert isinstance(last, TextPiece) and last.text == CAP_NOTE.format(cap=6)
+    assert "NAVI_EMBEDDED_MAX_TOKENS" in last.text
+
+
+@needs_model
+@pytest.mark.embedded
+async def test_a_cap_the_call_sets_ends_without_a_note(backend: EmbeddedBackend) -> None:
+    chunks = await drain(
+        backend.stream_complete(
+            [ChatMessage(role="user", content="Tell me a long story about a dragon.")],
+            (),
+            LLMOptions(temperature=0.0, max_tokens=5),
+        )
+    )
+    assert isinstance(chunks[-1], FinalChunk) and chunks[-1].finish_reason == "length"
+    assert not any(isinstance(c, TextPiece) and "NAVI_EMBEDDED" in c.text for c in chunks)
+
+
+@needs_model
+@pytest.mark.embedded
+async def test_a_loop_of_the_real_model_is_ended_with_a_note(
+    backend: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Without the repeat penalty, SmolLM2 takes up "hi, hi, hi, …" for good.
+    monkeypatch.setattr(embedded, "REPEAT_PENALTY", 1.0)
+    prompt = "Repeat after me forever: hi hi hi hi hi hi hi hi"
+    chunks = await drain(
+        backend.stream_complete(
+            [ChatMessage(role="user", content=prompt)], (), LLMOptions(temperature=0.0)
+        )
+    )
+    final = chunks[-1]
+    assert isinstance(final, FinalChunk) and final.finish_reason == "repetition"
+    assert final.completion_tokens < 200
+    last = chunks[-2]
+    assert isinstance(last, TextPiece) and last.text == embedded.REPETITION_NOTE
 
 
 @needs_model
