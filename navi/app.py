@@ -114,9 +114,7 @@ class Navi:
         ):
             navi: Navi
             memory = MemoryService(store)
-            blobs = BlobStore(
-                settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024
-            )
+            blobs = BlobStore(settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024)
             mcp = McpManager(
                 tools, settings.mcp_config_path, timeout_s=settings.tools.default_timeout_s
             )

@@ -41,6 +41,7 @@ from events.types import (
     ToolRequested,
     ToolStarted,
 )
+from navi.accounts import Users
 from navi.blobs import BlobStore, keep_tool_image
 from navi.config import Settings
 from navi.ids import session_folder
@@ -48,7 +49,6 @@ from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError, ThinkingNotSupported
 from navi.llm.stop import StopSignal
 from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
-from navi.accounts import Users
 from navi.run import compression, injections, permissions
 from navi.run.context_builder import ContextBuilder
 from navi.run.planning import Planner
