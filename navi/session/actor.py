@@ -46,7 +46,7 @@ from events.types import (
 from events.writer import StreamWriter
 from navi.blobs import BlobStore
 from navi.llm.stop import StopSignal
-from navi.run import compression
+from navi.run import compression, resummary
 from navi.run.driver import RunDeps, RunDriver
 from navi.run.state import IllegalTransition, RunState, transition
 from navi.run.workers import Worker, run_workers
@@ -118,7 +118,7 @@ class SessionActor(Actor[object]):
         self._run_id = self.state.progress.run_id if self.state.run_active else None
         self._run_child = None
         self.stop_signal = StopSignal()
-        if self.state.progress.stop_requested and self.state.run_active:
+        if self.state.run_state is RunState.STOPPING:
             self.stop_signal.set("user")
 
     # ------------------------------------------------------------------ requests
@@ -324,7 +324,7 @@ class SessionActor(Actor[object]):
             self._pending_recompress = (model, self.defer_reply())
             return None
         records = await self.deps.store.read(self.session_id)
-        selection = compression.recompress_selection(
+        selection = resummary.recompress_selection(
             self.state.context, records, self.deps.run.settings.compression_keep_recent
         )
         if selection is None:
@@ -332,7 +332,7 @@ class SessionActor(Actor[object]):
         after = self.state.last_seq
 
         async def job(session: SessionActor) -> None:
-            await compression.resummarise(session, session.deps.run, selection, model)
+            await resummary.resummarise(session, session.deps.run, selection, model)
 
         await self._spawn_job("recompress", job)
         return after
@@ -388,7 +388,7 @@ class SessionActor(Actor[object]):
                 with suppress(ActorStopped, MailboxFull):
                     child.tell_nowait(m.StopRun(reason=reason), priority=True)
         async with self._lock:
-            if self.state.run_active and not self.state.progress.stop_requested:
+            if self.state.run_active and self.state.run_state is not RunState.STOPPING:
                 await self._append([StopRequested(reason=reason)])
         return True
 

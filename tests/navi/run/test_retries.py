@@ -16,7 +16,6 @@ from events.types import (
     LLMRequested,
     PlanReady,
     PlanStatus,
-    RunCompleted,
     RunStarted,
     StopRequested,
     SubagentFinished,
@@ -61,7 +60,7 @@ def test_an_answer_ends_the_run_of_failures() -> None:
         LLMRequested(iteration=1, attempt=2),
         LLMCompleted(tool_calls=(call,), finish_reason="tool_calls"),
     )
-    assert p.failures == 0 and p.last_completion is not None
+    assert p.failures == 0 and p.calls == (call,)
 
 
 async def test_after_a_retried_call_the_next_call_is_a_new_iteration(tmp_path: Path) -> None:
@@ -110,10 +109,11 @@ def test_the_progress_folds_each_kind_of_event_of_a_run() -> None:
     ]
     p = fold(*events)
     assert (p.plan_phase, p.plan_ready, p.iterations) == (2, True, 2)
-    assert (p.subagents, p.subagents_finished, p.tool_calls_made) == ((spawned,), (finished,), 1)
+    assert (p.subagents, p.subagents_finished) == ((spawned,), (finished,))
+    assert len(fold(*events[:10]).requested) == 1
     assert (p.failed_steps, p.replanned, p.last_anchor) == (frozenset({1}), 1, 2)
-    assert p.stop_requested and p.llm_open and not p.ended
+    assert p.llm_open  # stop.requested is the run state's business (stopping), not progress
     assert fold(*events[:10]).resolved == frozenset({"c1"})
     assert fold(*events[:10]).open_calls == []
-    ended = fold(*events, RunCompleted(content="done"))
-    assert ended.ended and not ended.llm_open
+    failed = fold(*events[:13], LLMFailed(error="down", kind="thinking_not_supported"))
+    assert (failed.failures, failed.retryable, failed.think_off) == (1, True, True)
