@@ -79,38 +79,47 @@ def always(p: RunProgress, loop: Loop) -> bool:
 
 
 def stop_signal(p: RunProgress, loop: Loop) -> bool:
+    """A stop was asked for (the signal; its event may still be on its way)."""
     return loop.stop_signal
 
 
 def calls_unrequested(p: RunProgress, loop: Loop) -> bool:
+    """The answer asked for calls that have no `tool.requested` yet."""
     return len(p.requested) < len(p.calls)
 
 
 def calls_open(p: RunProgress, loop: Loop) -> bool:
+    """A requested call has no result yet."""
     return len(p.resolved) < len(p.requested)
 
 
 def may_retry(p: RunProgress, loop: Loop) -> bool:
+    """The last attempt failed, may be retried, and retries are left."""
     return p.failures > 0 and p.retryable and p.failures <= loop.retries
 
 
 def failed(p: RunProgress, loop: Loop) -> bool:
+    """The last attempt failed."""
     return p.failures > 0
 
 
 def call_open(p: RunProgress, loop: Loop) -> bool:
+    """A tool-loop call is out, with no outcome (a crash cut it)."""
     return p.llm_open
 
 
 def budget_spent(p: RunProgress, loop: Loop) -> bool:
+    """The iterations reached `max_iterations`."""
     return p.iterations >= p.max_iterations
 
 
 def unchecked(p: RunProgress, loop: Loop) -> bool:
+    """The next iteration's context check is not done."""
     return loop.checked != p.iterations + 1
 
 
 def unplanned(p: RunProgress, loop: Loop) -> bool:
+    """First iteration, planning not behind us, no plan yet."""
     return not loop.planned and p.iterations == 0 and not p.plan_ready
 
 
@@ -173,7 +182,12 @@ def table_markdown() -> str:
         states = ", ".join(f"`{s.value}`" for s in sorted(rule.states, key=order.index))
         if rule.states == ACTIVE_STATES:
             states = "any active state"
-        when = "" if rule.when is always else f"`{rule.when.__name__}`"
+        when = "" if rule.when is always else f"`{rule.when.__name__}`: {_doc(rule.when)}"
         lines.append(f"| {number} | {states} | {when} | `{rule.step.value}` |")
-    lines += ["", "Any other state (no run is going): `end`."]
+    lines += ["", "In any other state (no run is going) the step is `end`."]
     return "\n".join(lines) + "\n"
+
+
+def _doc(condition: Condition) -> str:
+    doc = condition.__doc__ or ""
+    return doc[0].lower() + doc[1:].rstrip(".") if doc else ""

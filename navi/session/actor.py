@@ -47,14 +47,15 @@ from events.writer import StreamWriter
 from navi.blobs import BlobStore
 from navi.llm.stop import StopSignal
 from navi.run import compression, resummary
-from navi.run.driver import RunDeps, RunDriver
+from navi.run.host import RunDeps
 from navi.run.state import IllegalTransition, RunState, transition
-from navi.run.workers import Worker, run_workers
+from navi.run.workers import Worker
 from navi.session import messages as m
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, decode_images, store_images
 from navi.session.lock import SessionLock
 from navi.session.recovery import recover
+from navi.session.run_actor import JobActor, RunActor
 from navi.session.state import SessionState
 from profiles import UnknownProfile, profile_hash
 
@@ -468,44 +469,3 @@ class SessionActor(Actor[object]):
 
     def _apply(self, record: Recorded) -> None:
         self.state.apply(record)
-
-
-class RunActor(Actor[object]):
-    """A run: drives the loop to its end, runs the post-turn workers, then stops."""
-
-    mailbox_size = 2
-
-    def __init__(self, session: SessionActor) -> None:
-        self.session = session
-
-    async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
-            return
-        session = self.session
-        driver = RunDriver(session, session.deps.run, resumed=message.resumed)
-        try:
-            await driver.drive()
-            await session.commit()
-            if session.state.run_state is RunState.DONE:
-                await run_workers(session, session.deps.workers)
-        finally:
-            self.stop("run ended")
-
-
-class JobActor(Actor[object]):
-    """Work on a session at rest (a re-summary): runs its job once, then stops."""
-
-    mailbox_size = 2
-
-    def __init__(self, session: SessionActor, job: Callable[[SessionActor], Awaitable[None]]):
-        self.session = session
-        self.job = job
-
-    async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
-            return
-        try:
-            await self.job(self.session)
-            await self.session.commit()
-        finally:
-            self.stop("job ended")
