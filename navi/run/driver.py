@@ -137,6 +137,10 @@ class RunDriver:
         self.outcomes, self.decided = [], []
         return True
 
+    def hold(self, outcomes: Sequence[Event]) -> None:
+        """Hold an effect's outcomes (after the effect: its commit has replaced the list)."""
+        self.outcomes.extend(outcomes)
+
     async def flush(self) -> None:
         await self.commit()
 
@@ -173,7 +177,7 @@ class RunDriver:
         )
 
     async def _run_tools(self, p: RunProgress) -> None:
-        await self.tools.run(self, p.open_calls)
+        self.hold(await self.tools.run(self.commit, p.open_calls))
 
     async def _retry(self, p: RunProgress) -> None:
         await self.flush()
@@ -183,13 +187,17 @@ class RunDriver:
                 await self.host.stop_signal.wait()
             if self.host.stop_signal.is_set():
                 return  # the table finishes the stop
-        await self.llm.call(self, p.iterations, p.attempt + 1, think_off=p.think_off)
+        self.hold(
+            await self.llm.call(self.commit, p.iterations, p.attempt + 1, think_off=p.think_off)
+        )
 
     async def _give_up(self, p: RunProgress) -> None:
         await self.commit([RunFailed(error=p.last_error)])
 
     async def _reissue(self, p: RunProgress) -> None:
-        await self.llm.call(self, p.iterations, p.attempt + 1, think_off=p.think_off)
+        self.hold(
+            await self.llm.call(self.commit, p.iterations, p.attempt + 1, think_off=p.think_off)
+        )
 
     async def _out_of_steps(self, p: RunProgress) -> None:
         content = (
@@ -232,7 +240,10 @@ class RunDriver:
             injections.replan(p, profile, todo),
         )
         injected = [e for e in found if e is not None]
-        await self.llm.call(self, p.iterations + 1, 1, think_off=p.think_off, injected=injected)
+        call = self.llm.call(
+            self.commit, p.iterations + 1, 1, think_off=p.think_off, injected=injected
+        )
+        self.hold(await call)
 
     # ------------------------------------------------------------------ helpers
 

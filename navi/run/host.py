@@ -7,7 +7,7 @@ The session actor (navi/session/actor.py) is the host; this package never import
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 
 BackendFor = Callable[[Profile], Awaitable[LLMBackend]]
 Hook = Callable[..., Awaitable[object]]
+# The driver's commit (RunDriver.commit): what it holds, then a step's own events; False
+# when a stop won the race and only the held outcomes were recorded.
+Commit = Callable[[Sequence[Event]], Awaitable[bool]]
 
 
 class RunHost(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AsyncExitStack, aclosing
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import structlog
 
@@ -28,11 +28,8 @@ from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError
 from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
 from navi.run import permissions
-from navi.run.host import RunDeps, RunHost, active_profile, is_subagent
+from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
-
-if TYPE_CHECKING:
-    from navi.run.driver import RunDriver
 
 log = structlog.get_logger(__name__)
 
@@ -58,18 +55,19 @@ class LLMStep:
 
     async def call(
         self,
-        driver: RunDriver,
+        commit: Commit,
         iteration: int,
         attempt: int,
         *,
         think_off: bool,
         injected: Sequence[Event] = (),
-    ) -> None:
-        """Make the call (``injected`` goes just before its ``llm.requested``) and hold
-        its outcome in ``driver.outcomes``. Nothing happens if a stop wins the commit."""
+    ) -> list[Event]:
+        """Make the call (``injected`` goes just before its ``llm.requested``); returns
+        its outcome. Nothing happens if a stop wins the commit."""
         call = await self.prepare(iteration, attempt, think_off=think_off)
-        if await driver.commit([*injected, call.request]):
-            driver.outcomes.extend(await self.stream(call))
+        if not await commit([*injected, call.request]):
+            return []
+        return await self.stream(call)
 
     async def prepare(self, iteration: int, attempt: int, *, think_off: bool) -> Call:
         """What the call will be: its backend, tools, options and ``llm.requested``."""

@@ -30,12 +30,11 @@ from events.types import (
 )
 from navi.ids import session_folder
 from navi.run import permissions
-from navi.run.host import RunDeps, RunHost, active_profile, is_subagent
+from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
 from tools import ProfileInfo, ToolContext, ToolResult
 
 if TYPE_CHECKING:
-    from navi.run.driver import RunDriver
     from navi.session.state import SessionState
 
 log = structlog.get_logger(__name__)
@@ -57,43 +56,36 @@ class ToolStep:
         self._info: tuple[Profile, ProfileInfo] | None = None  # of the profile last used
         self._files: tuple[str, Path, str] | None = None  # owner, files folder, its name
 
-    async def run(self, driver: RunDriver, open_calls: Sequence[ToolCall]) -> None:
-        """Run the next open call, or the leading calls that may run side by side.
+    async def run(self, commit: Commit, open_calls: Sequence[ToolCall]) -> list[Event]:
+        """Run the next open call, or the leading calls that may run side by side;
+        returns the outcomes for the driver to hold.
 
-        One call: its result is held (it goes into the next step's commit). Several:
-        each result is recorded as soon as it is in (a subagent may take an hour, its
-        sibling a second)."""
-        batch = self._concurrent_batch(open_calls)
-        if len(batch) <= 1:
-            batch = list(open_calls[:1])
-        runnable = []
-        for call in batch:
-            failure = self._refusal(call)
-            if failure is None:
-                runnable.append(call)
-            else:
-                driver.outcomes.append(failure)
-        if not runnable:
-            return
-        started = [ToolStarted(call_id=c.id, name=c.name) for c in runnable]
-        if not await driver.commit(started):
-            return
-        if len(runnable) == 1:
-            driver.outcomes.append(await self._execute(runnable[0]))
-            return
+        A call that may not run: its ``tool.failed`` is the outcome, and nothing runs
+        (the table comes back for the others, and their ``tool.started`` goes into the
+        failure's commit). One call: its result. Several: each result is recorded as
+        soon as it is in (a subagent may take an hour, its sibling a second)."""
+        batch = self._concurrent_batch(open_calls) or list(open_calls[:1])
+        refused = [r for r in map(self._refusal, batch) if r is not None]
+        if refused:
+            return list(refused)
+        if not await commit([ToolStarted(call_id=c.id, name=c.name) for c in batch]):
+            return []
+        if len(batch) == 1:
+            return [await self._execute(batch[0])]
         async with anyio.create_task_group() as tg:
-            for call in runnable:
+            for call in batch:
                 tg.start_soon(self._execute_and_record, call)
+        return []
 
     def _concurrent_batch(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """Leading open calls of tools that may run side by side (``concurrent``), e.g.
-        several ``spawn_agent`` calls: subagents work in parallel."""
+        several ``spawn_agent`` calls: subagents work in parallel. Fewer than two: none."""
         batch = []
         for call in calls:
             if not getattr(self.deps.tools.get(call.name), "concurrent", False):
                 break
             batch.append(call)
-        return batch
+        return batch if len(batch) > 1 else []
 
     def _refusal(self, call: ToolCall) -> ToolFailed | None:
         """The ``tool.failed`` of a call that may not run (see the module doc), or None."""
