@@ -117,3 +117,24 @@ def test_the_progress_folds_each_kind_of_event_of_a_run() -> None:
     assert fold(*events[:10]).open_calls == []
     failed = fold(*events[:13], LLMFailed(error="down", kind="thinking_not_supported"))
     assert (failed.failures, failed.retryable, failed.think_off) == (1, True, True)
+
+
+async def test_a_stop_during_the_back_off_ends_the_run_stopped_at_once(tmp_path: Path) -> None:
+    """The table sees the stop signal at its next decision: the back-off is cut short
+    and the run ends ``run.stopped`` (not ``run.failed``), with no further attempt."""
+    replies = [Reply(error_before="overloaded", error_status=503), Reply(text="Too late.")]
+    async with FakeLLMServer(replies) as fake:
+        settings_ = navi_settings(tmp_path, fake.url, planning="off", llm_retry_backoff_s=60.0)
+        async with open_navi(settings_) as navi:
+            session = await navi.create_session("secretary")
+            reply = await navi.send(session, "Read the todo list.", mode="run")
+            with anyio.fail_after(10):
+                while not any(
+                    isinstance(r.event, LLMFailed) for r in await navi.store.read(session)
+                ):
+                    await anyio.sleep(0.01)
+                assert await navi.stop(session)
+                end = await navi.wait_for_end(session, reply)
+            types = [r.type for r in await navi.store.read(session)]
+    assert end.type == "run.stopped"
+    assert types.count("llm.requested") == 1 and "run.failed" not in types
