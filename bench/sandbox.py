@@ -41,18 +41,25 @@ async def main() -> None:
         registry = create_registry(base)
         files = Path(tmp) / "files"
         files.mkdir()
-        for mode, unsandboxed in (("sandboxed", False), ("unsandboxed", True)):
-            settings = msgspec.structs.replace(base, unsandboxed_tools=unsandboxed)
-            ctx = ToolContext.standalone("bench", files, settings=settings)
-            for tool, arguments in CALLS.items():
+        contexts = {
+            mode: ToolContext.standalone(
+                "bench", files, settings=msgspec.structs.replace(base, unsandboxed_tools=off)
+            )
+            for mode, off in (("sandboxed", False), ("unsandboxed", True))
+        }
+        for tool, arguments in CALLS.items():
+            samples: dict[str, list[float]] = {mode: [] for mode in contexts}
+            for ctx in contexts.values():
                 await registry.execute(tool, arguments, ctx)  # warm: the probe, page cache
-                samples = []
-                for _ in range(args.samples):
+            # Interleaved, so that both modes see the same load on a shared machine.
+            for _ in range(args.samples):
+                for mode, ctx in contexts.items():
                     t0 = time.perf_counter()
                     result = await registry.execute(tool, arguments, ctx)
-                    samples.append((time.perf_counter() - t0) * 1000)
+                    samples[mode].append((time.perf_counter() - t0) * 1000)
                     assert result.success, result.output
-                p50, p90 = median(samples), percentile(samples, 90)
+            for mode, values in samples.items():
+                p50, p90 = median(values), percentile(values, 90)
                 print(f"{tool:9} {mode:11}: median {p50:6.1f} ms, p90 {p90:6.1f} ms")
                 figures[f"{tool}_{mode}_median_ms"] = p50
         await registry.aclose()

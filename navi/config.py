@@ -45,6 +45,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # database), and what one user's images and uploads may take in all.
     blobs_dir: str = ""
     user_quota_mb: int = 1024
+    # NAVI_MCP_CONFIG: the MCP servers' config file ("" = mcp.json in the data folder).
+    mcp_config: str = ""
     resume_on_start: bool = True
     api_token: str = ""
     users_file: str = ""
@@ -101,6 +103,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             blobs_dir=env.get("NAVI_BLOBS_DIR", "").strip(),
             user_quota_mb=get("NAVI_USER_QUOTA_MB", _int, d.user_quota_mb),
+            mcp_config=env.get("NAVI_MCP_CONFIG", "").strip(),
             allowed_hosts=get("NAVI_ALLOWED_HOSTS", _hosts, d.allowed_hosts),
             allowed_origins=get("NAVI_ALLOWED_ORIGINS", _origins, d.allowed_origins),
             max_body_bytes=get("NAVI_MAX_BODY_BYTES", _int, d.max_body_bytes),
@@ -146,6 +149,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
             return Path(path).parent / "blobs"
         return self.files_root.absolute().parent / "blobs"
+
+    @property
+    def mcp_config_path(self) -> Path:
+        """``NAVI_MCP_CONFIG``, else ``mcp.json`` in the data folder: beside a SQLite
+        database file, else beside the session files folder (as the blobs are)."""
+        if self.mcp_config:
+            return Path(self.mcp_config).expanduser()
+        scheme, _, path = self.database_url.partition(":///")
+        if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
+            return Path(path).parent / "mcp.json"
+        return self.files_root.absolute().parent / "mcp.json"
 
 
 def _llm(env: Mapping[str, str]) -> LLMSettings:

@@ -85,10 +85,33 @@ class LLMServer:
         except httpx.HTTPError as exc:
             raise self._transport_error(exc) from exc
 
-    async def get(self, path: str, *, time_limit: float, on_error_status: OnErrorStatus) -> bytes:
+    def root(self, path: str) -> httpx.URL:
+        """``path`` at the server's root, outside the base URL's path (llama.cpp's
+        ``/props`` beside its ``/v1``)."""
+        return self.client.base_url.copy_with(raw_path=path.encode("ascii"))
+
+    async def get(
+        self, path: str | httpx.URL, *, time_limit: float, on_error_status: OnErrorStatus
+    ) -> bytes:
         """A small request (model lists, probes); returns the body."""
+        return await self._small("GET", path, None, time_limit, on_error_status)
+
+    async def post(
+        self, path: str, body: bytes, *, time_limit: float, on_error_status: OnErrorStatus
+    ) -> bytes:
+        """A small JSON request that is a POST (Ollama's ``/api/show``); returns the body."""
+        return await self._small("POST", path, body, time_limit, on_error_status)
+
+    async def _small(
+        self,
+        method: str,
+        path: str | httpx.URL,
+        body: bytes | None,
+        time_limit: float,
+        on_error_status: OnErrorStatus,
+    ) -> bytes:
         try:
-            response = await self.client.get(path, timeout=time_limit)
+            response = await self.client.request(method, path, content=body, timeout=time_limit)
         except httpx.TimeoutException as exc:
             raise ServerUnreachable(self.url, detail=f"no answer within {time_limit:g} s") from exc
         except httpx.HTTPError as exc:

@@ -23,6 +23,7 @@ from navi.llm.ollama_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.windows import WindowCache, ollama_show_window
 from navi.llm.wire_parts import WireParts
 
 __all__ = ["OllamaBackend"]
@@ -58,6 +59,7 @@ class OllamaBackend(CompletesFromStream):
         self._chat = self._server.endpoint("/api/chat")
         self._wire = WireParts(encode_message, encode_tool)
         self._refuses_thinking: set[str] = set()
+        self._windows = WindowCache()
 
     @property
     def name(self) -> str:
@@ -148,6 +150,28 @@ class OllamaBackend(CompletesFromStream):
             raise LLMError(
                 f"The server at {self._url} did not answer /api/tags like Ollama does."
             ) from None
+
+    async def context_window(self, model: str | None = None, num_ctx: int | None = None) -> int:
+        """The window a call gets: the ``num_ctx`` Navi sends (``num_ctx``, else
+        ``OLLAMA_NUM_CTX``), capped by the model's trained length from ``/api/show``
+        (Ollama runs a model with no more than that)."""
+        asked = num_ctx or self._settings.num_ctx
+        name = model or self._model
+        trained = await self._windows.get(name, lambda: self._trained_length(name))
+        return min(asked, trained) if trained else asked
+
+    async def _trained_length(self, model: str) -> int | None:
+        try:
+            body = await self._server.post(
+                "/api/show",
+                _encoder.encode({"model": model}),
+                time_limit=self._settings.connect_timeout,
+                on_error_status=self._status_error,
+            )
+        except LLMError as exc:
+            log.info("llm.context_window_unknown", model=model, url=self._url, error=exc.message)
+            return None
+        return ollama_show_window(body)
 
     async def version(self, time_limit: float) -> str:
         """Ollama's version; raises ``ServerUnreachable`` if nothing Ollama-like answers."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 
 import msgspec
+import structlog
 
 from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError
@@ -25,10 +26,12 @@ from navi.llm.openai_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.windows import WindowCache, llama_cpp_props_window, openai_models_window
 from navi.llm.wire_parts import WireParts
 
 __all__ = ["OpenAICompatibleBackend"]
 
+log = structlog.get_logger()
 _encoder = msgspec.json.Encoder()
 
 
@@ -59,6 +62,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
         self._model = model or settings.openai_model or settings.default_model
         self._chat = self._server.endpoint("/chat/completions")
         self._wire = WireParts(encode_message, encode_tool)
+        self._windows = WindowCache()
 
     @property
     def name(self) -> str:
@@ -112,6 +116,36 @@ class OpenAICompatibleBackend(CompletesFromStream):
                 f"The server at {self._url} did not answer /models like an "
                 "OpenAI-compatible server does."
             ) from None
+
+    async def context_window(self, model: str | None = None, num_ctx: int | None = None) -> int:
+        """What the server says about the model: a ``/models`` entry's
+        ``max_model_len`` (vLLM), ``context_length`` and kin; llama.cpp's ``/props``
+        ``n_ctx``, else its ``meta.n_ctx_train``. A server that says nothing leaves
+        ``num_ctx`` / ``OLLAMA_NUM_CTX`` (Navi sends no window to these servers)."""
+        name = model or self._model
+        told = await self._windows.get(name, lambda: self._told_window(name))
+        return told or num_ctx or self._settings.num_ctx
+
+    async def _told_window(self, model: str) -> int | None:
+        limit = self._settings.connect_timeout
+        try:
+            body = await self._server.get(
+                "/models", time_limit=limit, on_error_status=self._status_error
+            )
+        except LLMError as exc:
+            log.info("llm.context_window_unknown", model=model, url=self._url, error=exc.message)
+            return None
+        window, trained = openai_models_window(body, model)
+        if window:
+            return window
+        try:  # llama.cpp's server: the context it runs with is in /props, at its root
+            props = await self._server.get(
+                self._server.root("/props"), time_limit=limit, on_error_status=self._status_error
+            )
+            window = llama_cpp_props_window(props)
+        except LLMError:
+            window = None
+        return window or trained
 
     async def aclose(self) -> None:
         await self._server.aclose()

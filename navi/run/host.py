@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from events.types import Event
 from navi.accounts import Users
+from navi.blobs import BlobStore
 from navi.config import Settings
 from navi.llm.base import LLMBackend
 from navi.llm.stop import StopSignal
@@ -68,9 +69,15 @@ class RunDeps:
     # Who may use which tools (checked before every call: navi/run/permissions.py).
     # Without users files, only the local user is known.
     users: Users = field(default_factory=lambda: Users([], open_access=True))
+    # Where images tools return are kept (navi/blobs.py); None: inline in the log.
+    blobs: BlobStore | None = None
     # Hooks offered to tools (spawn_agent, switch_profile), built per call by the host.
     tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
         default=lambda host, call_id: {}
+    )
+    # The context window of a profile's model, as its backend tells (Navi.context_window).
+    context_window: Callable[[Profile], int] = field(
+        default=lambda profile: profile.num_ctx or 65536
     )
 
 

@@ -28,6 +28,7 @@ from events.types import (
     ToolFailed,
     ToolStarted,
 )
+from navi.blobs import keep_tool_image
 from navi.ids import session_folder
 from navi.run import permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
@@ -111,6 +112,13 @@ class ToolStep:
 
     async def _execute(self, call: ToolCall) -> Event:
         result = await self.deps.tools.execute(call.name, call.arguments, self._context(call))
+        # An image it returned goes to the blob store; the log keeps a reference.
+        result = await keep_tool_image(
+            self.deps.blobs,
+            result,
+            user_id=self.state.user_id,
+            session_id=self.host.data_owner.session_id,
+        )
         return _result_event(call, result)
 
     async def _execute_and_record(self, call: ToolCall) -> None:

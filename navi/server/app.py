@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -18,7 +17,7 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
-from navi.server import bodies, replay_routes, routes
+from navi.server import bodies, openai_api, openai_errors, replay_routes, routes
 from navi.server.auth import AuthMiddleware, Users, WsTickets
 from navi.server.auth_routes import ROUTES as AUTH_ROUTES
 from navi.server.blobs import get_blob
@@ -33,7 +32,8 @@ from navi.server.origins import (
     SiteOrigin,
 )
 from navi.server.replay_ws import replay_socket
-from navi.server.views import SessionLog, SessionsView, load_log
+from navi.server.state import ServerState, state_of
+from navi.server.views import SessionsView
 from navi.server.ws import session_socket
 from navi.session.errors import SessionError
 from navi.session.input import MESSAGE_BODY_BYTES
@@ -42,23 +42,6 @@ from profiles import UnknownProfile
 log = structlog.get_logger(__name__)
 
 NaviFactory = Callable[[], AbstractAsyncContextManager[Navi]]
-
-
-@dataclass
-class ServerState:
-    navi: Navi
-    sessions: SessionsView
-    files: FileStore
-    max_context_tokens: int
-    session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
-    slow_clients_dropped: int = 0
-
-    async def load(self, session_id: str) -> SessionLog:
-        return await load_log(self.navi.store, session_id)
-
-    def on_session_created(self) -> None:
-        for hook in self.session_created_hooks:
-            hook()
 
 
 async def _session_error(request: Request, exc: Exception) -> Response:
@@ -117,7 +100,6 @@ def create_app(
                 navi=navi,
                 sessions=SessionsView(navi.store),
                 files=files,
-                max_context_tokens=settings.llm.num_ctx,
                 session_created_hooks=[navi.memory_worker.trigger],
             )
             app.state.navi_server = server
@@ -142,8 +124,9 @@ def create_app(
             *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
-            *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
+            *memory_routes(lambda request: state_of(request).navi.memory),
             *replay_routes.ROUTES,
+            *openai_api.ROUTES,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
             WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
             Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
@@ -170,6 +153,7 @@ def create_app(
             upload_file: BodyRule(accepts=frozenset({bodies.MULTIPART}), max_bytes=None),
             # A message may carry its images (base64 in the JSON).
             routes.post_message: BodyRule(max_bytes=MESSAGE_BODY_BYTES),
+            openai_api.chat_completions: BodyRule(max_bytes=openai_api.CHAT_BODY_BYTES),
             replay_routes.import_export: BodyRule(
                 accepts=frozenset({bodies.NDJSON, bodies.JSON}),
                 max_bytes=settings.max_import_mb * 1024 * 1024,
@@ -197,6 +181,14 @@ def create_app(
         HostCheckMiddleware,
         hosts=AllowedHosts.configure(bound_host=settings.host, extra=settings.allowed_hosts),
     )
+    # Outside all: /v1 answers its errors in OpenAI's shape, the edge's included.
+    app.add_middleware(openai_errors.OpenAIErrorShape)
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        log.warning(
+            "server.hosts_not_listed",
+            message="Navi listens on every interface but answers only to localhost: list "
+            "the names and addresses clients use in NAVI_ALLOWED_HOSTS",
+        )
     return app
 
 

@@ -11,8 +11,6 @@ before it comes near a path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import anyio
 import structlog
 from starlette.requests import Request
@@ -22,10 +20,8 @@ from events.envelope import Recorded
 from events.types import ImageRef, UserMessage
 from navi.blobs import BlobStore, is_sha256
 from navi.server.http import HTTPError, user_of
+from navi.server.state import ServerState, state_of
 from projections.sessions import SessionsState
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 log = structlog.get_logger(__name__)
 
@@ -47,7 +43,7 @@ def referenced_image(records: list[Recorded], sha256: str) -> ImageRef | None:
 
 async def get_blob(request: Request) -> Response:
     """One image of the session (``sha256`` as in its messages' ``images``)."""
-    server: ServerState = request.app.state.navi_server
+    server = state_of(request)
     session_id = request.path_params["session_id"]
     user = user_of(request)
     await server.sessions.get(session_id, user)

@@ -31,6 +31,7 @@ from starlette.types import Message
 from navi.blobs import BlobStore
 from navi.ids import session_folder
 from navi.server.http import HTTPError, json_response, user_of
+from navi.server.state import state_of
 from navi.session.errors import QuotaExceeded
 
 if TYPE_CHECKING:
@@ -107,9 +108,7 @@ class FileStore:
 
 async def upload_file(request: Request) -> Response:
     """Upload a file (multipart/form-data, field ``file``) into the session's folder."""
-    from navi.server.app import ServerState
-
-    server: ServerState = request.app.state.navi_server
+    server = state_of(request)
     session_id = request.path_params["session_id"]
     user = user_of(request)
     await server.sessions.get(session_id, user)

@@ -30,6 +30,7 @@ from navi.app import Navi
 from navi.session.errors import SessionError
 from projections.context import CONTEXT
 from projections.fold import fold
+from projections.tool_results import UNTRUSTED_NOTE
 from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -94,7 +95,9 @@ def task_of(body: dict[str, Any]) -> str:
 
 
 def results_of(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    """The tool results the LLM got, without the untrusted-output note before each."""
+    note = UNTRUSTED_NOTE + "\n"
+    return [m["content"].removeprefix(note) for m in body["messages"] if m["role"] == "tool"]
 
 
 Rule = Callable[[dict[str, Any]], Reply]

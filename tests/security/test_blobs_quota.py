@@ -232,7 +232,8 @@ def test_an_imported_log_naming_another_users_image_does_not_get_it(
     two_users: NaviServerProcess,
 ) -> None:
     """Knowing the hash of Alice's image is not having it: Bob imports a session whose
-    message names that hash, and the blob route does not serve him the bytes."""
+    message names that hash; neither the blob route nor the LLM's context gives him
+    the bytes."""
     server = two_users
     secret, bobs_own = image(4000, b"s"), image(4000, b"o")
     alices = server.create_session()
@@ -261,5 +262,11 @@ def test_an_imported_log_naming_another_users_image_does_not_get_it(
         assert bob.get(f"/sessions/{forged_id}").status_code == 200
         stolen = bob.get(f"/sessions/{forged_id}/blobs/{sha(secret)}")
         assert stolen.status_code == 404 and stolen.content != secret
+        # Nor does the LLM get it, to describe it to him, in that session's context.
+        seen = len(server.llm.requests)
+        reply = bob.post(f"/sessions/{forged_id}/messages", json={"content": "describe it"})
+        assert reply.status_code == 200, reply.text
+        asked = server.llm.requests[seen:]
+        assert asked and b64(secret)[:100] not in json.dumps(asked)
         # Alice's own session still shows it to her.
         assert alice.get(f"/sessions/{alices}/blobs/{sha(secret)}").content == secret

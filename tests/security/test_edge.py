@@ -80,6 +80,12 @@ def ws_status(
         return exc.response.status_code
 
 
+def error_message(response: httpx.Response) -> str:
+    """An error's text: ``{"error": "…"}``, or on ``/v1`` OpenAI's ``{"error": {"message"}}``."""
+    error = response.json()["error"]
+    return str(error["message"] if isinstance(error, dict) else error)
+
+
 def sockets(session_id: str) -> list[str]:
     return [f"/ws/sessions/{session_id}?after=0", f"/ws/sessions/{session_id}/replay"]
 
@@ -171,7 +177,7 @@ def test_browser_bodies_reach_no_state_changing_route(navi_process: NaviServerPr
             for kind, headers, body in _bodies():
                 response = http.request(method, url, content=body, headers=headers)
                 assert response.status_code == 415, (kind, method, path, response.text)
-                assert "Content-Type" in response.json()["error"]
+                assert "Content-Type" in error_message(response)
                 response = http.request(
                     method, url, content=body, headers={**headers, "origin": EVIL}
                 )
@@ -236,6 +242,7 @@ def test_invalid_utf8_gets_a_plain_400(navi_process: NaviServerProcess) -> None:
             ("PATCH", "/sessions/{session_id}", b'{"title": "caf\xe9"}'),
             ("POST", "/sessions/{session_id}/messages", b'{"content": "\xc3\x28"}'),
             ("POST", "/sessions/{session_id}/fork", b'{"at": 1, "title": "\xed\xa0\x80"}'),
+            ("PATCH", "/memory/facts/{fact_id}", b'{"value": "\xff"}'),
         ]:
             response = http.request(
                 method,
@@ -244,7 +251,7 @@ def test_invalid_utf8_gets_a_plain_400(navi_process: NaviServerProcess) -> None:
                 headers={"content-type": "application/json"},
             )
             assert response.status_code == 400, path
-            assert response.json() == {"error": "the request body is not valid UTF-8"}
+            assert response.json()["error"].endswith("is not valid UTF-8"), path
         # An export file: the same line as Navi writes it, with a bad byte in a string.
         export = http.get(f"/sessions/{server.canary_session}/export").content.splitlines()
         export[1] = export[1].replace(b'"secretary"', b'"secr\xff\xfeary"', 1)

@@ -355,3 +355,33 @@ def test_write_tool_never_runs_the_code_it_checks_in_the_server(
     assert not (server.root / "user_tools" / "evil.py").exists()
     assert not (server.root / "user_tools" / "evil_two.py").exists()
     assert not (server.root / "user_tools" / "evil_three.py").exists()
+
+
+def test_without_bubblewrap_code_exec_and_terminal_refuse_and_say_how_to_install_it(
+    start_navi: StartNavi, profiles_dir: Path, tmp_path: Path
+) -> None:
+    no_bwrap = tmp_path / "bin-without-bwrap"
+    no_bwrap.mkdir()
+    server = start_navi(env={"PROFILES_DIR": str(profiles_dir), "PATH": str(no_bwrap)})
+    messages = run_tools(server, code(READ_SECRETS.replace("__pid__", "1")), terminal("ls"))
+    for message in messages:
+        assert "apt-get install bubblewrap" in message["content"], message["content"]
+        assert server.leaked(message["content"]) == []
+    assert "bubblewrap (bwrap) is not installed" in server.logs()
+
+
+def test_the_operators_escape_hatch_is_a_warning_at_start_up(
+    start_navi: StartNavi, profiles_dir: Path
+) -> None:
+    server = start_navi(
+        env={"PROFILES_DIR": str(profiles_dir), "NAVI_UNSANDBOXED_TOOLS": "1"}, canary_row=False
+    )
+    [message] = run_tools(server, code("print('ran unsandboxed')"))
+    assert "ran unsandboxed" in message["content"]
+    warnings = [
+        json.loads(line)
+        for line in server.logs().splitlines()
+        if line.startswith("{") and '"tools.sandbox"' in line
+    ]
+    assert [w["level"] for w in warnings] == ["warning"], server.logs()
+    assert "WITHOUT the sandbox" in warnings[0]["status"]

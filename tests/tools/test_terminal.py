@@ -253,3 +253,16 @@ async def test_unsandboxed_the_terminal_still_refuses_process_files(
     result = await run(registry, unsandboxed, "cat /proc/1/environ")
     assert "names a process's files in /proc" in (result.error or "")
     assert (await run(registry, unsandboxed, "echo plain")).output == "exit code: 0\nplain\n"
+
+
+async def test_the_rules_follow_the_program_under_another_name(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    real_sort = shutil.which("sort", path=PATH)
+    assert real_sort is not None
+    (files_dir / "mysort").symlink_to(real_sort)
+    (files_dir / "notes.txt").write_text("b\na\n")
+    command = f"{files_dir / 'mysort'} -o out.txt notes.txt"
+    result = await run(registry, allow(ctx, "*"), command)
+    assert "'sort -o' is not allowed" in (result.error or ""), result.error
+    assert not (files_dir / "out.txt").exists()

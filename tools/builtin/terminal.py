@@ -85,7 +85,11 @@ class TerminalTool(Tool):
         env = minimal_env()
         argv = split_command(args["command"])
         argv[0] = resolve_executable(argv[0], settings.terminal_allowed_commands, env["PATH"])
-        check_arguments(Path(argv[0]).name, argv[1:])
+        executable = Path(argv[0])
+        real_executable = Path(os.path.realpath(executable))  # noqa: ASYNC240 (no I/O wait)
+        # The rules go with the program, whichever name (a symlink's) it was called by.
+        for name in dict.fromkeys((executable.name, real_executable.name)):
+            check_arguments(name, argv[1:])
         ctx.files_dir.mkdir(parents=True, exist_ok=True)
         if not sandboxed:
             check_no_process_paths(argv[1:], os.fspath(ctx.files_dir))
@@ -99,8 +103,6 @@ class TerminalTool(Tool):
                 kill_grace_s=settings.kill_grace_s,
             )
             return describe_outcome(outcome, timeout)
-        executable = Path(argv[0])
-        real_executable = Path(os.path.realpath(executable))  # noqa: ASYNC240 (no I/O wait)
         spec = SandboxSpec(
             workdir=ctx.files_dir,
             # An operator's command outside the system folders is shown as the one file.

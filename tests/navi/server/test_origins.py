@@ -184,3 +184,18 @@ def test_a_websocket_from_another_origin_is_refused_before_accept() -> None:
         assert ws_status(url, origin="null") == 403
         assert ws_status(url, origin=url) == 101
         assert ws_status(url) == 101
+
+
+def test_listening_on_every_interface_without_names_is_warned_about() -> None:
+    from structlog.testing import capture_logs
+
+    from navi.config import Settings
+    from navi.server.app import create_app
+
+    token = "t" * 20
+    with capture_logs() as logs:
+        create_app(Settings(host="0.0.0.0", api_token=token))
+        create_app(Settings(host="0.0.0.0", api_token=token, allowed_hosts=("navi.lan",)))
+        create_app(Settings(host="127.0.0.1"))
+    warned = [entry for entry in logs if entry["event"] == "server.hosts_not_listed"]
+    assert len(warned) == 1 and "NAVI_ALLOWED_HOSTS" in warned[0]["message"]

@@ -12,10 +12,14 @@ import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTo
 import { highestSeq, renderHistory } from './history.js';
 import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
+import { exportChat } from './export.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
-import { Sidebar, sessionTitle } from './sessions.js';
+import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
+import { mountShortcuts } from './shortcuts.js';
 import { profileById, state, subscribe, update } from './state.js';
+import { mountThemeSwitch, toggleTheme } from './theme.js';
+import { mountVersions } from './versions.js';
 
 const PROFILE_KEY = 'navi.profile';
 const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
@@ -90,6 +94,9 @@ const replay = new ReplayView($('#replay'), {
   onFork: forkAndResend,
 });
 mountForkActions(view.inner, { sessionId: () => state.sessionId, onFork: forkAndResend });
+subscribe('sessions', mountVersions(view.inner, {
+  sessions: () => state.sessions, sessionId: () => state.sessionId, open: (id) => navigate(id),
+}));
 
 mountProfileSwitcher($('#profile-select'), changeProfile);
 mountContextMeter($('#context-meter'));
@@ -274,10 +281,17 @@ async function send(message) {
     composer.showError('Not connected to the server. Your message is kept; send it again when the connection is back.');
     return false;
   }
+  // While an answer streams, the message waits on the server for the run to end.
+  const queued = state.running;
   const frame = { type: 'message', content: message.content };
   if (message.images.length) frame.images = message.images;
   if (message.files.length) frame.files = message.files;
-  const bubble = view.addUser(message, { pending: true });
+  if (queued) frame.queue = true;
+  if (!view.inner.querySelector('.message.user')) {
+    provisionalTitle(state.sessionId, message.content);
+    sidebar.render();
+  }
+  const bubble = view.addUser(message, { pending: true, queued });
   if (!connection.send(frame)) {
     view.removePending(bubble);
     composer.showError('The connection dropped before the message was sent. It is kept; try again.');
@@ -404,9 +418,35 @@ replayButton.append(icon('replay'));
 replayButton.addEventListener('click', () => {
   if (state.sessionId) navigate(`${REPLAY}${state.sessionId}`);
 });
+const exportButton = $('#export-button');
+exportButton.append(icon('download'));
+async function exportCurrent() {
+  if (!state.sessionId || app.classList.contains('replaying')) return;
+  try {
+    await exportChat(state.sessionId, { profileName: profileById(state.profileId)?.name });
+  } catch (error) {
+    view.error(`Could not export the chat: ${error.message}`);
+  }
+}
+exportButton.addEventListener('click', exportCurrent);
 subscribe(['sessionId', 'running'], () => {
   replayButton.hidden = !state.sessionId || app.classList.contains('replaying');
+  exportButton.hidden = replayButton.hidden;
 });
+
+mountThemeSwitch($('#sidebar-prefs'));
+const showShortcuts = mountShortcuts({
+  newChat: () => navigate(null),
+  focusSearch: () => {
+    openSidebar();
+    $('#session-search').focus();
+  },
+  focusPrompt: () => composer.focus(),
+  toggleTheme,
+  exportChat: exportCurrent,
+});
+$('#shortcuts-button').append(icon('keyboard'));
+$('#shortcuts-button').addEventListener('click', showShortcuts);
 
 subscribe('sessions', () => {
   const listed = state.sessions.find((s) => s.session_id === state.sessionId);

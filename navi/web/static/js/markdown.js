@@ -5,12 +5,18 @@
 // Showing an answer never calls out: an image from another origin (a tracking pixel, or
 // a URL that carries the conversation away) is not fetched but shown as a link the user
 // may open. Images of Navi's own origin and data:/blob: URLs show as images.
+//
+// GFM extras: a table column's alignment becomes a class (align-left/center/right: the
+// stylesheet's text-align would beat the align attribute); a task list's [ ] and [x] are
+// drawn as disabled checkboxes (role="checkbox", not <input>: answers never get controls);
+// LaTeX is typeset by KaTeX (math.js).
 
 import { Marked } from '../vendor/marked.esm.js';
 import DOMPurify from '../vendor/purify.es.js';
 import hljs from '../vendor/highlight.min.js';
 import { copyText, h } from './dom.js';
 import { icon } from './icons.js';
+import { mathExtension, typeset } from './math.js';
 
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escapeHtml = (text) => text.replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -35,8 +41,20 @@ marked.use({
       const cls = language ? ` language-${escapeHtml(language)}` : '';
       return `<pre><code class="hljs${cls}" data-lang="${escapeHtml(language)}">${html}</code></pre>\n`;
     },
+    checkbox({ checked }) {
+      const label = checked ? 'done' : 'not done';
+      return `<span class="task-box${checked ? ' checked' : ''}" role="checkbox" aria-checked="${checked}" ` +
+        `aria-disabled="true" aria-label="${label}"></span> `;
+    },
+    listitem(item) {
+      const body = this.parser.parse(item.tokens);
+      return item.task ? `<li class="task-item">${body}</li>\n` : `<li>${body}</li>\n`;
+    },
   },
 });
+marked.use(mathExtension);
+
+const ALIGNMENTS = new Set(['left', 'center', 'right']);
 
 // Model output must not be able to draw controls that look like Navi's own.
 // Media other than images would load from wherever they point: not shown at all.
@@ -56,6 +74,11 @@ function isLocalImage(src) {
 }
 
 DOMPurify.addHook('afterSanitizeAttributes', (node) => {
+  if ((node.tagName === 'TH' || node.tagName === 'TD') && node.hasAttribute('align')) {
+    const align = node.getAttribute('align').toLowerCase();
+    node.removeAttribute('align');
+    if (ALIGNMENTS.has(align)) node.classList.add(`align-${align}`);
+  }
   if (node.tagName === 'A' && node.getAttribute('href')) {
     node.setAttribute('target', '_blank');
     node.setAttribute('rel', 'noopener noreferrer');
@@ -124,6 +147,7 @@ export function mountMarkdown(el, text) {
   el.innerHTML = renderMarkdown(text);
   linkRemoteImages(el);
   decorateCodeBlocks(el);
+  typeset(el);
 }
 
 /** Markdown that grows while it streams; renders lazily so each delta costs O(1). */

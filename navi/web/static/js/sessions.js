@@ -1,5 +1,6 @@
 // The sidebar: sessions (pinned first, then by last activity, grouped by day), search by
-// title and content, pin/unpin, delete with confirmation, new chat, and the backend.
+// title and content, rename (double-click or the pencil), pin/unpin, delete with
+// confirmation, new chat, and the backend.
 
 import { api } from './api.js';
 import { confirmDialog } from './dialogs.js';
@@ -10,11 +11,22 @@ import { profileById, state, subscribe, update } from './state.js';
 const SEARCH_DELAY_MS = 250;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+const TITLE_CHARS = 60;
+// A chat's first message, sent from this page, until the server's list has a title:
+// the sidebar never says "New chat" for a chat that is already answering.
+const provisional = new Map();
+
+export function provisionalTitle(sessionId, text) {
+  const flat = (text || '').split(/\s+/).join(' ').trim();
+  if (!sessionId || !flat) return;
+  provisional.set(sessionId, flat.length > TITLE_CHARS ? `${flat.slice(0, TITLE_CHARS - 1).trimEnd()}…` : flat);
+}
+
 export function sessionTitle(session) {
   const title = (session.title || '').trim();
   if (title) return title;
   const preview = (session.preview || '').trim();
-  return preview || 'New chat';
+  return preview || provisional.get(session.session_id) || 'New chat';
 }
 
 function sortSessions(list) {
@@ -50,6 +62,7 @@ export class Sidebar {
     this.onNavigate = onNavigate;
     this.query = '';
     this.remote = null; // {query, sessions} from GET /sessions?q=
+    this.renaming = null; // {id, draft}: the chat whose title is being edited
     this.searchTimer = null;
     this.loaded = false;
 
@@ -125,6 +138,13 @@ export class Sidebar {
     return sortSessions([...local, ...remote.filter((s) => !seen.has(s.session_id))]);
   }
 
+  /** The found text of a search hit (`match` from GET /sessions?q=), if any. */
+  matchOf(session) {
+    if (!this.query || !this.remote || this.remote.query !== this.query) return '';
+    const hit = this.remote.sessions.find((s) => s.session_id === session.session_id);
+    return (hit && typeof hit.match === 'string' && hit.match !== sessionTitle(session)) ? hit.match : '';
+  }
+
   render() {
     const sessions = this.visibleSessions();
     clear(this.list);
@@ -143,6 +163,11 @@ export class Sidebar {
       }
       this.list.append(this.item(session));
     }
+    const input = this.list.querySelector('.rename-input');
+    if (input && document.activeElement !== input) {
+      input.focus();
+      input.setSelectionRange(input.value.length, input.value.length);
+    }
   }
 
   item(session) {
@@ -153,23 +178,87 @@ export class Sidebar {
       title: session.pinned ? 'Unpin' : 'Pin', 'aria-label': session.pinned ? 'Unpin chat' : 'Pin chat',
       onclick: (event) => this.togglePin(event, session),
     }, icon(session.pinned ? 'unpin' : 'pin'));
+    const rename = h('button', {
+      type: 'button', class: 'icon-button small', 'data-action': 'rename',
+      title: 'Rename', 'aria-label': 'Rename chat',
+      onclick: (event) => this.startRename(event, session),
+    }, icon('edit'));
     const remove = h('button', {
       type: 'button', class: 'icon-button small danger', 'data-action': 'delete',
       title: 'Delete', 'aria-label': 'Delete chat',
       onclick: (event) => this.remove(event, session),
     }, icon('trash'));
+    const classes = `session-item${active ? ' active' : ''}${session.pinned ? ' pinned' : ''}`;
+    if (this.renaming && this.renaming.id === id) {
+      return h('div', { class: `${classes} renaming`, 'data-session-id': id }, this.renameInput(session));
+    }
+    const match = this.matchOf(session);
     const link = h('a', {
       href: `#${id}`, class: 'session-link', title: session.preview || sessionTitle(session),
       onclick: () => this.onNavigate(),
+      ondblclick: (event) => this.startRename(event, session),
     },
     session.pinned && icon('pin', 'icon pin-mark'),
     session.forked_from && this.lineage(session),
-    h('span', { class: 'session-title', text: sessionTitle(session) }));
+    h('span', { class: 'session-text' },
+      h('span', { class: 'session-title', text: sessionTitle(session) }),
+      match && h('span', { class: 'session-match', text: match })));
     return h('div', {
-      class: `session-item${active ? ' active' : ''}${session.pinned ? ' pinned' : ''}`,
+      class: `${classes}${match ? ' with-match' : ''}`,
       'data-session-id': id,
       'aria-current': active ? 'page' : false,
-    }, link, h('span', { class: 'session-actions' }, pin, remove));
+    }, link, h('span', { class: 'session-actions' }, rename, pin, remove));
+  }
+
+  startRename(event, session) {
+    event.preventDefault();
+    event.stopPropagation();
+    this.renaming = { id: session.session_id, draft: sessionTitle(session) };
+    this.render();
+  }
+
+  renameInput(session) {
+    const input = h('input', {
+      type: 'text', class: 'rename-input', value: this.renaming.draft, maxlength: 200,
+      'aria-label': 'Chat title',
+    });
+    let done = false;
+    const finish = (save) => {
+      if (done) return;
+      done = true;
+      this.finishRename(session, save ? input.value : null);
+    };
+    input.addEventListener('input', () => { this.renaming.draft = input.value; });
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') {
+        event.preventDefault();
+        finish(true);
+      } else if (event.key === 'Escape') {
+        event.preventDefault();
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    // A re-render replaces the input (and may blur it): only a real blur saves.
+    input.addEventListener('blur', () => setTimeout(() => { if (input.isConnected) finish(true); }, 0));
+    return input;
+  }
+
+  async finishRename(session, value) {
+    this.renaming = null;
+    const title = (value ?? '').trim();
+    if (!title || title === sessionTitle(session)) {
+      this.render();
+      return;
+    }
+    // Shown at once; the server's answer (or the list) confirms it.
+    update({ sessions: state.sessions.map((s) => (s.session_id === session.session_id ? { ...s, title } : s)) });
+    try {
+      await api.renameSession(session.session_id, title);
+    } catch (error) {
+      this.showError(`Could not rename the chat: ${error.message}`);
+    }
+    await this.refresh();
   }
 
   /** A fork's mark: what it was forked from, and where. */

@@ -2,7 +2,7 @@
 ``navi recompress``): ask the session actor (navi/run/compression.py does the work) and
 wait for the ``context.compressed`` or ``context.compression_failed`` it records.
 
-The wait follows the session's history (views.follow_history), so it also works for a
+The wait follows the session's history (replay.history.follow_history), so it also works for a
 fork, whose actor answers in history seqs while its own stream is numbered from the fork
 point on.
 """
@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from events.envelope import Recorded
-from navi.replay.history import load_history
-from navi.server.views import follow_history
+from navi.replay.history import follow_history, load_history
 from navi.session import messages as m
 
 if TYPE_CHECKING:

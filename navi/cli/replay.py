@@ -18,6 +18,7 @@ import anyio
 import msgspec
 
 from events.store import EventStore
+from navi.cli.common import fail, quiet_settings
 
 
 def add_commands(sub: Any) -> None:
@@ -75,19 +76,13 @@ def add_commands(sub: Any) -> None:
         parser.add_argument("--db", help="database URL")
 
 
-def _fail(message: str, code: int = 1) -> int:
-    sys.stderr.write(f"navi: {message}\n")
-    return code
-
-
 def _with_store(args: argparse.Namespace, work: Callable[[EventStore], Awaitable[int]]) -> int:
     """Open the database of the settings (or ``--db``), run ``work``; replay errors and
     bad values become a message and an exit code."""
     from events.factory import store_for_url
-    from navi.cli_client import _open
     from navi.replay.errors import ReplayError
 
-    settings, _ = _open(args)
+    settings, _ = quiet_settings(args)
 
     async def run() -> int:
         async with store_for_url(settings.database_url) as store:
@@ -96,23 +91,13 @@ def _with_store(args: argparse.Namespace, work: Callable[[EventStore], Awaitable
     try:
         result: int = anyio.run(run)
     except ReplayError as exc:
-        return _fail(str(exc))
+        return fail(str(exc))
     except ValueError as exc:
-        return _fail(str(exc), 2)
+        return fail(str(exc), 2)
     return result
 
 
 # ---------------------------------------------------------------------- replay
-
-
-def parse_speed(raw: str) -> float | None:
-    from navi.server.replay_ws import BadReplayRequest
-    from navi.server.replay_ws import parse_speed as parse
-
-    try:
-        return parse(raw)
-    except BadReplayRequest as exc:
-        raise ValueError(str(exc)) from None
 
 
 async def run_range(store: EventStore, session_id: str, run: int | None) -> tuple[int, int, int]:
@@ -144,9 +129,9 @@ async def run_range(store: EventStore, session_id: str, run: int | None) -> tupl
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from navi.cli_print import DIM, RESET, RunPrinter
+    from navi.cli.printing import DIM, RESET, RunPrinter
     from navi.replay.history import load_history
-    from navi.server.replay_timeline import paced_gap
+    from navi.replay.pacing import paced_gap, parse_speed
 
     async def work(store: EventStore) -> int:
         speed = parse_speed(args.speed)
@@ -310,7 +295,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     try:
         lines = path.read_bytes().splitlines()
     except OSError as exc:
-        return _fail(f"cannot read {path}: {exc}", 2)
+        return fail(f"cannot read {path}: {exc}", 2)
 
     async def work(store: EventStore) -> int:
         session_id = new_session_id() if args.as_new else None
@@ -363,21 +348,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_recompress(args: argparse.Namespace) -> int:
     from events.types import ContextCompressed
     from navi.app import Navi
-    from navi.cli_client import _open
-    from navi.server.recompress import recompress_and_wait
+    from navi.recompress import recompress_and_wait
     from navi.session.errors import SessionError
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
 
     async def run() -> int:
         async with Navi.open(settings, env=env, background=False) as navi:
             try:
                 record = await recompress_and_wait(navi, args.session, args.model)
             except SessionError as exc:
-                return _fail(exc.message)
+                return fail(exc.message)
         event = record.event
         if not isinstance(event, ContextCompressed):
-            return _fail(f"the re-summary failed: {getattr(event, 'error', event)}")
+            return fail(f"the re-summary failed: {getattr(event, 'error', event)}")
         sys.stdout.write(
             f"summarised events {event.from_seq}..{event.to_seq} with {event.model or 'the profile model'}"
             f" ({event.messages_before} → {event.messages_after} messages in the context):\n"

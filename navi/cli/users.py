@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from navi.cli.common import fail
+
 
 def add_commands(sub: Any) -> None:
     users = sub.add_parser("users", help="manage the users of the users file")
@@ -39,10 +41,7 @@ def cmd_users_add(args: argparse.Namespace) -> int:
     env = environment()
     where = args.file or env.get("NAVI_USERS_FILE", "").strip()
     if not where:
-        sys.stderr.write(
-            "navi: no users file: set NAVI_USERS_FILE (the server reads it) or pass --file\n"
-        )
-        return 2
+        return fail("no users file: set NAVI_USERS_FILE (the server reads it) or pass --file", 2)
     tools = None
     if args.tools is not None:
         tools = tuple(t.strip() for t in args.tools.split(",") if t.strip())
@@ -50,8 +49,7 @@ def cmd_users_add(args: argparse.Namespace) -> int:
     try:
         token = add_user(path, args.name, role=args.role, tools=tools)
     except AuthConfigError as exc:
-        sys.stderr.write(f"navi: {exc}\n")
-        return 2
+        return fail(str(exc), 2)
     sys.stdout.write(token + "\n")
     sys.stderr.write(
         f"Added {args.role} {args.name!r} to {path}. The token above is shown only this "

@@ -1,26 +1,25 @@
-"""The ``navi`` command: serve, chat, sessions, doctor, users, state-diagram."""
+"""``navi serve`` and ``navi state-diagram``."""
 
 from __future__ import annotations
 
 import argparse
 import gc
 import sys
-from collections.abc import Sequence
+from typing import Any
 
-from navi.accounts import AuthConfigError
-from navi.config import Settings, SettingsError
-from navi.environment import environment
+from navi.cli.common import PRIVATE_URLS_WARNING, settings_for
+from navi.config import Settings
 
 
-def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, str]]:
-    env = environment()
-    if getattr(args, "db", None):
-        env["NAVI_DATABASE_URL"] = args.db
-    if getattr(args, "host", None):
-        env["NAVI_HOST"] = args.host
-    if getattr(args, "port", None):
-        env["NAVI_PORT"] = str(args.port)
-    return Settings.from_env(env), env
+def add_commands(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="start the server (REST, WebSocket, web client)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default 8000)")
+    serve.add_argument("--db", help="database URL (default sqlite:///navi.db)")
+    serve.set_defaults(func=cmd_serve)
+
+    diagram = sub.add_parser("state-diagram", help="print the run state machine (Mermaid)")
+    diagram.set_defaults(func=cmd_state_diagram)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -30,7 +29,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from navi.server.app import create_app
     from navi.server.auth import AuthConfigError
 
-    settings, env = _settings(args)
+    settings, env = settings_for(args)
     configure_logging(settings.log_level)
     _log_sandbox(settings)
     try:
@@ -71,6 +70,8 @@ def _log_sandbox(settings: Settings) -> None:
         log.info("tools.sandbox", status=text)
     else:
         log.warning("tools.sandbox", status=text)
+    if settings.tools.allow_private_urls:
+        log.warning("tools.outbound", status=PRIVATE_URLS_WARNING)
 
 
 def freeze_startup_objects() -> None:
@@ -88,37 +89,3 @@ def cmd_state_diagram(args: argparse.Namespace) -> int:
 
     sys.stdout.write(mermaid() + "\n")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="navi", description="Navi, a local-first AI agent.")
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    serve = sub.add_parser("serve", help="start the server (REST, WebSocket, web client)")
-    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port (default 8000)")
-    serve.add_argument("--db", help="database URL (default sqlite:///navi.db)")
-    serve.set_defaults(func=cmd_serve)
-
-    diagram = sub.add_parser("state-diagram", help="print the run state machine (Mermaid)")
-    diagram.set_defaults(func=cmd_state_diagram)
-
-    from navi import cli_client, cli_replay, cli_users
-
-    cli_client.add_commands(sub)
-    cli_replay.add_commands(sub)
-    cli_users.add_commands(sub)
-
-    args = parser.parse_args(argv)
-    try:
-        code: int = args.func(args)
-    except (SettingsError, AuthConfigError) as exc:  # a users file that does not read
-        sys.stderr.write(f"navi: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        return 130
-    return code
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 
+from navi.cli.common import PRIVATE_URLS_WARNING, quiet_settings
+
 
 def add_commands(sub: Any) -> None:
     chat = sub.add_parser("chat", help="run one turn in the terminal")
@@ -34,21 +36,12 @@ def add_commands(sub: Any) -> None:
     doctor.set_defaults(func=cmd_doctor)
 
 
-def _open(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
-    from navi.cli import _settings
-    from navi.logs import configure_logging
-
-    settings, env = _settings(args)
-    configure_logging("WARNING")
-    return settings, env
-
-
 def cmd_chat(args: argparse.Namespace) -> int:
     from events.types import RunFailed
     from navi.app import Navi
-    from navi.cli_print import RunPrinter
+    from navi.cli.printing import RunPrinter
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
 
     async def run() -> int:
         async with Navi.open(settings, env=env) as navi:
@@ -70,7 +63,7 @@ def cmd_sessions(args: argparse.Namespace) -> int:
     from projections.runner import LogProjectionRunner
     from projections.sessions import SESSIONS
 
-    settings, _ = _open(args)
+    settings, _ = quiet_settings(args)
 
     async def run() -> None:
         async with store_for_url(settings.database_url) as store:
@@ -91,12 +84,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from events.factory import store_for_url
-    from navi.llm.selection import select_backend
+    from navi.llm.diagnose import diagnose_llm
     from profiles import ProfileRegistry
     from tools import create_registry
     from tools.sandbox import sandbox_report
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
     problems = 0
 
     def line(ok: bool, text: str) -> None:
@@ -112,14 +105,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except Exception as exc:
             line(False, f"database {settings.database_url}: {exc}")
         try:
-            backend = await select_backend(settings.llm)
-            try:
-                models = await backend.list_models()
-                names = ", ".join(m.name for m in models[:8]) or "none"
-                line(True, f"LLM: {backend.name} at {backend.url}, model {backend.model}")
-                line(bool(models), f"models available: {names}")
-            finally:
-                await backend.aclose()
+            for finding in await diagnose_llm(settings.llm):
+                line(finding.ok, finding.text)
         except Exception as exc:
             line(False, f"LLM: {exc}")
         profiles = ProfileRegistry.from_environ(env)
@@ -131,6 +118,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             sys.stdout.write(f"! warning: {sandbox}\n")
         else:
             line(level == "ok", sandbox)
+        if settings.tools.allow_private_urls:
+            sys.stdout.write(f"! warning: {PRIVATE_URLS_WARNING}\n")
         tools = create_registry(settings.tools)
         line(not tools.load_errors, f"tools: {len(tools.names())} loaded")
         for error in tools.load_errors:
@@ -142,10 +131,28 @@ def cmd_doctor(args: argparse.Namespace) -> int:
                     f"  note: profile {p.id} names tools not loaded yet: {', '.join(missing)}\n"
                 )
         await tools.aclose()
+        await _doctor_mcp(settings, tools, line)
 
     anyio.run(run)
     sys.stdout.write("All good.\n" if problems == 0 else f"{problems} problem(s) found.\n")
     return 0 if problems == 0 else 1
+
+
+async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
+    """Each MCP server of the config: started or not, why, how many tools."""
+    from navi.mcp import load_config, probe
+
+    path = settings.mcp_config_path
+    config = load_config(path)
+    if not config.servers and not config.errors:
+        where = "" if path.exists() else " (no such file)"
+        sys.stdout.write(f"  MCP servers: none configured in {path}{where}\n")
+        return
+    line(not config.errors, f"MCP config {path}: {len(config.servers)} server(s)")
+    for problem in config.errors:
+        line(False, f"  {problem}")
+    for status in await probe(config, tools):
+        line(status.state == "running", status.describe())
 
 
 def cmd_reextract(args: argparse.Namespace) -> int:
@@ -153,7 +160,7 @@ def cmd_reextract(args: argparse.Namespace) -> int:
 
     from navi.app import Navi
 
-    settings, env = _open(args)
+    settings, env = quiet_settings(args)
     prompt = Path(args.prompt_file).read_text(encoding="utf-8") if args.prompt_file else None
 
     async def run() -> None:
