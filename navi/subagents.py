@@ -264,7 +264,7 @@ class SpawnAgentTool(Tool):
     }
     # Re-running it after a crash re-attaches to the child it started (subagent.spawned).
     idempotent = True
-    # Several calls of one step run side by side (see RunDriver._concurrent_batch).
+    # Several calls of one step run side by side (see navi/run/tool_step.py).
     concurrent = True
 
     def __init__(self, profiles: ProfileRegistry, *, timeout_s: float = SUBAGENT_TIMEOUT_S) -> None:

@@ -1,6 +1,7 @@
 """Print the run state machine as a Mermaid diagram (``--table``: as a Markdown table).
 
-``--update-doc`` rewrites the generated blocks of docs/state-machine.md instead.
+``--update-doc`` rewrites the generated blocks of docs/state-machine.md instead (the
+state machine's diagram and table, and the run's decision table).
 Run from the repository: ``.venv/bin/python scripts/state_diagram.py``.
 """
 
@@ -16,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from navi.run import decide  # noqa: E402
 from navi.run.state import mermaid, table_markdown  # noqa: E402
 
 DOC = ROOT / "docs" / "state-machine.md"
@@ -27,7 +29,12 @@ def _replacement(body: str) -> Callable[[re.Match[str]], str]:
 
 def update_doc(path: Path) -> None:
     text = path.read_text()
-    for name, body in (("mermaid", f"```mermaid\n{mermaid()}```\n"), ("table", table_markdown())):
+    blocks = (
+        ("mermaid", f"```mermaid\n{mermaid()}```\n"),
+        ("table", table_markdown()),
+        ("decisions", decide.table_markdown()),
+    )
+    for name, body in blocks:
         pattern = re.compile(
             rf"(<!-- BEGIN GENERATED {name} -->\n).*?(<!-- END GENERATED {name} -->)", re.S
         )

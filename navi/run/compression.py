@@ -21,9 +21,8 @@ superseded). The ``context`` projection applies it; ``messages`` never changes. 
 summary call records ``llm.failed`` + ``context.compression_failed``: the context
 stays as it was, and the failure is in the log.
 
-A re-summary (``resummarise``, asked for by ``navi recompress``) summarises the range of the latest summary again (from the original
-messages, with another model if asked): a new ``context.compressed`` that supersedes
-the old one. The log keeps both, so the context at any seq is what the LLM saw then.
+A re-summary (navi/run/resummary.py, asked for by ``navi recompress``) summarises the
+range of the latest summary again.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ from events.types import (
 )
 from navi.llm.errors import LLMError
 from navi.llm.types import ChatMessage, LLMOptions
+from navi.run.host import active_profile
 from navi.run.state import RunState
 from profiles import Profile
 from projections import context as context_projection
@@ -55,7 +55,7 @@ from projections.compression import SummarySpan, compress, units
 from projections.types import Message
 
 if TYPE_CHECKING:
-    from navi.run.driver import RunDeps, RunHost
+    from navi.run.host import RunDeps, RunHost
 
 log = structlog.get_logger(__name__)
 
@@ -102,7 +102,7 @@ class Selection:
 # ---------------------------------------------------------------- pure parts
 
 
-def _spans(summaries: Sequence[SummarySpan]) -> dict[int, tuple[int, int]]:
+def summary_spans(summaries: Sequence[SummarySpan]) -> dict[int, tuple[int, int]]:
     return {seq: (first, last) for seq, first, last in summaries}
 
 
@@ -122,7 +122,7 @@ def select_old_turns(
     turns = units(messages)
     keep = max(keep_recent, 1 if open_group else 0)
     cut = len(turns) - keep
-    spans = _spans(summaries)
+    spans = summary_spans(summaries)
 
     def span(message: Message) -> tuple[int, int]:
         if message.is_summary and message.seq in spans:
@@ -213,10 +213,6 @@ def context_tokens(context: context_projection.ContextState) -> int:
 # ---------------------------------------------------------------- effects
 
 
-def _profile(host: RunHost, deps: RunDeps) -> Profile:
-    return deps.profiles.get(host.state.profile.profile_id or deps.profiles.default_id)
-
-
 def over_threshold(host: RunHost, deps: RunDeps, profile: Profile) -> tuple[bool, int]:
     return _over(host.state.context, deps, profile)
 
@@ -233,18 +229,20 @@ def _over_count(tokens: int, deps: RunDeps, profile: Profile) -> tuple[bool, int
     return tokens >= num_ctx * settings.compression_threshold, tokens
 
 
-def would_compress(host: RunHost, deps: RunDeps, ahead: Recorded) -> bool:
+def would_compress(host: RunHost, deps: RunDeps, ahead: Sequence[Recorded]) -> bool:
     """Whether the pre-turn check would find the context over the threshold once
     ``ahead`` (not yet recorded) is in it. Pure: the session's state is not changed."""
     if not deps.settings.compression_enabled:
         return False
     context = host.state.context
-    if isinstance(ahead.event, ToolCompleted | ToolFailed):
+    if len(ahead) == 1 and isinstance(ahead[0].event, ToolCompleted | ToolFailed):
         # A result changes only the character count, counted without folding it in.
-        tokens = max(context.token_count, context_projection.chars_after(context, ahead) // 4)
+        tokens = max(context.token_count, context_projection.chars_after(context, ahead[0]) // 4)
     else:
-        tokens = context_tokens(context_projection.evolve(context, ahead))
-    return _over_count(tokens, deps, _profile(host, deps))[0]
+        for record in ahead:
+            context = context_projection.evolve(context, record)
+        tokens = context_tokens(context)
+    return _over_count(tokens, deps, active_profile(host.state, deps))[0]
 
 
 async def compress_if_needed(host: RunHost, deps: RunDeps) -> bool:
@@ -253,7 +251,7 @@ async def compress_if_needed(host: RunHost, deps: RunDeps) -> bool:
         return False
     if host.state.run_state not in CAN_START:
         return False
-    profile = _profile(host, deps)
+    profile = active_profile(host.state, deps)
     needed, tokens = over_threshold(host, deps, profile)
     if not needed:
         return False
@@ -266,7 +264,7 @@ async def compress_if_needed(host: RunHost, deps: RunDeps) -> bool:
     )
     if selection is None:
         return False
-    return await _summarise(host, deps, profile, selection, tokens=tokens)
+    return await summarise(host, deps, profile, selection, tokens=tokens)
 
 
 async def abandon_interrupted(host: RunHost, *, error: str = INTERRUPTED) -> None:
@@ -276,7 +274,7 @@ async def abandon_interrupted(host: RunHost, *, error: str = INTERRUPTED) -> Non
         await host.record(ContextCompressionFailed(error=error))
 
 
-async def _summarise(
+async def summarise(
     host: RunHost,
     deps: RunDeps,
     profile: Profile,
@@ -367,72 +365,3 @@ class CompressionWorker:
 
     async def __call__(self, host: RunHost) -> None:
         await compress_if_needed(host, self.deps)
-
-
-# ---------------------------------------------------------------- re-summarising
-
-
-def raw_messages(records: Sequence[Recorded], first: int, last: int) -> list[Message]:
-    """The context messages recorded from ``first`` to ``last``, as they were before any
-    compression of that range (compressions inside it are left out of the fold)."""
-    state = context_projection.INITIAL
-    for record in records:
-        event = record.event
-        if (
-            isinstance(event, ContextCompressed)
-            and event.from_seq >= first
-            and event.to_seq <= last
-        ):
-            continue
-        state = context_projection.evolve(state, record)
-    spans = _spans(state.summaries)
-    picked = []
-    for message in state.as_list():
-        start, end = (
-            spans.get(message.seq, (message.seq, message.seq))
-            if message.is_summary
-            else (message.seq, message.seq)
-        )
-        if start >= first and end <= last:
-            picked.append(message)
-    return picked
-
-
-def recompress_selection(
-    context: context_projection.ContextState, records: Sequence[Recorded], keep_recent: int
-) -> Selection | None:
-    """What a re-summary covers: the range of the latest summary in the context, from
-    its original messages; with no summary, the older turns as a compression would."""
-    messages = context.as_list()
-    in_context = {m.seq for m in messages if m.is_summary}
-    latest = next((s for s in reversed(context.summaries) if s[0] in in_context), None)
-    if latest is None:
-        return select_old_turns(messages, context.summaries, keep_recent)
-    summary_seq, first, last = latest
-    originals = raw_messages([r for r in records if r.seq < summary_seq], first, last)
-    if not originals:
-        return None
-    return Selection(
-        from_seq=first,
-        to_seq=last,
-        supersedes_seq=summary_seq,
-        messages=tuple(originals),
-        messages_before=len(messages),
-        messages_after=len(messages),
-    )
-
-
-async def resummarise(
-    host: RunHost, deps: RunDeps, selection: Selection, model: str | None
-) -> bool:
-    """Record a re-summary of ``selection`` (the session is at rest)."""
-    context = host.state.context
-    tokens = context_tokens(context)
-    try:
-        return await _summarise(
-            host, deps, _profile(host, deps), selection, tokens=tokens, model=model
-        )
-    except Exception:
-        # Whatever went wrong, the session must not stay in compressing_after_run.
-        await abandon_interrupted(host, error="the re-summary failed unexpectedly")
-        raise

@@ -46,7 +46,7 @@ from profiles import Profile
 from projections.types import Message
 
 if TYPE_CHECKING:
-    from navi.run.driver import RunDeps, RunHost
+    from navi.run.host import RunDeps, RunHost
 
 log = structlog.get_logger(__name__)
 

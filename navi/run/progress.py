@@ -1,6 +1,10 @@
-"""Where the current run stands: a pure fold of the session log that the run driver
-reads to decide its next step. A fresh run and a run resumed after a crash are the
-same thing to the driver: it looks at the progress and does what comes next.
+"""Where the current run stands, beyond its state: a pure fold of the session log that
+the run's decision table (navi/run/decide.py) reads with the run state. A fresh run and
+a run resumed after a crash are the same thing to the driver: it looks at both and does
+what comes next.
+
+The progress keeps only what the state does not say: whether the run is over, stopping,
+streaming or answered is the state's business (navi/run/state.py), not a field here.
 """
 
 from __future__ import annotations
@@ -20,11 +24,7 @@ from events.types import (
     LLMRequested,
     PlanReady,
     PlanStatus,
-    RunCompleted,
-    RunFailed,
     RunStarted,
-    RunStopped,
-    StopRequested,
     SubagentFinished,
     SubagentSpawned,
     TodoItem,
@@ -34,6 +34,9 @@ from events.types import (
     ToolFailed,
     ToolRequested,
 )
+
+# llm.failed's kind when the model does not think: the call is asked again without it.
+THINKING_NOT_SUPPORTED = "thinking_not_supported"
 
 
 class PlanResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -45,26 +48,35 @@ class PlanResult(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
+    # What run.started said.
     run_id: str | None = None
     started_seq: int = 0
     profile_id: str = ""
     mode: str = "stream"
     backend: str = ""
     max_iterations: int = 50
+    # The tool loop's LLM calls.
     iterations: int = 0  # tool-loop LLM calls requested so far
     attempt: int = 0  # attempt number of the current iteration's LLM call
-    llm_open: bool = False  # an llm.requested (tool loop) without its completion
+    # An llm.requested (tool loop) without its outcome. The state says ``streaming``
+    # once chunks come; before the first one it says ``awaiting_llm``, as it does
+    # before the call is made: only this field tells the two apart.
+    llm_open: bool = False
     failures: int = 0  # llm.failed in a row for the current iteration
     last_error: str = ""
-    last_completion: LLMCompleted | None = None
-    requested: tuple[ToolCall, ...] = ()  # tool.requested of the last completion, in order
+    last_kind: str = ""  # llm.failed's kind
+    retryable: bool = False  # the last failure may be retried (llm.failed's own word)
+    think_off: bool = False  # the model refused thinking in this run: ask without it
+    answer: str = ""  # the text of the last answer (what run.completed repeats)
+    calls: tuple[ToolCall, ...] = ()  # the tool calls of the last answer, in order
+    requested: tuple[ToolCall, ...] = ()  # their tool.requested, in order
     resolved: frozenset[str] = frozenset()  # call ids with tool.completed / tool.failed
+    # The todo list and the injections (navi/run/injections.py).
     failed_steps: frozenset[int] = frozenset()  # todo ids seen failed during this run
     todo_done: int = 0
     stall: int = 0  # iterations since the todo list last made progress
     last_anchor: int = 0  # the iteration of the last goal anchor
     replanned: int = 0  # how many failed steps the last re-plan prompt covered
-    stop_requested: bool = False
     # Planning and compression calls ("plan" / "compress") are not tool-loop calls.
     side_call: str = ""
     plan_phase: int = 0  # the phase of the last plan.status
@@ -73,9 +85,6 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     # subagent.spawned / subagent.finished of this run, by tool call id.
     subagents: tuple[SubagentSpawned, ...] = ()
     subagents_finished: tuple[SubagentFinished, ...] = ()
-    tool_calls_made: int = 0
-    completion_tokens: int = 0
-    ended: bool = False
 
     def plan_result(self, phase: int) -> PlanResult | None:
         return next((r for r in self.plan_results if r.phase == phase), None)
@@ -92,11 +101,11 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def unrequested_calls(self) -> list[ToolCall]:
-        """Calls the last completion asked for that have no ``tool.requested`` yet."""
-        if self.last_completion is None:
+        """Calls the last answer asked for that have no ``tool.requested`` yet."""
+        if len(self.requested) == len(self.calls):
             return []
         have = {c.id for c in self.requested}
-        return [c for c in self.last_completion.tool_calls if c.id not in have]
+        return [c for c in self.calls if c.id not in have]
 
 
 def _done_count(items: tuple[TodoItem, ...]) -> int:
@@ -127,7 +136,8 @@ def _llm_requested(p: RunProgress, record: Recorded, e: LLMRequested) -> RunProg
             attempt=e.attempt,
             llm_open=True,
             failures=0,
-            last_completion=None,
+            answer="",
+            calls=(),
             requested=(),
             resolved=frozenset(),
             stall=p.stall + 1,
@@ -146,13 +156,7 @@ def _llm_completed(p: RunProgress, record: Recorded, e: LLMCompleted) -> RunProg
         return p
     # An answer ends the run of failures: the next call is the next iteration, not one
     # more attempt at this one.
-    return replace(
-        p,
-        llm_open=False,
-        failures=0,
-        last_completion=e,
-        completion_tokens=p.completion_tokens + e.completion_tokens,
-    )
+    return replace(p, llm_open=False, failures=0, answer=e.content, calls=e.tool_calls)
 
 
 def _llm_failed(p: RunProgress, record: Recorded, e: LLMFailed) -> RunProgress:
@@ -161,12 +165,20 @@ def _llm_failed(p: RunProgress, record: Recorded, e: LLMFailed) -> RunProgress:
         return replace(p, side_call="", plan_results=(*p.plan_results, result))
     if p.side_call:
         return replace(p, side_call="")
-    return replace(p, llm_open=False, failures=p.failures + 1, last_error=e.error)
+    return replace(
+        p,
+        llm_open=False,
+        failures=p.failures + 1,
+        last_error=e.error,
+        last_kind=e.kind,
+        retryable=e.retryable or e.kind == THINKING_NOT_SUPPORTED,
+        think_off=p.think_off or e.kind == THINKING_NOT_SUPPORTED,
+    )
 
 
 def _tool_requested(p: RunProgress, record: Recorded, e: ToolRequested) -> RunProgress:
     call = ToolCall(id=e.call_id, name=e.name, arguments=e.arguments)
-    return replace(p, requested=(*p.requested, call), tool_calls_made=p.tool_calls_made + 1)
+    return replace(p, requested=(*p.requested, call))
 
 
 def _tool_resolved(p: RunProgress, record: Recorded, e: ToolCompleted | ToolFailed) -> RunProgress:
@@ -212,14 +224,6 @@ def _subagent_finished(p: RunProgress, record: Recorded, e: SubagentFinished) ->
     return replace(p, subagents_finished=(*p.subagents_finished, e))
 
 
-def _stop_requested(p: RunProgress, record: Recorded, e: StopRequested) -> RunProgress:
-    return replace(p, stop_requested=True)
-
-
-def _run_ended(p: RunProgress, record: Recorded, e: Event) -> RunProgress:
-    return replace(p, ended=True, llm_open=False)
-
-
 Fold = Callable[[RunProgress, Recorded, Any], RunProgress]
 
 # The fold, by event type: a run folds five events per iteration, and a chain of
@@ -239,10 +243,6 @@ FOLDS: Mapping[type[Event], Fold] = {
     PlanReady: _plan_ready,
     SubagentSpawned: _subagent_spawned,
     SubagentFinished: _subagent_finished,
-    StopRequested: _stop_requested,
-    RunCompleted: _run_ended,
-    RunStopped: _run_ended,
-    RunFailed: _run_ended,
 }
 
 
@@ -252,4 +252,4 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
     return p if fold is None else fold(p, record, event)
 
 
-INITIAL = RunProgress(ended=True)
+INITIAL = RunProgress()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import structlog
 
 if TYPE_CHECKING:
-    from navi.run.driver import RunHost
+    from navi.run.host import RunHost
 
 log = structlog.get_logger(__name__)
 

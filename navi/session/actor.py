@@ -10,7 +10,7 @@ and the tools, and ``stop.requested`` is recorded.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,16 +18,7 @@ from typing import Any
 import anyio
 import structlog
 
-from actors import (
-    Actor,
-    ActorRef,
-    ActorStopped,
-    ChildFailed,
-    ChildStopped,
-    MailboxFull,
-    Reply,
-    Supervision,
-)
+from actors import Actor, ActorStopped, ChildFailed, ChildStopped, MailboxFull, Reply
 from events.base import BaseEventStore
 from events.envelope import NewEvent, Recorded
 from events.types import (
@@ -47,10 +38,11 @@ from events.writer import StreamWriter
 from navi.blobs import BlobStore
 from navi.llm.stop import StopSignal
 from navi.run import compression
-from navi.run.driver import RunDeps, RunDriver
+from navi.run.host import RunDeps
 from navi.run.state import IllegalTransition, RunState, transition
-from navi.run.workers import Worker, run_workers
+from navi.run.workers import Worker
 from navi.session import messages as m
+from navi.session import run_actor, subtasks
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, decode_images, store_images
 from navi.session.lock import SessionLock
@@ -118,7 +110,7 @@ class SessionActor(Actor[object]):
         self._run_id = self.state.progress.run_id if self.state.run_active else None
         self._run_child = None
         self.stop_signal = StopSignal()
-        if self.state.progress.stop_requested and self.state.run_active:
+        if self.state.run_state is RunState.STOPPING:
             self.stop_signal.set("user")
 
     # ------------------------------------------------------------------ requests
@@ -135,7 +127,7 @@ class SessionActor(Actor[object]):
         if isinstance(message, m.Create):
             return await self._create(message)
         if isinstance(message, m.StartSubtask):
-            return await self._start_subtask(message)
+            return await subtasks.start_subtask(self, message)
         if self.state.created is None or self.state.deleted:
             if isinstance(message, ChildStopped | ChildFailed):
                 return None
@@ -147,9 +139,9 @@ class SessionActor(Actor[object]):
         if isinstance(message, m.Resume):
             return await self._resume()
         if isinstance(message, m.SpawnSubagent):
-            return await self._spawn_subagent(message.child_id)
+            return await subtasks.spawn_subagent(self, message.child_id)
         if isinstance(message, m.Recompress):
-            return await self._recompress(message.model)
+            return await run_actor.recompress(self, message.model)
         if isinstance(message, m.SwitchProfile):
             profile = self.deps.run.profiles.get(message.profile_id)
             await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
@@ -244,7 +236,7 @@ class SessionActor(Actor[object]):
                 model=profile.model or backend.model,
             ),
         )
-        await self._spawn_run(resumed=False)
+        await run_actor.spawn_run(self, resumed=False)
         return m.RunStartedReply(run_id=run_id, after_seq=after)
 
     async def _resume(self) -> bool:
@@ -255,15 +247,8 @@ class SessionActor(Actor[object]):
         if not self.state.run_active or self._run_child is not None:
             return False
         log.info("run.resuming", session_id=self.session_id, run_id=self._run_id)
-        await self._spawn_run(resumed=True)
+        await run_actor.spawn_run(self, resumed=True)
         return True
-
-    async def _spawn_run(self, *, resumed: bool) -> None:
-        self._runs += 1
-        name = f"run-{self._runs}"
-        self._run_child = name
-        ref = await self.spawn_child(RunActor(self), name, supervision=Supervision.stop())
-        await ref.tell(m._Drive(resumed=resumed))
 
     # ------------------------------------------------------------------ subagents
 
@@ -279,72 +264,6 @@ class SessionActor(Actor[object]):
         created = self.state.created
         return self.parent is None and created is not None and created.parent_call_id is not None
 
-    async def _spawn_subagent(self, child_id: str) -> ActorRef[object]:
-        if self.stop_signal.is_set():
-            raise SessionError("the run is stopping: no subagent starts now")
-        existing = self.children.get(child_id)
-        if existing is not None and not existing.is_stopped:
-            return existing
-        child = SessionActor(child_id, self.deps, parent=self)
-        return await self.spawn_child(child, child_id, supervision=Supervision.stop())
-
-    async def _start_subtask(self, message: m.StartSubtask) -> m.SubtaskStarted:
-        """Run the subagent's task; after a crash, go on with the run the log shows."""
-        if self.parent is not None and self.parent.stop_signal.is_set():
-            raise SessionError("the parent's run is stopping: the subagent does not start")
-        if self.state.created is None:
-            await self._create(
-                m.Create(
-                    profile_id=message.profile_id,
-                    user_id=message.user_id,
-                    parent_stream_id=message.parent_stream_id,
-                    parent_call_id=message.parent_call_id,
-                )
-            )
-        progress = self.state.progress
-        if progress.run_id is None:
-            reply = await self._start_run(message.task, (), (), "ephemeral")
-            return m.SubtaskStarted(run_id=reply.run_id, after_seq=reply.after_seq)
-        after = progress.started_seq - 1
-        if not self.state.run_active:
-            return m.SubtaskStarted(
-                run_id=progress.run_id, after_seq=after, ended_seq=self.state.last_seq
-            )
-        await self._resume()
-        return m.SubtaskStarted(run_id=progress.run_id, after_seq=after)
-
-    # ------------------------------------------------------------------ jobs at rest
-
-    async def _recompress(self, model: str | None) -> int | None:
-        """Start a re-summary in a child actor; answers the seq it starts after. Asked
-        while the last run winds down (post-turn workers), it starts when that ends."""
-        if self.state.run_active or self._pending_recompress is not None:
-            raise RunActive()
-        if self._run_child is not None:
-            self._pending_recompress = (model, self.defer_reply())
-            return None
-        records = await self.deps.store.read(self.session_id)
-        selection = compression.recompress_selection(
-            self.state.context, records, self.deps.run.settings.compression_keep_recent
-        )
-        if selection is None:
-            raise SessionError("there is nothing to summarise in this session's context yet")
-        after = self.state.last_seq
-
-        async def job(session: SessionActor) -> None:
-            await compression.resummarise(session, session.deps.run, selection, model)
-
-        await self._spawn_job("recompress", job)
-        return after
-
-    async def _spawn_job(self, kind: str, job: Callable[[SessionActor], Awaitable[None]]) -> None:
-        self._runs += 1
-        name = f"{kind}-{self._runs}"
-        self._run_child = name  # a message sent meanwhile waits, as during a run
-        self.stop_signal = StopSignal()  # the last run's stop is not this job's
-        ref = await self.spawn_child(JobActor(self, job), name, supervision=Supervision.stop())
-        await ref.tell(m._Drive())
-
     async def _run_ended(self, name: str) -> None:
         if name != self._run_child:
             return
@@ -353,7 +272,7 @@ class SessionActor(Actor[object]):
             model, reply = self._pending_recompress
             self._pending_recompress = None
             try:
-                reply.set(await self._recompress(model))
+                reply.set(await run_actor.recompress(self, model))
                 return  # queued messages start when the re-summary has ended
             except (SessionError, IllegalTransition) as refused:
                 reply.set(m.Refusal(refused))
@@ -388,7 +307,7 @@ class SessionActor(Actor[object]):
                 with suppress(ActorStopped, MailboxFull):
                     child.tell_nowait(m.StopRun(reason=reason), priority=True)
         async with self._lock:
-            if self.state.run_active and not self.state.progress.stop_requested:
+            if self.state.run_active and self.state.run_state is not RunState.STOPPING:
                 await self._append([StopRequested(reason=reason)])
         return True
 
@@ -468,44 +387,3 @@ class SessionActor(Actor[object]):
 
     def _apply(self, record: Recorded) -> None:
         self.state.apply(record)
-
-
-class RunActor(Actor[object]):
-    """A run: drives the loop to its end, runs the post-turn workers, then stops."""
-
-    mailbox_size = 2
-
-    def __init__(self, session: SessionActor) -> None:
-        self.session = session
-
-    async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
-            return
-        session = self.session
-        driver = RunDriver(session, session.deps.run, resumed=message.resumed)
-        try:
-            await driver.drive()
-            await session.commit()
-            if session.state.run_state is RunState.DONE:
-                await run_workers(session, session.deps.workers)
-        finally:
-            self.stop("run ended")
-
-
-class JobActor(Actor[object]):
-    """Work on a session at rest (a re-summary): runs its job once, then stops."""
-
-    mailbox_size = 2
-
-    def __init__(self, session: SessionActor, job: Callable[[SessionActor], Awaitable[None]]):
-        self.session = session
-        self.job = job
-
-    async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
-            return
-        try:
-            await self.job(self.session)
-            await self.session.commit()
-        finally:
-            self.stop("job ended")

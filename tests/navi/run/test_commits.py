@@ -13,7 +13,7 @@ import pytest
 from events.base import AppendRequest, Planned
 from events.envelope import Recorded
 from events.memory import InMemoryEventStore
-from events.types import Event, LLMCompleted, ToolCall, tag_of
+from events.types import Event, LLMCompleted, ToolCall, ToolRequested, ToolStarted, tag_of
 from navi.config import Settings
 from navi.llm.stop import StopSignal
 from navi.run.driver import RunDeps, RunDriver
@@ -212,6 +212,11 @@ async def test_a_stop_that_wins_the_race_leaves_only_the_answer(tmp_path: Path) 
     )
     driver = RunDriver(host, deps)  # type: ignore[arg-type]
     call = ToolCall(id="c1", name="todo", arguments={"action": "read"})
-    await driver._record_answer(LLMCompleted(tool_calls=(call,), finish_reason="tool_calls"))
+    # The driver holds the answer and the decision taken on it (decide: request_tools),
+    # and commits them with the first call's tool.started (decide: run_tools).
+    driver.outcomes.append(LLMCompleted(tool_calls=(call,), finish_reason="tool_calls"))
+    driver.decided.append(ToolRequested(call_id="c1", name="todo", arguments=call.arguments))
+    assert not await driver.commit([ToolStarted(call_id="c1", name="todo")])
     # Nothing new starts once the stop is in: the answer is kept, the call is not run.
     assert host.recorded == [("llm.completed",)]
+    assert driver.outcomes == [] and driver.decided == []

@@ -16,7 +16,6 @@ from events.types import (
     LLMRequested,
     PlanReady,
     PlanStatus,
-    RunCompleted,
     RunStarted,
     StopRequested,
     SubagentFinished,
@@ -61,7 +60,7 @@ def test_an_answer_ends_the_run_of_failures() -> None:
         LLMRequested(iteration=1, attempt=2),
         LLMCompleted(tool_calls=(call,), finish_reason="tool_calls"),
     )
-    assert p.failures == 0 and p.last_completion is not None
+    assert p.failures == 0 and p.calls == (call,)
 
 
 async def test_after_a_retried_call_the_next_call_is_a_new_iteration(tmp_path: Path) -> None:
@@ -110,10 +109,32 @@ def test_the_progress_folds_each_kind_of_event_of_a_run() -> None:
     ]
     p = fold(*events)
     assert (p.plan_phase, p.plan_ready, p.iterations) == (2, True, 2)
-    assert (p.subagents, p.subagents_finished, p.tool_calls_made) == ((spawned,), (finished,), 1)
+    assert (p.subagents, p.subagents_finished) == ((spawned,), (finished,))
+    assert len(fold(*events[:10]).requested) == 1
     assert (p.failed_steps, p.replanned, p.last_anchor) == (frozenset({1}), 1, 2)
-    assert p.stop_requested and p.llm_open and not p.ended
+    assert p.llm_open  # stop.requested is the run state's business (stopping), not progress
     assert fold(*events[:10]).resolved == frozenset({"c1"})
     assert fold(*events[:10]).open_calls == []
-    ended = fold(*events, RunCompleted(content="done"))
-    assert ended.ended and not ended.llm_open
+    failed = fold(*events[:13], LLMFailed(error="down", kind="thinking_not_supported"))
+    assert (failed.failures, failed.retryable, failed.think_off) == (1, True, True)
+
+
+async def test_a_stop_during_the_back_off_ends_the_run_stopped_at_once(tmp_path: Path) -> None:
+    """The table sees the stop signal at its next decision: the back-off is cut short
+    and the run ends ``run.stopped`` (not ``run.failed``), with no further attempt."""
+    replies = [Reply(error_before="overloaded", error_status=503), Reply(text="Too late.")]
+    async with FakeLLMServer(replies) as fake:
+        settings_ = navi_settings(tmp_path, fake.url, planning="off", llm_retry_backoff_s=60.0)
+        async with open_navi(settings_) as navi:
+            session = await navi.create_session("secretary")
+            reply = await navi.send(session, "Read the todo list.", mode="run")
+            with anyio.fail_after(10):
+                while not any(
+                    isinstance(r.event, LLMFailed) for r in await navi.store.read(session)
+                ):
+                    await anyio.sleep(0.01)
+                assert await navi.stop(session)
+                end = await navi.wait_for_end(session, reply)
+            types = [r.type for r in await navi.store.read(session)]
+    assert end.type == "run.stopped"
+    assert types.count("llm.requested") == 1 and "run.failed" not in types

@@ -1,0 +1,196 @@
+"""Carrying out an LLM call of the tool loop: prepare it, record ``llm.requested`` (in
+the commit of what the driver holds), stream the answer, and hand back its outcome.
+
+The outcome (``llm.completed``, or the held chunks and ``llm.failed``) is not recorded
+here: the driver holds it, and the next step's events join its commit
+(navi/run/decide.py, "Commits"). Text and thinking chunks are staged as they come.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AsyncExitStack, aclosing
+from typing import NamedTuple
+
+import structlog
+
+from events.types import (
+    Event,
+    LLMCompleted,
+    LLMFailed,
+    LLMRequested,
+    LLMText,
+    LLMThinking,
+    LLMToolCalls,
+    ToolCall,
+)
+from navi.llm.base import LLMBackend
+from navi.llm.errors import LLMError
+from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
+from navi.run import permissions
+from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
+from profiles import Profile
+
+log = structlog.get_logger(__name__)
+
+
+class Call(NamedTuple):
+    """An LLM call of the loop, prepared: what ``llm.requested`` records and the stream
+    needs."""
+
+    profile: Profile
+    backend: LLMBackend
+    subagent: bool
+    names: list[str]
+    options: LLMOptions
+    request: LLMRequested
+
+
+class LLMStep:
+    def __init__(self, host: RunHost, deps: RunDeps) -> None:
+        self.host = host
+        self.deps = deps
+        self.state = host.state
+        self.log = log.bind(session_id=host.session_id)
+
+    async def call(
+        self,
+        commit: Commit,
+        iteration: int,
+        attempt: int,
+        *,
+        think_off: bool,
+        injected: Sequence[Event] = (),
+    ) -> list[Event]:
+        """Make the call (``injected`` goes just before its ``llm.requested``); returns
+        its outcome. Nothing happens if a stop wins the commit."""
+        call = await self.prepare(iteration, attempt, think_off=think_off)
+        if not await commit([*injected, call.request]):
+            return []
+        return await self.stream(call)
+
+    async def prepare(self, iteration: int, attempt: int, *, think_off: bool) -> Call:
+        """What the call will be: its backend, tools, options and ``llm.requested``."""
+        profile = active_profile(self.state, self.deps)
+        backend = await self.deps.backend_for(profile)
+        subagent = is_subagent(self.state)
+        names = permissions.allowed_tools(
+            self.deps.builder,
+            self.deps.users,
+            profile,
+            subagent=subagent,
+            user_id=self.state.user_id,
+        )
+        if backend.name == "embedded" and not self.deps.settings.embedded_tools:
+            # The small packaged model cannot drive tools (it loops on them), and their
+            # schemas triple its prompt: it chats unless NAVI_EMBEDDED_TOOLS=true.
+            names = []
+        options = self._options(profile, think_off=think_off)
+        request = LLMRequested(
+            iteration=iteration,
+            attempt=attempt,
+            model=options.model or backend.model,
+            tools=tuple(names),
+            options={
+                "temperature": options.temperature,
+                "num_ctx": options.num_ctx,
+                "think": options.think,
+                "backend": backend.name,
+            },
+        )
+        return Call(profile, backend, subagent, names, options, request)
+
+    def _options(self, profile: Profile, *, think_off: bool) -> LLMOptions:
+        think: bool | str | None = False
+        if profile.think_enabled and not think_off:
+            think = self.deps.settings.llm.think
+        return LLMOptions(
+            model=profile.model,
+            temperature=profile.temperature,
+            num_ctx=profile.num_ctx or self.deps.settings.llm.num_ctx,
+            think=think,
+        )
+
+    async def stream(self, call: Call) -> list[Event]:
+        """Stream the answer to a recorded ``llm.requested``; returns its outcome (none
+        when a stop ended it: the stop is the driver's next step)."""
+        profile, backend, subagent, names, options, request = call
+        host = self.host
+        # The context as of the decision (with what its commit added to it).
+        messages = await self.deps.builder.messages(
+            self.state.context.as_list(), profile, user_id=self.state.user_id, subagent=subagent
+        )
+        requested_seq = self.state.last_seq
+        content: list[str] = []
+        thinking: list[str] = []
+        calls: list[ToolCall] = []
+        final: FinalChunk | None = None
+        # Tool calls are staged as a chunk only if more of the answer follows them (text,
+        # thinking) or it breaks off (a failure, a stop). Usually the answer ends right
+        # after its calls, and llm.completed, which carries the same calls, is committed
+        # at once: the chunk would be a row that no reader could ever see on its own.
+        held: list[LLMToolCalls] = []
+        try:
+            async with (
+                AsyncExitStack() as ticker,
+                aclosing(
+                    backend.stream_complete(
+                        messages,
+                        self.deps.builder.tool_specs(names),
+                        options,
+                        stop=host.stop_signal,
+                    )
+                ) as stream,
+            ):
+                ticking = False
+                async for chunk in stream:
+                    if type(chunk) is TextPiece or type(chunk) is ThinkingPiece:
+                        if not ticking:
+                            # Staged chunks are flushed every few milliseconds while the
+                            # stream runs; an answer of tool calls only needs no ticker.
+                            ticking = True
+                            await ticker.enter_async_context(host.ticking())
+                        if held:
+                            for event in held:
+                                await host.stage(event)
+                            held.clear()
+                        if type(chunk) is TextPiece:
+                            content.append(chunk.text)
+                            await host.stage(LLMText(text=chunk.text))
+                        else:
+                            thinking.append(chunk.text)
+                            await host.stage(LLMThinking(text=chunk.text))
+                    elif type(chunk) is ToolCallsChunk:
+                        named = _name_calls(chunk.calls, requested_seq, len(calls))
+                        calls.extend(named)
+                        held.append(LLMToolCalls(calls=tuple(named)))
+                    elif type(chunk) is FinalChunk:
+                        final = chunk
+                        if chunk.finish_reason == "stopped":
+                            for event in held:
+                                await host.stage(event)
+        except LLMError as exc:
+            self.log.warning(
+                "llm.failed", error=exc.message, kind=exc.kind, attempt=request.attempt
+            )
+            return [*held, LLMFailed(error=exc.message, kind=exc.kind, retryable=exc.retryable)]
+        if final is None or final.finish_reason == "stopped":
+            return []
+        return [
+            LLMCompleted(
+                content="".join(content),
+                thinking="".join(thinking),
+                tool_calls=tuple(calls),
+                finish_reason=final.finish_reason,
+                prompt_tokens=final.prompt_tokens,
+                completion_tokens=final.completion_tokens,
+            )
+        ]
+
+
+def _name_calls(calls: Sequence[ToolCall], requested_seq: int, offset: int) -> list[ToolCall]:
+    """Give calls ids unique in the session (servers' ids repeat across turns)."""
+    return [
+        ToolCall(id=f"call_{requested_seq}_{offset + i}", name=c.name, arguments=c.arguments)
+        for i, c in enumerate(calls)
+    ]

@@ -1,0 +1,109 @@
+"""The children a session actor spawns to work on its stream while its own mailbox
+stays free: a run (``RunActor``: the tool-calling loop, then the post-turn workers) and
+a job at rest (``JobActor``: a re-summary). Each runs once, then stops; the session
+hears of it as ``ChildStopped`` (or ``ChildFailed``)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from actors import Actor, Supervision
+from navi.llm.stop import StopSignal
+from navi.run import resummary
+from navi.run.driver import RunDriver
+from navi.run.state import RunState
+from navi.run.workers import run_workers
+from navi.session import messages as m
+from navi.session.errors import RunActive, SessionError
+
+if TYPE_CHECKING:
+    from navi.session.actor import SessionActor
+
+
+class RunActor(Actor[object]):
+    """A run: drives the loop to its end, runs the post-turn workers, then stops."""
+
+    mailbox_size = 2
+
+    def __init__(self, session: SessionActor) -> None:
+        self.session = session
+
+    async def receive(self, message: object) -> None:
+        if not isinstance(message, m._Drive):
+            return
+        session = self.session
+        driver = RunDriver(session, session.deps.run, resumed=message.resumed)
+        try:
+            await driver.drive()
+            await session.commit()
+            if session.state.run_state is RunState.DONE:
+                await run_workers(session, session.deps.workers)
+        finally:
+            self.stop("run ended")
+
+
+class JobActor(Actor[object]):
+    """Work on a session at rest (a re-summary): runs its job once, then stops."""
+
+    mailbox_size = 2
+
+    def __init__(self, session: SessionActor, job: Callable[[SessionActor], Awaitable[None]]):
+        self.session = session
+        self.job = job
+
+    async def receive(self, message: object) -> None:
+        if not isinstance(message, m._Drive):
+            return
+        try:
+            await self.job(self.session)
+            await self.session.commit()
+        finally:
+            self.stop("job ended")
+
+
+async def spawn_run(session: SessionActor, *, resumed: bool) -> None:
+    """Start the session's run (``resumed``: after a crash) in a child actor."""
+    session._runs += 1
+    name = f"run-{session._runs}"
+    session._run_child = name
+    ref = await session.spawn_child(RunActor(session), name, supervision=Supervision.stop())
+    await ref.tell(m._Drive(resumed=resumed))
+
+
+# ---------------------------------------------------------------- jobs at rest
+
+
+async def recompress(session: SessionActor, model: str | None) -> int | None:
+    """Start a re-summary in a child actor; answers the seq it starts after. Asked while
+    the last run winds down (post-turn workers), it starts when that ends (the session
+    keeps the deferred reply)."""
+    if session.state.run_active or session._pending_recompress is not None:
+        raise RunActive()
+    if session._run_child is not None:
+        session._pending_recompress = (model, session.defer_reply())
+        return None
+    records = await session.deps.store.read(session.session_id)
+    selection = resummary.recompress_selection(
+        session.state.context, records, session.deps.run.settings.compression_keep_recent
+    )
+    if selection is None:
+        raise SessionError("there is nothing to summarise in this session's context yet")
+    after = session.state.last_seq
+
+    async def job(session: SessionActor) -> None:
+        await resummary.resummarise(session, session.deps.run, selection, model)
+
+    await _spawn_job(session, "recompress", job)
+    return after
+
+
+async def _spawn_job(
+    session: SessionActor, kind: str, job: Callable[[SessionActor], Awaitable[None]]
+) -> None:
+    session._runs += 1
+    name = f"{kind}-{session._runs}"
+    session._run_child = name  # a message sent meanwhile waits, as during a run
+    session.stop_signal = StopSignal()  # the last run's stop is not this job's
+    ref = await session.spawn_child(JobActor(session, job), name, supervision=Supervision.stop())
+    await ref.tell(m._Drive())
