@@ -30,11 +30,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 
 # Imports between parts of navi/ that close a circle, each with the reason it is let be.
-ALLOWED_PART_CIRCLES: dict[tuple[str, str], str] = {
-    # The driver reads the session's state (navi.run ↔ navi.session): removed by the
-    # run-table branch; drop this entry once it is merged.
-    ("navi.run.driver", "navi.session.state"): "removed by the run-table branch",
-}
+# Imports allowed to close a circle between parts, each with its reason (none today).
+ALLOWED_PART_CIRCLES: dict[tuple[str, str], str] = {}
 
 Edge = tuple[str, str, int, bool]  # importer, imported module, line, type-only
 

@@ -17,9 +17,9 @@ from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from rich.console import Console
 from rich.text import Text
 
-from navi.cli.chat import INTERRUPTED, run_turn
 from navi.cli.chat_view import ChatView
 from navi.cli.remote import NaviClient
+from navi.cli.turn import INTERRUPTED, run_turn
 
 EXIT_WORDS = frozenset({"/exit", "/quit"})
 
