@@ -75,3 +75,12 @@ def _route_stdlib_logging(level: int, formatter: logging.Formatter) -> None:
     handler.setFormatter(formatter)
     root.addHandler(handler)
     root.setLevel(level)
+    # uvicorn's own logging config (used when something else started a server in this
+    # process) gives its loggers handlers and levels of their own and stops them
+    # propagating: they come back to the one handler and level here.
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        library = logging.getLogger(name)
+        library.handlers.clear()
+        library.setLevel(logging.NOTSET)
+        library.propagate = True
+        library.disabled = False
