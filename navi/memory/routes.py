@@ -19,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from navi.memory.decisions import FactNotFound
-from navi.memory.facts import LOCAL_USER
 from navi.memory.service import MemoryService
 from projections.memory import Fact, FactSource, FactVersion
 from projections.types import iso_time
@@ -51,9 +51,13 @@ def error(message: str, status: int) -> Response:
 
 
 def user_id_of(request: Request) -> str:
+    """The request's user id (the auth middleware put the user there). None is a 401,
+    never a default user: a route that forgot its check must not run as anyone."""
     user = request.scope.get("navi_user")
     user_id = getattr(user, "id", None)
-    return str(user_id) if user_id else LOCAL_USER
+    if not user_id:
+        raise HTTPException(401, "unauthorized: send a valid token")
+    return str(user_id)
 
 
 def source_json(source: FactSource | None) -> dict[str, Any] | None:

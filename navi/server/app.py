@@ -10,6 +10,7 @@ import anyio
 import msgspec
 import structlog
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
@@ -59,8 +60,6 @@ async def _unknown_profile(request: Request, exc: Exception) -> Response:
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    from starlette.exceptions import HTTPException
-
     if isinstance(exc, HTTPException):
         return json_error(exc.status_code, exc.detail or "error")
     return json_error(500, "internal error")
@@ -136,8 +135,7 @@ def create_app(
             SessionError: _session_error,
             HTTPError: _http_error,
             UnknownProfile: _unknown_profile,
-            404: _not_found,
-            405: _not_found,
+            HTTPException: _not_found,
             Exception: _internal,
             **replay_routes.EXCEPTION_HANDLERS,
             **bodies.EXCEPTION_HANDLERS,

@@ -68,7 +68,7 @@ async def service() -> AsyncIterator[MemoryService]:
         yield MemoryService(store)
 
 
-def client_for(service: MemoryService, user_id: str | None = None) -> httpx.AsyncClient:
+def client_for(service: MemoryService, user_id: str | None = "local") -> httpx.AsyncClient:
     app: ASGIApp = Starlette(routes=memory_routes(lambda _request: service))
     if user_id is not None:
         app = AsUser(app, user_id)
@@ -79,6 +79,14 @@ async def get(client: httpx.AsyncClient, path: str, status: int = 200) -> Any:
     response = await client.get(path)
     assert response.status_code == status, response.text
     return response.json()
+
+
+async def test_a_request_without_a_user_is_refused_not_served_as_local(
+    service: MemoryService,
+) -> None:
+    async with client_for(service, user_id=None) as client:
+        response = await client.get("/memory/facts")
+    assert response.status_code == 401
 
 
 async def test_list_facts_with_their_source_links(service: MemoryService) -> None:
