@@ -41,6 +41,9 @@ _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 # What a ``user`` may not run unless the users file grants it: these act on the machine
 # (run code or commands, write or load tools) or on other machines.
 RESTRICTED_TOOLS = frozenset({"code_exec", "terminal", "ssh_exec", "write_tool", "reload_tools"})
+# MCP servers' tools (``mcp__<server>__<tool>``) too: a stdio server runs on the machine
+# with Navi's rights, and what its tools do is the server's to say, not Navi's.
+RESTRICTED_PREFIXES = ("mcp__",)
 MIN_TOKEN_CHARS = 16
 # How often a changed users file is noticed (one stat per interval, not per request).
 RELOAD_CHECK_S = 1.0
@@ -51,7 +54,7 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     role: Role = "user"
     token: str = ""
     token_sha256: str = ""
-    # The tools a ``user`` may use; None: all but RESTRICTED_TOOLS. Admins may use all.
+    # The tools a ``user`` may use; None: all but the restricted ones. Admins may use all.
     tools: tuple[str, ...] | None = None
 
     def may_use(self, tool: str) -> bool:
@@ -59,7 +62,7 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
             return True
         if self.tools is not None:
             return tool in self.tools
-        return tool not in RESTRICTED_TOOLS
+        return tool not in RESTRICTED_TOOLS and not tool.startswith(RESTRICTED_PREFIXES)
 
     @property
     def digest(self) -> bytes:

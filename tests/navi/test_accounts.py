@@ -39,6 +39,13 @@ def test_a_role_user_may_not_act_on_the_machine_unless_granted() -> None:
     assert all(User(id="a", role="admin", token=TOKEN).may_use(t) for t in RESTRICTED_TOOLS)
 
 
+def test_a_role_user_may_use_mcp_tools_only_when_granted() -> None:
+    tool = "mcp__files__write_file"
+    assert not User(id="bob", token=TOKEN).may_use(tool)
+    assert User(id="erin", token=TOKEN, tools=(tool,)).may_use(tool)
+    assert User(id="a", role="admin", token=TOKEN).may_use(tool)
+
+
 def test_refusals_name_the_user_and_the_tool() -> None:
     users = Users([User(id="bob", token=TOKEN)], open_access=False)
     assert users.refusal("bob", "web_search") is None
