@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, aclosing
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -79,9 +79,6 @@ class RunHost(Protocol):
 
     async def stage(self, event: Event) -> None:
         """Check, stage and apply a chunk event (durable soon, not awaited)."""
-
-    def ticking(self) -> AbstractAsyncContextManager[None]:
-        """An async context manager flushing staged chunks while a stream runs."""
 
     async def request_stop(self, reason: str = "user") -> bool:
         """Record ``stop.requested`` (if not yet) and set the stop signal."""
@@ -346,25 +343,16 @@ class RunDriver:
         # at once: the chunk would be a row that no reader could ever see on its own.
         held: list[LLMToolCalls] = []
         try:
-            async with (
-                AsyncExitStack() as ticker,
-                aclosing(
-                    backend.stream_complete(
-                        messages,
-                        self.deps.builder.tool_specs(names),
-                        options,
-                        stop=self.host.stop_signal,
-                    )
-                ) as stream,
-            ):
-                ticking = False
+            async with aclosing(
+                backend.stream_complete(
+                    messages,
+                    self.deps.builder.tool_specs(names),
+                    options,
+                    stop=self.host.stop_signal,
+                )
+            ) as stream:
                 async for chunk in stream:
                     if type(chunk) is TextPiece or type(chunk) is ThinkingPiece:
-                        if not ticking:
-                            # Staged chunks are flushed every few milliseconds while the
-                            # stream runs; an answer of tool calls only needs no ticker.
-                            ticking = True
-                            await ticker.enter_async_context(self.host.ticking())
                         if held:
                             for event in held:
                                 await self.host.stage(event)

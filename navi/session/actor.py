@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import structlog
 
 from actors import (
@@ -64,10 +63,6 @@ MAX_QUEUED = 16
 # The events that carry the run id of the run they start (recorded before it is active).
 _STARTS_RUN = frozenset({UserMessage, RunStarted})
 RECOVERY_PAGE = 5000
-# Turns of the event loop the stager gives up after each batch of a fast stream: enough
-# for the batch to pass the store's planner and committer, then the clients' followers
-# and senders (each takes a turn or two; tests/navi/session/test_streaming.py).
-DRAIN_TURNS = 8
 
 
 @dataclass
@@ -109,17 +104,29 @@ class SessionActor(Actor[object]):
     # ------------------------------------------------------------------ lifecycle
 
     async def on_start(self) -> None:
+        # After a failure: the last writer commits what it took, then the state is
+        # folded again from the log.
+        await self._end_writer()
         self.state = SessionState()
         # The state folds the session's history (a fork's: its origin's events up to
         # the fork point, then its own); the writer appends to its own stream.
         self._writer = await recover(
             self.deps.store, self.session_id, self.state, page=RECOVERY_PAGE
         )
+        self.start_soon(self._writer.run, "writer")
         self._run_id = self.state.progress.run_id if self.state.run_active else None
         self._run_child = None
         self.stop_signal = StopSignal()
         if self.state.progress.stop_requested and self.state.run_active:
             self.stop_signal.set("user")
+
+    async def on_stop(self) -> None:
+        await self._end_writer()
+
+    async def _end_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await writer.aclose()
 
     # ------------------------------------------------------------------ requests
 
@@ -415,47 +422,26 @@ class SessionActor(Actor[object]):
     async def stage(self, event: Event) -> None:
         """Stage a chunk event: applied now, durable within milliseconds.
 
-        The hot path of a stream. Checking, staging and applying happen without a
-        yield, so no other writer can come between them; the lock is taken only when
-        a ``record`` is in the middle of a commit."""
-        assert self._writer is not None
-        if self._lock.locked():
-            async with self._lock:
-                self._stage_now(event)
-        else:
-            self._stage_now(event)
-        # A stream arriving faster than it is handled never waits on the network, so
-        # it would keep the event loop for a whole read (hundreds of chunks) while the
-        # batch just sent waits to be committed and its frames to go out. So when this
-        # chunk sent a batch on its way, as the writer alone decides (full, or old), the
-        # stager gives the pipeline a few turns before it stages the next one. A slow
-        # stream pauses anyway: the writer's ticker sends its chunks meanwhile.
+        The hot path of a stream: checking, staging and applying happen under the lock
+        (free, it costs no loop turn), so no ``record`` comes between them. Staging
+        waits only while the writer's queue is full."""
         writer = self._writer
-        sent = writer.batches_sent
-        await writer.send_if_due()
-        if writer.batches_sent != sent:
-            for _ in range(DRAIN_TURNS):
-                await anyio.lowlevel.checkpoint()
-
-    def _stage_now(self, event: Event) -> None:
-        assert self._writer is not None
-        transition(self.state.run_state, event)
-        seq = self._writer.stage_nowait(self._new(event))
-        self._apply(
-            Recorded(
-                stream_id=self.session_id,
-                seq=seq,
-                position=0,
-                event_id="",
-                timestamp=self.deps.clock(),
-                event=event,
-                run_id=self._run_id,
+        assert writer is not None
+        async with self._lock:
+            run_state = transition(self.state.run_state, event)
+            seq = await writer.stage(self._new(event))
+            self.state.apply(
+                Recorded(
+                    stream_id=self.session_id,
+                    seq=seq,
+                    position=0,
+                    event_id="",
+                    timestamp=self.deps.clock(),
+                    event=event,
+                    run_id=self._run_id,
+                ),
+                run_state,
             )
-        )
-
-    def ticking(self) -> AbstractAsyncContextManager[None]:
-        assert self._writer is not None
-        return self._writer.ticking()
 
     async def commit(self) -> None:
         assert self._writer is not None
@@ -465,9 +451,6 @@ class SessionActor(Actor[object]):
     def _new(self, event: Event) -> NewEvent:
         in_run = self.state.run_active or type(event) in _STARTS_RUN
         return NewEvent(event=event, run_id=self._run_id if in_run else None)
-
-    def _apply(self, record: Recorded) -> None:
-        self.state.apply(record)
 
 
 class RunActor(Actor[object]):
