@@ -28,7 +28,6 @@ from actors import (
     Supervision,
 )
 from events.base import BaseEventStore
-from events.envelope import NewEvent, Recorded
 from events.types import (
     Event,
     ImageRef,
@@ -42,27 +41,23 @@ from events.types import (
     StopRequested,
     UserMessage,
 )
-from events.writer import StreamWriter
 from navi.blobs import BlobStore
 from navi.llm.stop import StopSignal
 from navi.run import compression
-from navi.run.driver import RunDeps, RunDriver
-from navi.run.state import IllegalTransition, RunState, transition
-from navi.run.workers import Worker, run_workers
+from navi.run.driver import RunDeps
+from navi.run.state import IllegalTransition
+from navi.run.workers import Worker
 from navi.session import messages as m
+from navi.session.children import JobActor, RunActor
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, decode_images, store_images
-from navi.session.lock import SessionLock
-from navi.session.recovery import recover
 from navi.session.state import SessionState
+from navi.session.stream import SessionStream
 from profiles import UnknownProfile, profile_hash
 
 log = structlog.get_logger(__name__)
 
 MAX_QUEUED = 16
-# The events that carry the run id of the run they start (recorded before it is active).
-_STARTS_RUN = frozenset({UserMessage, RunStarted})
-RECOVERY_PAGE = 5000
 
 
 @dataclass
@@ -88,45 +83,37 @@ class SessionActor(Actor[object]):
         self.session_id = session_id
         self.deps = deps
         self.parent = parent
-        self.state = SessionState()
+        self.stream = SessionStream(deps.store, session_id, deps.clock)
         self.stop_signal = StopSignal()
-        self._writer: StreamWriter | None = None
-        # Taken on every record: uncontended, without a loop turn (a plain acquire
-        # yields once, a turn of the event loop per commit).
-        self._lock = SessionLock()
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
-        self._run_id: str | None = None
         # A re-summary asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
+    @property
+    def state(self) -> SessionState:
+        return self.stream.state
+
+    @state.setter
+    def state(self, state: SessionState) -> None:
+        self.stream.state = state
+
     async def on_start(self) -> None:
-        # After a failure: the last writer commits what it took, then the state is
-        # folded again from the log.
-        await self._end_writer()
-        self.state = SessionState()
         # The state folds the session's history (a fork's: its origin's events up to
-        # the fork point, then its own); the writer appends to its own stream.
-        self._writer = await recover(
-            self.deps.store, self.session_id, self.state, page=RECOVERY_PAGE
-        )
-        self.start_soon(self._writer.run, "writer")
-        self._run_id = self.state.progress.run_id if self.state.run_active else None
+        # the fork point, then its own); after a failure, the last writer first commits
+        # what it took.
+        writer = await self.stream.open()
+        self.start_soon(writer.run, "writer")
         self._run_child = None
         self.stop_signal = StopSignal()
         if self.state.progress.stop_requested and self.state.run_active:
             self.stop_signal.set("user")
 
     async def on_stop(self) -> None:
-        await self._end_writer()
-
-    async def _end_writer(self) -> None:
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            await writer.aclose()
+        await self.stream.close()
 
     # ------------------------------------------------------------------ requests
 
@@ -238,7 +225,7 @@ class SessionActor(Actor[object]):
         profile = self.deps.run.profiles.get(profile_id)
         run_id = run_id or self.deps.new_id()
         backend = await self.deps.run.backend_for(profile)
-        self._run_id = run_id
+        self.stream.run_id = run_id
         self.stop_signal = StopSignal()
         await self.record(
             UserMessage(text=text, images=images, files=files),
@@ -261,7 +248,7 @@ class SessionActor(Actor[object]):
             return False
         if not self.state.run_active or self._run_child is not None:
             return False
-        log.info("run.resuming", session_id=self.session_id, run_id=self._run_id)
+        log.info("run.resuming", session_id=self.session_id, run_id=self.stream.run_id)
         await self._spawn_run(resumed=True)
         return True
 
@@ -378,7 +365,7 @@ class SessionActor(Actor[object]):
         log.error(
             "run.crashed",
             session_id=self.session_id,
-            run_id=self._run_id,
+            run_id=self.stream.run_id,
             error=repr(message.error),
         )
         if self.state.run_active:
@@ -394,101 +381,20 @@ class SessionActor(Actor[object]):
             if name != self._run_child:
                 with suppress(ActorStopped, MailboxFull):
                     child.tell_nowait(m.StopRun(reason=reason), priority=True)
-        async with self._lock:
+        async with self.stream.lock:
             if self.state.run_active and not self.state.progress.stop_requested:
-                await self._append([StopRequested(reason=reason)])
+                await self.stream.record_locked([StopRequested(reason=reason)])
         return True
 
     # ------------------------------------------------------------------ writing
 
     async def record(self, *events: Event) -> None:
-        """Check events against the run state machine, append them, wait until they are
-        durable, then apply them to the state. An illegal event changes nothing."""
-        async with self._lock:
-            await self._append(events)
-
-    async def _append(self, events: Sequence[Event]) -> None:
-        assert self._writer is not None
-        state = self.state.run_state
-        after: list[RunState] = []
-        for event in events:
-            state = transition(state, event)
-            after.append(state)
-        records = await self._writer.append(*[self._new(e) for e in events])
-        # Checked above, under the lock: nothing else is applied meanwhile.
-        for record, run_state in zip(records, after, strict=True):
-            self.state.apply(record, run_state)
+        """Check, append and apply events; returns when they are durable."""
+        await self.stream.record(*events)
 
     async def stage(self, event: Event) -> None:
-        """Stage a chunk event: applied now, durable within milliseconds.
-
-        The hot path of a stream: checking, staging and applying happen under the lock
-        (free, it costs no loop turn), so no ``record`` comes between them. Staging
-        waits only while the writer's queue is full."""
-        writer = self._writer
-        assert writer is not None
-        async with self._lock:
-            run_state = transition(self.state.run_state, event)
-            seq = await writer.stage(self._new(event))
-            self.state.apply(
-                Recorded(
-                    stream_id=self.session_id,
-                    seq=seq,
-                    position=0,
-                    event_id="",
-                    timestamp=self.deps.clock(),
-                    event=event,
-                    run_id=self._run_id,
-                ),
-                run_state,
-            )
+        """Check, stage and apply a chunk event (durable soon, not awaited)."""
+        await self.stream.stage(event)
 
     async def commit(self) -> None:
-        assert self._writer is not None
-        async with self._lock:
-            await self._writer.commit()
-
-    def _new(self, event: Event) -> NewEvent:
-        in_run = self.state.run_active or type(event) in _STARTS_RUN
-        return NewEvent(event=event, run_id=self._run_id if in_run else None)
-
-
-class RunActor(Actor[object]):
-    """A run: drives the loop to its end, runs the post-turn workers, then stops."""
-
-    mailbox_size = 2
-
-    def __init__(self, session: SessionActor) -> None:
-        self.session = session
-
-    async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
-            return
-        session = self.session
-        driver = RunDriver(session, session.deps.run, resumed=message.resumed)
-        try:
-            await driver.drive()
-            await session.commit()
-            if session.state.run_state is RunState.DONE:
-                await run_workers(session, session.deps.workers)
-        finally:
-            self.stop("run ended")
-
-
-class JobActor(Actor[object]):
-    """Work on a session at rest (a re-summary): runs its job once, then stops."""
-
-    mailbox_size = 2
-
-    def __init__(self, session: SessionActor, job: Callable[[SessionActor], Awaitable[None]]):
-        self.session = session
-        self.job = job
-
-    async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
-            return
-        try:
-            await self.job(self.session)
-            await self.session.commit()
-        finally:
-            self.stop("job ended")
+        await self.stream.commit()
