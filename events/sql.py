@@ -19,7 +19,9 @@ from events.batch import ROW_COLUMNS, AppendRequest, Clock, IdFactory, NewKey, P
 from events.batch import Row as LogRow
 from events.codec import decode
 from events.envelope import Recorded
+from events.errors import EventDecodeError
 from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
+from events.types import Unreadable
 
 log = structlog.get_logger(__name__)
 
@@ -38,17 +40,25 @@ READ_COLUMNS = (
 )
 
 
-def row_to_recorded(row: Row[Any] | Sequence[Any]) -> Recorded:
+def row_to_recorded(row: Row[Any] | Sequence[Any], *, lenient: bool = False) -> Recorded:
+    """The row as a record; a payload that cannot be decoded raises ``EventDecodeError``,
+    or with ``lenient`` (readers of the whole log) comes as an ``Unreadable`` event."""
     stream_id, seq, position, event_id, timestamp, run_id, causation_id, type_, version, payload = (
         tuple(row)
     )
+    try:
+        event = decode(type_, version, bytes(payload), stream_id=stream_id, seq=seq)
+    except EventDecodeError as exc:
+        if not lenient:
+            raise
+        event = Unreadable(stored_type=type_, stored_version=version, reason=exc.reason)
     return Recorded(
         stream_id=stream_id,
         seq=seq,
         position=position,
         event_id=event_id,
         timestamp=timestamp,
-        event=decode(type_, version, bytes(payload), stream_id=stream_id, seq=seq),
+        event=event,
         run_id=run_id,
         causation_id=causation_id,
     )
@@ -153,7 +163,7 @@ class SqlEventStore(BaseEventStore):
             query = query.limit(limit)
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [row_to_recorded(row) for row in rows]
+        return [row_to_recorded(row, lenient=True) for row in rows]
 
     async def last_seq(self, stream_id: str) -> int:
         async with self.engine.connect() as conn:
@@ -173,4 +183,4 @@ class SqlEventStore(BaseEventStore):
         )
         async with self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return {row[0]: row_to_recorded(row) for row in rows}
+        return {row[0]: row_to_recorded(row, lenient=True) for row in rows}

@@ -408,6 +408,18 @@ EVENT_TYPES: dict[str, type[Event]] = {cls.__struct_config__.tag: cls for cls in
 TERMINAL_RUN_EVENTS: frozenset[str] = frozenset({"run.completed", "run.stopped", "run.failed"})
 
 
+class Unreadable(Event, frozen=True, kw_only=True, tag="event.unreadable"):
+    """Stands for a stored event that cannot be decoded (an unknown type, a corrupt
+    payload) where the whole log is read (``read_all``, ``stream_heads``): one bad row
+    must not stop every reader of every stream. Never written, and not in ``AnyEvent``:
+    reading the stream itself still raises ``EventDecodeError``, so only its own session
+    fails."""
+
+    stored_type: str
+    stored_version: int
+    reason: str
+
+
 # (A class's ``__struct_config__`` is built anew on every access: 4x a dict lookup.)
 _TAGS: dict[type[Event], str] = {cls: tag for tag, cls in EVENT_TYPES.items()}
 

@@ -90,7 +90,3 @@ def upcast_inline_image(image: str | ImageRef) -> ImageRef:
     return ImageRef(
         sha256=hashlib.sha256(raw).hexdigest(), size=len(raw), media_type=media_type, data=data
     )
-
-
-def image_refs(images: tuple[str | ImageRef, ...]) -> tuple[ImageRef, ...]:
-    return tuple(upcast_inline_image(image) for image in images)

@@ -25,12 +25,16 @@ from events.types import (
     RunMode,
     tag_of,
 )
+from navi.accounts import Users
 from navi.blobs import BlobStore
 from navi.cluster import open_placement
 from navi.config import Settings
 from navi.ids import new_id, session_folder
+from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
+from navi.llm.errors import LLMError
 from navi.llm.selection import select_backend
+from navi.mcp import McpManager
 from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.run.compression import CompressionWorker
 from navi.run.context_builder import ContextBuilder
@@ -40,12 +44,15 @@ from navi.session import messages as m
 from navi.session.actor import SessionDeps
 from navi.session.errors import SessionError
 from navi.session.manager import SessionManager
-from navi.session_tools import navi_tools
-from navi.subagents import spawn_hooks
+from navi.session_tools import SessionTools
 from profiles import Profile, ProfileRegistry
 from tools import ToolRegistry, create_registry
 
 log = structlog.get_logger(__name__)
+
+
+# How long start-up waits for the MCP servers before resuming interrupted runs.
+MCP_RESUME_WAIT_S = 5.0
 
 
 class RunFailedError(SessionError):
@@ -63,8 +70,12 @@ class Navi:
     memory: MemoryService
     memory_worker: MemoryWorker
     blobs: BlobStore | None = None
+    # The MCP servers of mcp.json (navi/mcp), running while Navi runs in the background.
+    mcp: McpManager | None = None
     clock: object = time.time
     _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
+    # The context window of each profile's model, learnt from its backend (backend_for).
+    _windows: dict[str, int] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ start-up
 
@@ -80,10 +91,13 @@ class Navi:
         workers: tuple[Worker, ...] = (),
         clock: object = time.time,
         background: bool = True,
+        users: Users | None = None,
     ) -> AsyncIterator[Navi]:
         """Open everything; with ``background``, also run the memory worker's sweeps and
-        the user-tool hot reload (the server does; one-shot CLI commands do not)."""
+        the user-tool hot reload (the server does; one-shot CLI commands do not).
+        ``users``: who may use which tools (default: those of the settings)."""
         env = dict(env or {})
+        users = users or Users.load(api_token=settings.api_token, users_file=settings.users_file)
         profiles = ProfileRegistry.from_environ(env)
         for problem in profiles.errors:
             log.warning("profile.invalid", path=str(problem.path), problem=str(problem))
@@ -103,9 +117,13 @@ class Navi:
             blobs = BlobStore(
                 settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024
             )
+            mcp = McpManager(
+                tools, settings.mcp_config_path, timeout_s=settings.tools.default_timeout_s
+            )
             memory_worker = MemoryWorker(
                 memory, llm, idle_seconds=settings.memory_idle_minutes * 60
             )
+            session_tools = SessionTools(profiles, store, new_id)
             run_deps = RunDeps(
                 settings=settings,
                 profiles=profiles,
@@ -113,7 +131,10 @@ class Navi:
                 builder=ContextBuilder(profiles, tools, memory.summary_message, blobs),
                 backend_for=lambda p: navi.backend_for(p),
                 files_root=settings.files_root,
-                tool_hooks=lambda host, call_id: spawn_hooks(navi, host, call_id),
+                users=users,
+                blobs=blobs,
+                tool_hooks=session_tools.hooks,
+                context_window=lambda p: navi.context_window(p),
             )
             # Compression first: a later worker sees the compressed context.
             post_turn: tuple[Worker, ...] = (CompressionWorker(run_deps), *workers)
@@ -135,11 +156,23 @@ class Navi:
                 memory=memory,
                 memory_worker=memory_worker,
                 blobs=blobs,
+                mcp=mcp,
                 clock=clock,
             )
-            for tool in [*navi_tools(navi), *memory_tools(memory)]:
+            for tool in [*session_tools.tools(), *memory_tools(memory)]:
                 tools.register_builtin(tool)
             placement.attach(navi.sessions)
+            try:  # the window of the default profile's model, for the context meter
+                await navi.backend_for(profiles.get(profiles.default_id))
+            except LLMError as exc:  # its backend fails at its first call, as before
+                log.warning("llm.default_profile_backend", error=exc.message)
+            if background:
+                # Each server starts in a task of its own: none delays start-up for
+                # long. A run resumed after a crash needs their tools (an idempotent
+                # one is re-run): they get a few seconds to connect first.
+                await tg.start(mcp.run)
+                if settings.resume_on_start:
+                    await mcp.wait_started(MCP_RESUME_WAIT_S)
             if settings.resume_on_start:
                 await navi.sessions.resume_all()
             tg.start_soon(functools.partial(placement.serve, background=background))
@@ -159,7 +192,24 @@ class Navi:
                         await llm.aclose()
 
     async def backend_for(self, profile: Profile) -> LLMBackend:
-        """The default backend, unless the profile names another one."""
+        """The default backend, unless the profile names another one (its model's
+        context window learnt on the way: cached by the backend)."""
+        backend = await self._backend_for(profile)
+        self._windows[profile.id] = await backend.context_window(profile.model, profile.num_ctx)
+        return backend
+
+    def context_window(self, profile: Profile | None = None) -> int:
+        """The context window, in tokens, of the model the profile's turns use (the
+        default profile's if none), as its backend told it."""
+        default = self.profiles.default_id
+        profile_id = profile.id if profile is not None else default
+        known = self._windows.get(profile_id) or self._windows.get(default)
+        if known:
+            return known
+        asked = profile.num_ctx if profile is not None else None
+        return asked or self.settings.llm.num_ctx
+
+    async def _backend_for(self, profile: Profile) -> LLMBackend:
         kind = profile.llm_backend
         if kind is None or kind == self.backend.name:
             return self.backend
@@ -192,6 +242,14 @@ class Navi:
         queue: bool = False,
         mode: RunMode = "stream",
     ) -> m.RunStartedReply:
+        # A new turn (not a subagent's, whose parent is mid-run, nor one queued behind a
+        # running turn): if Ollama has come up since start-up, this turn and the next
+        # use it.
+        auto = self.backend if isinstance(self.backend, AutoBackend) else None
+        starts_now = mode != "ephemeral" and not queue
+        if starts_now and auto is not None and await auto.before_turn():
+            self._windows.clear()
+            await self.backend_for(self.profiles.get(self.profiles.default_id))
         reply: m.RunStartedReply = await self.sessions.ask(
             session_id, m.Send(text=text, images=images, files=files, queue=queue, mode=mode)
         )

@@ -1,4 +1,5 @@
-"""The blob store: images sent with messages, stored once by content (sha256).
+"""The blob store: images sent with messages (and those tools return), stored once by
+content (sha256).
 
 The log keeps only a reference (``events.types.ImageRef``: hash, size, media type); the
 bytes live in a folder of their own (``NAVI_BLOBS_DIR``; by default ``blobs/`` beside a
@@ -12,11 +13,15 @@ projection: replay stays pure.
 
 Every change goes through one lock, so a blob another session is storing at the same
 moment is never freed under it. The calls are blocking (file and SQLite I/O): callers
-on the event loop use the ``a*`` wrappers, which run them in a worker thread.
+on the event loop run them in a worker thread (the ``a*`` wrappers, or
+``anyio.to_thread``); only ``read``, a plain file read when the LLM's context is built,
+is called in place.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import os
 import re
@@ -26,10 +31,12 @@ import threading
 from pathlib import Path
 
 import anyio
+import msgspec
 import structlog
 
 from events.types import ImageRef
 from navi.session.errors import QuotaExceeded
+from tools import ToolResult, fail
 from tools.builtin.image_view import sniff_image_type
 
 log = structlog.get_logger(__name__)
@@ -100,6 +107,10 @@ class BlobStore:
         except (OSError, ValueError):
             return None
 
+    def read_held(self, user_id: str, sha256: str) -> bytes | None:
+        """The blob's bytes if ``user_id`` stored it (``held_by``), else None."""
+        return self.read(sha256) if is_sha256(sha256) and self.held_by(user_id, sha256) else None
+
     def put_images(
         self, images: list[bytes], *, user_id: str, session_id: str
     ) -> tuple[ImageRef, ...]:
@@ -150,6 +161,20 @@ class BlobStore:
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+    def held_by(self, user_id: str, sha256: str) -> bool:
+        """The user stored this image themselves (in any of their sessions). A log can
+        name any hash (an imported one too): naming it is not having it."""
+        with self._lock:
+            row = (
+                self._index()
+                .execute(
+                    "SELECT 1 FROM refs WHERE user_id = ? AND kind = 'image' AND key = ? LIMIT 1",
+                    (user_id, sha256),
+                )
+                .fetchone()
+            )
+        return row is not None
 
     # ------------------------------------------------------------------ uploads
 
@@ -251,3 +276,30 @@ class BlobStore:
 
     async def arelease(self, session_id: str) -> list[str]:
         return await anyio.to_thread.run_sync(self.release, session_id)
+
+
+# ---------------------------------------------------------------- tools' images
+
+
+async def keep_tool_image(
+    blobs: BlobStore | None, result: ToolResult, *, user_id: str, session_id: str
+) -> ToolResult:
+    """An image a tool returned (``metadata`` with ``is_image`` and ``base64``, as
+    ``image_view`` gives it) goes to the blob store like a user's, before its result is
+    recorded: the result keeps ``metadata.image`` (hash, size, media type) instead of
+    the base64. Past the user's quota, the call fails and says so."""
+    metadata = result.metadata
+    image = metadata.get("base64") if metadata.get("is_image") else None
+    if blobs is None or not result.success or not isinstance(image, str):
+        return result
+    try:
+        raw = base64.b64decode(image, validate=True)
+    except (binascii.Error, ValueError):
+        return result  # not ours to judge: it stays as the tool gave it
+    try:
+        (ref,) = await blobs.aput_images([raw], user_id=user_id, session_id=session_id)
+    except QuotaExceeded as exc:
+        return fail(exc.message)
+    kept = {k: v for k, v in metadata.items() if k != "base64"}
+    kept["image"] = msgspec.to_builtins(ref)
+    return msgspec.structs.replace(result, metadata=kept)

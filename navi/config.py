@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 
+from navi.data_dir import data_defaults
 from navi.llm.settings import LLMSettings
 from tools.settings import ToolSettings
 
@@ -27,6 +29,12 @@ class SettingsError(ValueError):
 
 
 class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    # NAVI_DATA_DIR (navi/data_dir.py): the folder the defaults of the database, blobs,
+    # session files, user tools, mcp.json and users file are in ("" only for Settings
+    # made in code: paths relative to the current folder, as these defaults say).
+    data_dir: str = ""
+    # What to tell the operator about the data folder (an older install's ./navi.db in use).
+    data_notes: tuple[str, ...] = ()
     database_url: str = "sqlite:///navi.db"
     log_level: str = "INFO"
     host: str = "127.0.0.1"
@@ -34,13 +42,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     session_files_dir: str = "session_files"
     session_files_max_size_mb: int = 200
     session_files_ttl_hours: float = 24.0
+    # The edge (docs/deployment.md, "Security model"): host names and page origins
+    # answered besides Navi's own, the largest JSON body, the largest import file.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    max_body_bytes: int = 1024 * 1024
+    max_import_mb: int = 64
     # Images of messages, stored once by content (navi/blobs.py; "" = beside the
     # database), and what one user's images and uploads may take in all.
     blobs_dir: str = ""
     user_quota_mb: int = 1024
+    # NAVI_MCP_CONFIG: the MCP servers' config file ("" = mcp.json in the data folder).
+    mcp_config: str = ""
     resume_on_start: bool = True
     api_token: str = ""
     users_file: str = ""
+    # Signs the browser's WebSocket tickets; the same on every node of a cluster (empty:
+    # each process draws its own key, so a ticket works on the node that issued it).
+    ws_ticket_secret: str = ""
     profiles_dir: str = ""
     default_profile: str = "secretary"
     compression_enabled: bool = True
@@ -70,19 +89,24 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             raw = env.get(name, "").strip()
             return parse(name, raw) if raw else default
 
+        data = data_defaults(env)
         database = env.get("NAVI_DATABASE_URL", "").strip()
         if not database and env.get("DB_PATH", "").strip():
             database = f"sqlite:///{env['DB_PATH'].strip()}"
         try:
-            tools = ToolSettings.from_env(env)
+            tools = ToolSettings.from_env(
+                {**env, "TOOLS_DIR": env.get("TOOLS_DIR", "").strip() or data.tools_dir}
+            )
         except ValueError as exc:
             raise SettingsError(str(exc)) from exc
         return cls(
-            database_url=database or d.database_url,
+            data_dir=data.data_dir,
+            data_notes=data.notes,
+            database_url=database or data.database_url,
             log_level=get("LOG_LEVEL", _level, d.log_level),
             host=env.get("NAVI_HOST", "").strip() or d.host,
             port=get("NAVI_PORT", _int, d.port),
-            session_files_dir=env.get("SESSION_FILES_DIR", "").strip() or d.session_files_dir,
+            session_files_dir=env.get("SESSION_FILES_DIR", "").strip() or data.session_files_dir,
             session_files_max_size_mb=get(
                 "SESSION_FILES_MAX_SIZE_MB", _int, d.session_files_max_size_mb
             ),
@@ -91,9 +115,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             blobs_dir=env.get("NAVI_BLOBS_DIR", "").strip(),
             user_quota_mb=get("NAVI_USER_QUOTA_MB", _int, d.user_quota_mb),
+            mcp_config=env.get("NAVI_MCP_CONFIG", "").strip(),
+            allowed_hosts=get("NAVI_ALLOWED_HOSTS", _hosts, d.allowed_hosts),
+            allowed_origins=get("NAVI_ALLOWED_ORIGINS", _origins, d.allowed_origins),
+            max_body_bytes=get("NAVI_MAX_BODY_BYTES", _int, d.max_body_bytes),
+            max_import_mb=get("NAVI_MAX_IMPORT_MB", _int, d.max_import_mb),
             resume_on_start=get("NAVI_RESUME_ON_START", _bool, d.resume_on_start),
             api_token=env.get("NAVI_API_TOKEN", "").strip(),
-            users_file=env.get("NAVI_USERS_FILE", "").strip(),
+            users_file=env.get("NAVI_USERS_FILE", "").strip() or data.users_file,
+            ws_ticket_secret=env.get("NAVI_WS_TICKET_SECRET", "").strip(),
             profiles_dir=env.get("PROFILES_DIR", "").strip(),
             default_profile=env.get("NAVI_DEFAULT_PROFILE", "").strip() or d.default_profile,
             compression_enabled=get("CONTEXT_COMPRESSION_ENABLED", _bool, d.compression_enabled),
@@ -123,14 +153,27 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
 
     @property
     def blobs_root(self) -> Path:
-        """``NAVI_BLOBS_DIR``, else ``blobs/`` beside a SQLite database file, else
-        ``blobs/`` beside the session files folder (PostgreSQL, in-memory SQLite)."""
+        """``NAVI_BLOBS_DIR``, else ``blobs/`` beside a SQLite database file (the images
+        go where the events that name them go), else ``blobs/`` in the data folder
+        (PostgreSQL, in-memory SQLite)."""
         if self.blobs_dir:
             return Path(self.blobs_dir)
         scheme, _, path = self.database_url.partition(":///")
         if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
             return Path(path).parent / "blobs"
-        return self.files_root.absolute().parent / "blobs"
+        return self._data_root / "blobs"
+
+    @property
+    def mcp_config_path(self) -> Path:
+        """``NAVI_MCP_CONFIG``, else ``mcp.json`` in the data folder."""
+        if self.mcp_config:
+            return Path(self.mcp_config).expanduser()
+        return self._data_root / "mcp.json"
+
+    @property
+    def _data_root(self) -> Path:
+        # Settings made in code have no data folder: the session files' parent stands in.
+        return Path(self.data_dir) if self.data_dir else self.files_root.absolute().parent
 
 
 def _llm(env: Mapping[str, str]) -> LLMSettings:
@@ -174,6 +217,43 @@ def _bool(name: str, raw: str) -> bool:
     if low in _FALSE:
         return False
     raise SettingsError(f"{name} must be true or false, got {raw!r}")
+
+
+def _hosts(name: str, raw: str) -> tuple[str, ...]:
+    """Host names or addresses, ``*.domain`` or ``*``; no scheme, port or path."""
+    hosts = tuple(h.strip().lower() for h in raw.split(",") if h.strip())
+    for host in hosts:
+        bare = host.strip("[]")
+        if "/" in host or "@" in host or (":" in bare and bare.count(":") < 2):
+            raise SettingsError(
+                f"{name} lists host names without scheme or port (e.g. navi.example.org), "
+                f"got {host!r}"
+            )
+    return hosts
+
+
+def _origins(name: str, raw: str) -> tuple[str, ...]:
+    """Origins as browsers send them: ``scheme://host[:port]``, http or https."""
+    origins = tuple(o.strip().rstrip("/") for o in raw.split(",") if o.strip())
+    for origin in origins:
+        try:
+            parts = urlsplit(origin)
+            _ = parts.port  # raises on a port that is not a number
+        except ValueError:
+            parts = None
+        if (
+            parts is None
+            or parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.username
+        ):
+            raise SettingsError(
+                f"{name} lists origins like https://navi.example.org (scheme, host, port "
+                f"if not the default; no path), got {origin!r}"
+            )
+    return origins
 
 
 def _choice(*options: str) -> Callable[[str, str], str]:

@@ -1,16 +1,26 @@
-"""Tools that act on the session itself, so they need Navi (``switch_profile``,
-``spawn_agent`` from ``navi.subagents``)."""
+"""The tools that act on the session itself (``switch_profile`` here, ``spawn_agent``
+in ``navi.subagents``) and the hooks the run offers them.
+
+They act through their ``ToolContext``'s hooks, bound by ``SessionTools.hooks`` to the
+session actor whose run calls them: a switch is recorded in that session by the run
+itself, never sent back into the session's own mailbox. ``SessionTools`` holds the few
+parts they use, not the whole ``Navi``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from navi.session import messages as m
-from profiles import UnknownProfile
+from events.types import ProfileSwitched
+from navi.session.actor import SessionActor
+from navi.subagents import SpawnAgentTool, Spawner
+from profiles import Profile, ProfileRegistry, UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
+from tools.context import Hook
 
 if TYPE_CHECKING:
-    from navi.app import Navi
+    from events.base import BaseEventStore
 
 
 class SwitchProfileTool(Tool):
@@ -33,22 +43,57 @@ class SwitchProfileTool(Tool):
     idempotent = True
     timeout_s = 30.0
 
-    def __init__(self, navi: Navi) -> None:
-        self.navi = navi
-
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        if ctx.switch_profile is None:
+            return fail("switch_profile works only inside a session's run")
         try:
-            profile = self.navi.profiles.get(args["profile_id"])
+            profile: Profile = await ctx.switch_profile(args["profile_id"])
         except UnknownProfile as exc:
             return fail(str(exc))
-        await self.navi.sessions.ask(ctx.session_id, m.SwitchProfile(profile_id=profile.id))
         return ok(
             f"Switched to the {profile.name} profile ({profile.id}). "
             "Its instructions and tools apply from your next step."
         )
 
 
-def navi_tools(navi: Navi) -> list[Tool]:
-    from navi.subagents import SpawnAgentTool
+class ProfileSwitcher:
+    """The ``switch_profile`` hook of one call: records ``profile.switched`` in the
+    session that runs it (raises ``UnknownProfile`` for an unknown id)."""
 
-    return [SwitchProfileTool(navi), SpawnAgentTool(navi)]
+    def __init__(self, session: SessionActor, profiles: ProfileRegistry) -> None:
+        self.session = session
+        self.profiles = profiles
+
+    async def __call__(self, profile_id: str) -> Profile:
+        profile = self.profiles.get(profile_id)
+        await self.session.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
+        return profile
+
+
+class SessionTools:
+    """``switch_profile`` and ``spawn_agent``, and the driver's ``tool_hooks`` for them."""
+
+    def __init__(
+        self, profiles: ProfileRegistry, store: BaseEventStore, new_id: Callable[[], str]
+    ) -> None:
+        self.profiles = profiles
+        self.store = store
+        self.new_id = new_id
+        self.spawn_agent = SpawnAgentTool(profiles)
+        self.switch_profile = SwitchProfileTool()
+
+    def tools(self) -> list[Tool]:
+        return [self.switch_profile, self.spawn_agent]
+
+    def hooks(self, host: object, call_id: str) -> dict[str, Hook | None]:
+        """The hooks of one tool call of ``host``'s run (none outside a session actor)."""
+        if not isinstance(host, SessionActor):
+            return {}
+        spawner = Spawner(
+            host,
+            call_id,
+            store=self.store,
+            new_id=self.new_id,
+            timeout_s=self.spawn_agent.subagent_timeout_s,
+        )
+        return {"spawn": spawner, "switch_profile": ProfileSwitcher(host, self.profiles)}

@@ -43,12 +43,11 @@ from events.types import (
 )
 from navi.session import messages as m
 from navi.session.actor import SessionActor
-from profiles import UnknownProfile
+from profiles import ProfileRegistry, UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
 
 if TYPE_CHECKING:
     from events.base import BaseEventStore
-    from navi.app import Navi
 
 log = structlog.get_logger(__name__)
 
@@ -268,8 +267,8 @@ class SpawnAgentTool(Tool):
     # Several calls of one step run side by side (see RunDriver._concurrent_batch).
     concurrent = True
 
-    def __init__(self, navi: Navi, *, timeout_s: float = SUBAGENT_TIMEOUT_S) -> None:
-        self.navi = navi
+    def __init__(self, profiles: ProfileRegistry, *, timeout_s: float = SUBAGENT_TIMEOUT_S) -> None:
+        self.profiles = profiles
         self.subagent_timeout_s = timeout_s
         self.timeout_s = timeout_s + 2 * STOP_GRACE_S + ASK_TIMEOUT_S
 
@@ -280,9 +279,9 @@ class SpawnAgentTool(Tool):
         if not task:
             return fail("'task' must say what the subagent should do")
         requested = args.get("profile_id")
-        profile_id = requested or ctx.profile.id or self.navi.profiles.default_id
+        profile_id = requested or ctx.profile.id or self.profiles.default_id
         try:
-            profile = self.navi.profiles.get(profile_id)
+            profile = self.profiles.get(profile_id)
         except UnknownProfile as exc:
             return fail(str(exc))
         outcome: SubagentOutcome = await ctx.spawn(task=task, profile_id=profile.id)
@@ -292,19 +291,3 @@ class SpawnAgentTool(Tool):
         if not outcome.completed_normally:
             text = f"{text}\n\n" + NOT_NORMAL_NOTE.format(why="it was cut short")
         return ok(text, completed_normally=outcome.completed_normally, profile_id=profile.id)
-
-
-def spawn_hooks(navi: Navi, host: object, call_id: str) -> dict[str, Any]:
-    """The driver's ``tool_hooks`` for subagents: a ``spawn`` bound to this call."""
-    if not isinstance(host, SessionActor):
-        return {}
-    tool = navi.tools.get("spawn_agent")
-    timeout_s = getattr(tool, "subagent_timeout_s", SUBAGENT_TIMEOUT_S)
-    spawner = Spawner(
-        host,
-        call_id,
-        store=navi.store,
-        new_id=navi.sessions.deps.new_id,
-        timeout_s=timeout_s,
-    )
-    return {"spawn": spawner}

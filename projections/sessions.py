@@ -21,9 +21,11 @@ Subagent streams (``session.created`` with ``parent_stream_id``) are not listed,
 events of streams that never had ``session.created`` are ignored.
 
 One bad record never breaks the list (it is every user's): an event the fold cannot take
-(a time no calendar has, such as ``1e300``) leaves the summary as it was, with ``error``
-saying which event is damaged; that session's own views report it, the others never
-see it. A damaged ``session.created`` still lists its session, with empty times.
+(a time no calendar has, such as ``1e300``, or a stored payload that cannot be decoded,
+which the log hands over as ``Unreadable``) leaves the summary as it was, with
+``error`` saying which event is damaged; that session's own views report it, the others
+never see it. A damaged ``session.created`` still lists its session, with empty times
+(an unreadable one cannot say whose session it is: that stream is not listed).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from events.types import (
     SessionRenamed,
     ToolCompleted,
     ToolFailed,
+    Unreadable,
     UserMessage,
 )
 from projections.fold import Projection
@@ -248,10 +251,11 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
 
 def _damaged(state: SessionsState, record: Recorded, reason: str) -> SessionsState:
     """The state with the record's session marked damaged (the first damage is kept)."""
-    error = f"its event at seq {record.seq} ({record.type}) cannot be read: {reason}"
+    event = record.event
+    kind = event.stored_type if isinstance(event, Unreadable) else record.type
+    error = f"its event at seq {record.seq} ({kind}) cannot be read: {reason}"
     entry = state.entries.get(record.stream_id)
     if entry is None:
-        event = record.event
         if not isinstance(event, SessionCreated) or event.parent_stream_id is not None:
             return state  # nothing lists this stream
         summary = SessionSummary(
@@ -280,6 +284,8 @@ def _damaged(state: SessionsState, record: Recorded, reason: str) -> SessionsSta
 
 
 def evolve(state: SessionsState, record: Recorded) -> SessionsState:
+    if isinstance(record.event, Unreadable):
+        return _damaged(state, record, record.event.reason)
     if not math.isfinite(record.timestamp):
         return _damaged(state, record, f"its time is {record.timestamp!r}")
     try:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from events.types import ToolCompleted, ToolFailed
+import msgspec
+
+from events.types import ImageRef, ToolCompleted, ToolFailed
 
 _FAILURE_TEXT = {
     "interrupted": (
@@ -46,10 +48,17 @@ def tool_succeeded(event: ToolCompleted | ToolFailed) -> bool:
     return isinstance(event, ToolCompleted) and event.success
 
 
-def image_of(event: ToolCompleted) -> str | None:
-    """The base64 image a tool returned (``metadata`` with ``is_image`` and ``base64``)."""
+def image_of(event: ToolCompleted) -> str | ImageRef | None:
+    """The image a tool returned (``metadata`` with ``is_image``): a reference to the
+    blob store (``image``: hash, size, media type), or base64 (``base64``) where the log
+    recorded it inline."""
     metadata = event.metadata
     if not metadata.get("is_image"):
         return None
     image = metadata.get("base64")
-    return image if isinstance(image, str) and image else None
+    if isinstance(image, str) and image:
+        return image
+    try:
+        return msgspec.convert(metadata.get("image"), ImageRef)
+    except msgspec.ValidationError:
+        return None

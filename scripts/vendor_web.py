@@ -46,11 +46,42 @@ FILES = (
         "@highlightjs/cdn-assets", "styles/github-dark.min.css", "hljs-github-dark.min.css"
     ),
     VendoredFile("@highlightjs/cdn-assets", "LICENSE", "LICENSE.highlightjs.txt"),
+    # KaTeX (LaTeX in answers), loaded by the page only when an answer holds math: the
+    # script, its stylesheet and the fonts it names (woff2 only: every browser the client
+    # supports reads it first, so the .woff/.ttf fallbacks in the CSS are never asked for).
+    VendoredFile("katex", "dist/katex.min.js", "katex/katex.min.js"),
+    VendoredFile("katex", "dist/katex.min.css", "katex/katex.min.css"),
+    VendoredFile("katex", "LICENSE", "LICENSE.katex.txt"),
+    *(
+        VendoredFile("katex", f"dist/fonts/KaTeX_{font}.woff2", f"katex/fonts/KaTeX_{font}.woff2")
+        for font in (
+            "AMS-Regular",
+            "Caligraphic-Bold",
+            "Caligraphic-Regular",
+            "Fraktur-Bold",
+            "Fraktur-Regular",
+            "Main-Bold",
+            "Main-BoldItalic",
+            "Main-Italic",
+            "Main-Regular",
+            "Math-BoldItalic",
+            "Math-Italic",
+            "SansSerif-Bold",
+            "SansSerif-Italic",
+            "SansSerif-Regular",
+            "Script-Regular",
+            "Size1-Regular",
+            "Size2-Regular",
+            "Size3-Regular",
+            "Size4-Regular",
+            "Typewriter-Regular",
+        )
+    ),
 )
 
 
-def _content(file: VendoredFile) -> bytes:
-    path = NODE_MODULES / file.package / file.source
+def _content(file: VendoredFile, node_modules: Path) -> bytes:
+    path = node_modules / file.package / file.source
     if not path.is_file():
         raise SystemExit(f"missing {path}: run `npm ci` in {ROOT} first")
     data = path.read_bytes()
@@ -59,25 +90,31 @@ def _content(file: VendoredFile) -> bytes:
     return data
 
 
-def _versions() -> dict[str, str]:
+def _versions(node_modules: Path) -> dict[str, str]:
     versions = {}
     for package in sorted({file.package for file in FILES}):
-        manifest = json.loads((NODE_MODULES / package / "package.json").read_text())
+        manifest = json.loads((node_modules / package / "package.json").read_text())
         versions[package] = manifest["version"]
     return versions
 
 
-def _wanted() -> dict[str, bytes]:
-    wanted = {file.target: _content(file) for file in FILES}
-    wanted["VERSIONS.json"] = (json.dumps(_versions(), indent=2) + "\n").encode()
+def _wanted(node_modules: Path) -> dict[str, bytes]:
+    wanted = {file.target: _content(file, node_modules) for file in FILES}
+    wanted["VERSIONS.json"] = (json.dumps(_versions(node_modules), indent=2) + "\n").encode()
     return wanted
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare, do not copy")
+    parser.add_argument(
+        "--node-modules",
+        type=Path,
+        default=NODE_MODULES,
+        help="where `npm ci` put the packages (default: node_modules/ of the repository)",
+    )
     args = parser.parse_args(argv)
-    wanted = _wanted()
+    wanted = _wanted(args.node_modules)
     if args.check:
         stale = [
             name
@@ -89,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     VENDOR.mkdir(parents=True, exist_ok=True)
     for name, data in wanted.items():
+        (VENDOR / name).parent.mkdir(parents=True, exist_ok=True)
         (VENDOR / name).write_bytes(data)
     sys.stdout.write(f"vendored {len(wanted)} files into {VENDOR.relative_to(ROOT)}\n")
     return 0

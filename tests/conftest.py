@@ -11,6 +11,29 @@ import pytest
 POSTGRES_ENV = "NAVI_TEST_POSTGRES_URL"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def navi_session_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The same for servers a session-wide fixture starts before any test's own."""
+    before = os.environ.get("NAVI_DATA_DIR")
+    os.environ["NAVI_DATA_DIR"] = str(tmp_path_factory.mktemp("navi-session-data"))
+    yield
+    if before is None:
+        os.environ.pop("NAVI_DATA_DIR", None)
+    else:
+        os.environ["NAVI_DATA_DIR"] = before
+
+
+@pytest.fixture(autouse=True)
+def navi_data_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
+    """Every test's Navi keeps its data folder (NAVI_DATA_DIR, inherited by the `navi
+    serve` processes tests start) in a temporary folder, never ~/.local/share/navi."""
+    path = tmp_path_factory.mktemp("navi-data")
+    monkeypatch.setenv("NAVI_DATA_DIR", str(path))
+    return path
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

@@ -156,6 +156,26 @@ def _detect_v1(own: dict[str, str]) -> CgroupSupport:
     return CgroupSupport(kind="v1", parents=tuple(parents))
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_leftovers(support: CgroupSupport) -> None:
+    """Empty call cgroups of servers that died mid-call (``call-<server pid>-<id>``)."""
+    for _, parent in support.parents:
+        for directory in parent.glob("call-*-*"):
+            owner = directory.name.split("-")[1]
+            if owner.isdigit() and not _alive(int(owner)):
+                with contextlib.suppress(OSError):  # not empty: left alone
+                    directory.rmdir()
+
+
 @functools.cache
 def cgroup_support() -> CgroupSupport:
     """Checked once per process: whether (and how) per-call cgroups can be made."""
@@ -168,6 +188,7 @@ def cgroup_support() -> CgroupSupport:
             reasons.append(str(exc))
             continue
         log.info("tool_limits_cgroup", kind=support.kind)
+        _remove_leftovers(support)
         return support
     return CgroupSupport(kind="none", reason="; ".join(reasons))
 
@@ -177,7 +198,7 @@ def create_call_cgroup(memory_bytes: int, max_processes: int) -> CallCgroup | No
     support = cgroup_support()
     if not support.available:
         return None
-    name = f"call-{uuid.uuid4().hex[:12]}"
+    name = f"call-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     made: list[Path] = []
     try:
         for controller, parent in support.parents:

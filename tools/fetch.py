@@ -10,6 +10,8 @@ proxy settings are ignored: a proxy would make the proxy the only address checke
 from __future__ import annotations
 
 import contextlib
+import functools
+import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -189,6 +191,13 @@ def _safe(url: str) -> str:
     return parts._replace(netloc=parts.hostname or "").geturl()
 
 
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default (certifi's CAs, hostname checks), made once: loading the CA
+    bundle costs milliseconds a request need not pay."""
+    return httpx.create_ssl_context()
+
+
 class CheckedTransport(httpx.AsyncBaseTransport):
     """httpx's client over an httpcore pool whose connections are opened by
     :class:`CheckedNetworkBackend` (httpx's own transport does not take a network backend)."""
@@ -196,7 +205,7 @@ class CheckedTransport(httpx.AsyncBaseTransport):
     def __init__(self, backend: CheckedNetworkBackend) -> None:
         self.backend = backend
         self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=httpx.create_ssl_context(), network_backend=backend
+            ssl_context=_ssl_context(), network_backend=backend
         )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:

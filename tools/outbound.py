@@ -88,7 +88,10 @@ class OutboundPolicy:
     def check_name(self, host: str) -> None:
         name = host.lower().rstrip(".")
         if name in METADATA_NAMES:
-            raise OutboundRefused(f"{host} is a cloud metadata service, never reachable from tools")
+            raise OutboundRefused(
+                f"refused to connect to {host}: it is a cloud metadata service, never "
+                "reachable from tools"
+            )
 
 
 def _embedded_ipv4(address: IPAddress) -> IPAddress:

@@ -1,4 +1,9 @@
-"""The live set of tools (built-ins + user tools) and the one safe way to call them."""
+"""The live set of tools (built-ins, user tools, external tools) and the one safe way
+to call them.
+
+External tools come from a *source* outside Navi (``mcp:<server>``: an MCP server's
+tools, navi/mcp). A source says which profiles may use its tools; a profile's
+``enabled_tools`` cannot add them (:meth:`ToolRegistry.names_for_profile`)."""
 
 from __future__ import annotations
 
@@ -16,9 +21,21 @@ from tools.base import Tool, ToolError, ToolResult, cap_result, fail
 from tools.context import ToolContext
 from tools.settings import ToolSettings
 from tools.user_tools import LoadError, UserToolSet, as_result, load_user_tools, snapshot
-from tools.validation import ensure_valid_schema, type_name, validate
+from tools.validation import check_schema, ensure_valid_schema, type_name, validate
 
 log = structlog.get_logger()
+
+
+@dataclass(frozen=True)
+class ExternalSource:
+    """Tools from outside Navi, and the profiles whose runs may call them."""
+
+    tools: dict[str, Tool]
+    # None: every profile.
+    profiles: frozenset[str] | None = None
+
+    def allows(self, profile_id: str | None) -> bool:
+        return self.profiles is None or (profile_id is not None and profile_id in self.profiles)
 
 
 @dataclass(frozen=True)
@@ -41,6 +58,7 @@ class ToolRegistry:
         self.settings = settings or ToolSettings()
         self._builtins: dict[str, Tool] = {}
         self._user = UserToolSet()
+        self._external: dict[str, ExternalSource] = {}
         self._fingerprint: tuple[tuple[str, int, int], ...] = ()
         # Bumped whenever the set of tools changes: what callers derived from it (the
         # schemas offered to the LLM) is stale then.
@@ -60,16 +78,70 @@ class ToolRegistry:
         self.generation += 1
 
     def get(self, name: str) -> Tool | None:
-        return self._builtins.get(name) or self._user.tools.get(name)
+        found = self._builtins.get(name) or self._user.tools.get(name)
+        if found is None:
+            for source in self._external.values():
+                found = source.tools.get(name)
+                if found is not None:
+                    break
+        return found
 
     def is_builtin(self, name: str) -> bool:
         return name in self._builtins
 
     def names(self) -> list[str]:
-        return [*self._builtins, *self._user.tools]
+        return [*self._builtins, *self._user.tools, *self.external_names]
 
     def tools(self) -> list[Tool]:
-        return [*self._builtins.values(), *self._user.tools.values()]
+        external = [t for s in self._external.values() for t in s.tools.values()]
+        return [*self._builtins.values(), *self._user.tools.values(), *external]
+
+    def source_of(self, name: str) -> str:
+        """``builtin``, ``user``, or the external source (``mcp:<server>``); "" if unknown."""
+        if name in self._builtins:
+            return "builtin"
+        if name in self._user.tools:
+            return "user"
+        for source_name, source in self._external.items():
+            if name in source.tools:
+                return source_name
+        return ""
+
+    # ------------------------------------------------------------ external tools
+
+    def set_external(
+        self, source: str, tools: Iterable[Tool], *, profiles: Iterable[str] | None = None
+    ) -> None:
+        """Replace the tools of ``source`` (all at once). A tool whose name a built-in or
+        user tool has, or whose parameters are unusable, is left out and logged."""
+        kept: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._builtins or tool.name in self._user.tools:
+                log.warning("tools.external_shadowed", source=source, tool=tool.name)
+                continue
+            problems = check_schema(tool.parameters, strict=False)
+            if problems:
+                log.warning(
+                    "tools.external_schema", source=source, tool=tool.name, problems=problems
+                )
+                continue
+            kept[tool.name] = tool
+        allowed = None if profiles is None else frozenset(profiles)
+        self._external = {**self._external, source: ExternalSource(kept, allowed)}
+        self.generation += 1
+
+    def remove_external(self, source: str) -> None:
+        if source in self._external:
+            self._external = {k: v for k, v in self._external.items() if k != source}
+            self.generation += 1
+
+    @property
+    def external_names(self) -> tuple[str, ...]:
+        return tuple(n for s in self._external.values() for n in s.tools)
+
+    def external_tools(self, source: str) -> tuple[Tool, ...]:
+        found = self._external.get(source)
+        return tuple(found.tools.values()) if found is not None else ()
 
     @property
     def builtin_names(self) -> tuple[str, ...]:
@@ -88,10 +160,29 @@ class ToolRegistry:
         """Tools named in enabled.json that are loaded: offered in every profile."""
         return tuple(n for n in self._user.enabled if self.get(n) is not None)
 
-    def names_for_profile(self, enabled_tools: Iterable[str]) -> list[str]:
-        """A profile's tools that exist, then enabled.json's, without duplicates."""
-        wanted = [*enabled_tools, *self.enabled_everywhere]
-        return [n for n in dict.fromkeys(wanted) if self.get(n) is not None]
+    def names_for_profile(
+        self,
+        enabled_tools: Iterable[str],
+        *,
+        profile_id: str | None = None,
+        only_named: bool = False,
+    ) -> list[str]:
+        """A profile's tools that exist, then enabled.json's, then the external tools
+        whose source allows ``profile_id``, without duplicates.
+
+        An external tool is enabled by its source, never by ``enabled_tools`` (naming
+        it there does not add it to a profile its source leaves out). ``only_named``:
+        of the external tools, only those ``enabled_tools`` names (a profile's explicit
+        ``subagent_tools`` list)."""
+        named = list(enabled_tools)
+        allowed: dict[str, None] = {}
+        for source in self._external.values():
+            if source.allows(profile_id):
+                allowed.update(dict.fromkeys(source.tools))
+        external = set(self.external_names)
+        own = [n for n in [*named, *self.enabled_everywhere] if n not in external]
+        extra = [n for n in named if n in allowed] if only_named else list(allowed)
+        return [n for n in dict.fromkeys([*own, *extra]) if self.get(n) is not None]
 
     def schemas_for(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
         """Tools in the OpenAI / Ollama function format; unknown names are skipped."""

@@ -80,6 +80,8 @@ class SandboxSpec:
     readonly: tuple[Path, ...] = ()
     network: bool = False
     env: Mapping[str, str]
+    # False: nothing at all is writable, the working directory and /tmp included.
+    writable_workdir: bool = True
 
 
 @dataclass(frozen=True)
@@ -147,9 +149,9 @@ def _system_binds() -> list[str]:
     return args
 
 
-def _covered(path: Path) -> bool:
-    """True if a system folder already shows ``path``."""
-    return any(path == Path(d) or Path(d) in path.parents for d in _SYSTEM_DIRS)
+def _covered(path: Path, by: Iterable[Path | str] = _SYSTEM_DIRS) -> bool:
+    """True if one of the folders ``by`` (by default the system folders) shows ``path``."""
+    return any(path == Path(d) or Path(d) in path.parents for d in by)
 
 
 def bwrap_command(bwrap: str, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
@@ -169,11 +171,19 @@ def bwrap_command(bwrap: str, argv: Sequence[str], spec: SandboxSpec) -> list[st
         cmd.append("--unshare-net")
     cmd += _system_binds()
     cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    for path in dict.fromkeys(spec.readonly):
-        if not _covered(path):
+    readonly = list(dict.fromkeys(spec.readonly))
+    for path in readonly:
+        others = [other for other in readonly if other != path]
+        # Within a folder already shown, read-only: there is nothing to add (nor room to).
+        if not _covered(path) and not _covered(path, others):
             cmd += ["--ro-bind", str(path), str(path)]
-    for path in dict.fromkeys((*spec.writable, spec.workdir)):
+    for path in dict.fromkeys(spec.writable):
         cmd += ["--bind", str(path), str(path)]
+    if spec.writable_workdir:
+        cmd += ["--bind", str(spec.workdir), str(spec.workdir)]
+    else:
+        cmd += ["--ro-bind", str(spec.workdir), str(spec.workdir)]
+        cmd += ["--remount-ro", "/tmp", "--remount-ro", "/"]
     cmd += ["--chdir", str(spec.workdir), "--clearenv"]
     for key, value in spec.env.items():
         cmd += ["--setenv", key, value]
@@ -201,7 +211,8 @@ def python_install(python: str) -> tuple[Path, ...]:
                     "sandbox will not mount that. Set CODE_EXEC_PYTHON to a Python installed "
                     "elsewhere (e.g. /usr/bin/python3)."
                 )
-    return tuple(dict.fromkeys(found))
+    # The executable itself too, at the path it is called by (a symlink elsewhere).
+    return tuple(dict.fromkeys((*found, given)))
 
 
 async def run_sandboxed(

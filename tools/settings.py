@@ -50,7 +50,7 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     # loopback and private ranges reachable (never link-local or cloud metadata).
     allow_private_urls: bool = False
     # Navi's own listening port (NAVI_PORT): tools never connect to it on this machine.
-    navi_port: int | None = None
+    navi_port: int | None = 8000
     web_view_max_chars: int = 20_000
     image_max_bytes: int = 5 * 1024 * 1024
     ssh_timeout_s: float = 30.0
@@ -89,6 +89,9 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
             return env.get(key, "").strip().lower() in ("1", "true", "yes", "on")
 
         searxng = env.get("SEARXNG_URL", "").strip() or None
+        # Navi's own port (navi/config.py reads it too); 0 lets the system choose one.
+        zero = env.get("NAVI_PORT", "").strip() == "0"
+        navi_port = None if zero else int(number("NAVI_PORT", defaults.navi_port or 8000))
         return cls(
             fs_allowed_paths=names("FS_ALLOWED_PATHS"),
             terminal_allowed_commands=names("TERMINAL_ALLOWED_COMMANDS")
@@ -110,7 +113,7 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             unsandboxed_tools=flag("NAVI_UNSANDBOXED_TOOLS"),
             allow_private_urls=flag("NAVI_ALLOW_PRIVATE_URLS"),
-            navi_port=int(number("NAVI_PORT", 8000)),
+            navi_port=navi_port,
             http_timeout_s=number("HTTP_TIMEOUT_S", defaults.http_timeout_s),
             http_max_bytes=int(number("HTTP_MAX_BYTES", defaults.http_max_bytes)),
             image_max_bytes=int(number("IMAGE_MAX_BYTES", defaults.image_max_bytes)),

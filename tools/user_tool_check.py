@@ -2,11 +2,12 @@
 
 Importing a module runs its module-level code, so a check that imports a file in the
 server has already run it, even if it then rejects the tool. The check therefore runs
-``python -m tools.user_tool_check FILE...`` in the bubblewrap sandbox (no network,
-nothing of the server visible, a private /tmp, only the project's packages and the
-Python install mounted read-only, the tools folder read-only): it imports each file
+:func:`child_main` in a ``python -I`` subprocess in the bubblewrap sandbox (no network,
+nothing of the server visible, nothing writable at all, only the project's packages, the
+Python install and the files' folders mounted, read-only): it imports each file
 there, checks the tool contract, and reports one JSON line per file. The server loads
-a file only after it passed. Where bubblewrap cannot run, the check still runs in a
+a file only after it passed (so module-level code that writes a file is rejected, and
+its write never happened). Where bubblewrap cannot run, the check still runs in a
 subprocess of its own (never in the server), with the server's rights.
 
 The child's protocol on a private pipe: ``start <path>`` before each file, then
@@ -107,6 +108,8 @@ def _command(paths: Sequence[Path], scratch: Path, readonly: Sequence[Path]) -> 
             *(path.parent for path in paths),
         ),
         env=sandbox_env(home=scratch),
+        # Read-only throughout: module-level code that writes a file fails the check.
+        writable_workdir=False,
     )
     return bwrap_command(sandbox.bwrap, argv, spec)
 
@@ -129,6 +132,9 @@ def _run(paths: Sequence[Path], readonly: Sequence[Path]) -> tuple[dict[str, Fil
             )
             out, code = done.stdout.decode(errors="replace"), done.returncode
             problem = f"the check process ended with exit code {code} while importing it"
+            said = done.stderr.decode(errors="replace").strip().splitlines()
+            if said:
+                problem += f" ({said[-1][:300]})"
         except subprocess.TimeoutExpired as exc:
             out = (exc.stdout or b"").decode(errors="replace")
             problem = f"importing it did not finish within {CHECK_TIMEOUT_S:g}s"
@@ -160,8 +166,9 @@ def check_files(paths: Sequence[Path], readonly: Sequence[Path] = ()) -> dict[Pa
     ``readonly``: more folders the check may see (each file's own folder is seen)."""
     from tools.sandbox import SandboxUnavailable
 
+    given = {path.absolute(): path for path in paths}  # the sandbox has another cwd
     verdicts: dict[Path, FileCheck] = {}
-    remaining = list(paths)
+    remaining = list(given)
     try:
         _command(remaining, PROJECT_ROOT, readonly)
     except SandboxUnavailable as exc:
@@ -170,6 +177,6 @@ def check_files(paths: Sequence[Path], readonly: Sequence[Path] = ()) -> dict[Pa
         found, _ = _run(remaining, readonly)
         for path in remaining:
             if str(path) in found:
-                verdicts[path] = found[str(path)]
-        remaining = [p for p in remaining if p not in verdicts]
+                verdicts[given[path]] = found[str(path)]
+        remaining = [p for p in remaining if given[p] not in verdicts]
     return verdicts

@@ -13,7 +13,7 @@ request into the durable inbox and answers its client as the owner would.
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -24,24 +24,22 @@ from navi.session import messages as m
 from navi.session.errors import SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, clean_images
 
-if TYPE_CHECKING:
-    from navi.cluster.node import ClusterNode
-
 POLL_S = 0.25  # how often a waiting sender looks at its row if no notification comes
 
 
 class Forwarder:
-    def __init__(self, node: ClusterNode, *, accept_wait_s: float = 5.0) -> None:
-        self.node = node
+    def __init__(self, inbox: Inbox, runs: RunIndex, *, accept_wait_s: float = 5.0) -> None:
+        self.inbox = inbox
+        self.runs = runs
         self.accept_wait_s = accept_wait_s
+        # Senders waiting for their row, woken by the owner's "done" notification.
+        self._waiters: dict[str, anyio.Event] = {}
 
-    @property
-    def inbox(self) -> Inbox:
-        return self.node.inbox
-
-    @property
-    def runs(self) -> RunIndex:
-        return self.node.runs
+    def row_done(self, row_id: str) -> None:
+        """The owner finished (or accepted) this row: wake its sender."""
+        waiter = self._waiters.get(row_id)
+        if waiter is not None:
+            waiter.set()
 
     async def forward(self, session_id: str, message: object, wait_s: float) -> Any:
         if isinstance(message, m.Resume):
@@ -111,11 +109,17 @@ class Forwarder:
         row: InboxRow | None = None
         with anyio.move_on_after(wait_s):
             while True:
-                wake = self.node.row_waiter(row_id)
+                wake = self._waiter(row_id)
                 row = await self.inbox.get(row_id)
                 if row is not None and (row.accepted_at is not None or row.done_at is not None):
                     break
                 with anyio.move_on_after(POLL_S):
                     await wake.wait()
-        self.node.forget_waiter(row_id)
+        self._waiters.pop(row_id, None)
         return row
+
+    def _waiter(self, row_id: str) -> anyio.Event:
+        waiter = self._waiters.get(row_id)
+        if waiter is None or waiter.is_set():
+            waiter = self._waiters[row_id] = anyio.Event()
+        return waiter

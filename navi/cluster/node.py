@@ -4,7 +4,8 @@ It is the session manager's ``Placement``: a request for a session this node own
 can claim, because nobody owns it) goes to the actor here; any other goes through the
 durable inbox to the owner (``Forwarder``). It also runs the owner's side of the inbox
 (``InboxDelivery``) and the sweeps (``Sweeper``): takeover of a dead node's sessions,
-resume of stuck runs, release of idle sessions.
+resume of stuck runs, release of idle sessions. Those three get the inbox, the run index
+and the ownership they use, and the node only as ``LocalSessions`` (navi/cluster/local.py).
 
 A queued message (``Send(queue=True)``) always goes through the inbox, even on its
 owner: the actor's queue lives in memory, the inbox row survives the node.
@@ -58,13 +59,16 @@ class ClusterNode:
         self._runs: RunIndex | None = None
         self._manager: SessionManager | None = None
         self._tg: TaskGroup | None = None
-        self.forwarder = Forwarder(self, accept_wait_s=accept_wait_s)
-        self.delivery = InboxDelivery(self)
-        self.sweeper = Sweeper(self, interval=sweep_s, idle_release_s=idle_release_s)
+        self.sweep_s = sweep_s
+        self.idle_release_s = idle_release_s
+        self.accept_wait_s = accept_wait_s
+        # Made by open(): they work on the inbox, which needs the connection pool.
+        self.forwarder: Forwarder
+        self.delivery: InboxDelivery
+        self.sweeper: Sweeper
         self._users: dict[str, int] = {}
         self._last_used: dict[str, float] = {}
         self._releasing: dict[str, anyio.Event] = {}
-        self._row_waiters: dict[str, anyio.Event] = {}
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -74,9 +78,21 @@ class ClusterNode:
         pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=4)
         try:
             self._pool = pool
-            self._inbox = Inbox(pool, node_id=self.node_id)
-            self._runs = RunIndex(pool)
-            await self._inbox.create_schema()
+            self._inbox = inbox = Inbox(pool, node_id=self.node_id)
+            self._runs = runs = RunIndex(pool)
+            await inbox.create_schema()
+            self.forwarder = Forwarder(inbox, runs, accept_wait_s=self.accept_wait_s)
+            self.delivery = InboxDelivery(inbox, runs, self.ownership, self)
+            self.sweeper = Sweeper(
+                self.store,
+                inbox,
+                runs,
+                self.ownership,
+                self,
+                on_claimed=self.delivery.wake,
+                interval=self.sweep_s,
+                idle_release_s=self.idle_release_s,
+            )
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 await tg.start(self.ownership.run)
@@ -209,15 +225,4 @@ class ClusterNode:
         if kind == "new" and rest in self.ownership.held:
             self.delivery.wake()
         elif kind == "done":
-            waiter = self._row_waiters.get(rest)
-            if waiter is not None:
-                waiter.set()
-
-    def row_waiter(self, row_id: str) -> anyio.Event:
-        waiter = self._row_waiters.get(row_id)
-        if waiter is None or waiter.is_set():
-            waiter = self._row_waiters[row_id] = anyio.Event()
-        return waiter
-
-    def forget_waiter(self, row_id: str) -> None:
-        self._row_waiters.pop(row_id, None)
+            self.forwarder.row_done(rest)

@@ -21,18 +21,21 @@ this process, with a growing pause for a session whose run keeps failing (a full
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
 from actors import ActorSystem
-from navi.cluster.ownership import ClusterUnavailable
+from events.base import BaseEventStore
+from navi.cluster.inbox import Inbox, RunIndex
+from navi.cluster.local import LocalSessions
+from navi.cluster.ownership import ClusterUnavailable, PostgresOwnership
 from navi.session import messages as m
 from navi.session.errors import SessionError
 
 if TYPE_CHECKING:
-    from navi.cluster.node import ClusterNode
     from navi.session.manager import SessionManager
 
 log = structlog.get_logger(__name__)
@@ -43,8 +46,25 @@ KEEP_DONE_ROWS_S = 3600.0
 
 
 class Sweeper:
-    def __init__(self, node: ClusterNode, *, interval: float, idle_release_s: float) -> None:
-        self.node = node
+    def __init__(
+        self,
+        store: BaseEventStore,
+        inbox: Inbox,
+        runs: RunIndex,
+        ownership: PostgresOwnership,
+        sessions: LocalSessions,
+        *,
+        on_claimed: Callable[[], None],
+        interval: float,
+        idle_release_s: float,
+    ) -> None:
+        self.store = store
+        self.inbox = inbox
+        self.runs = runs
+        self.ownership = ownership
+        self.sessions = sessions
+        # Called after a takeover: the claimed sessions' inbox rows are to be delivered.
+        self.on_claimed = on_claimed
         self.interval = interval
         self.idle_release_s = idle_release_s
         self.takeovers = 0
@@ -63,34 +83,35 @@ class Sweeper:
                 log.warning("cluster.sweep_failed", error=str(exc))
 
     async def sweep(self) -> None:
-        node = self.node
-        open_runs = await node.runs.open_runs()
-        waiting = await node.inbox.waiting_sessions(older_than_s=self.interval)
+        ownership = self.ownership
+        open_runs = await self.runs.open_runs()
+        waiting = await self.inbox.waiting_sessions(older_than_s=self.interval)
         candidates = {s for s in open_runs.keys() | waiting if not await self._is_subagent(s)}
-        held = node.ownership.held
+        held = ownership.held
         for session_id in sorted(candidates & held & open_runs.keys()):
             await self._resume(session_id)
         others = candidates - held
-        free = others - await node.ownership.locked(others)
+        free = others - await ownership.locked(others)
         ready, self._free_before = free & self._free_before, free - self._free_before
         if ready:
-            claimed = await node.ownership.claim(ready)
+            claimed = await ownership.claim(ready)
             for session_id in sorted(claimed):
                 self.takeovers += 1
-                log.warning("cluster.takeover", node=node.node_id, session_id=session_id)
+                log.warning("cluster.takeover", node=ownership.node_id, session_id=session_id)
                 if session_id in open_runs:
                     await self._resume(session_id)
-            node.delivery.wake()
+            self.on_claimed()
         await self._release_idle(open_runs.keys() | waiting)
         now = time.monotonic()
         if now - self._pruned_at > PRUNE_EVERY_S:
             self._pruned_at = now
-            await node.inbox.prune(KEEP_DONE_ROWS_S)
+            await self.inbox.prune(KEEP_DONE_ROWS_S)
 
     async def _resume(self, session_id: str) -> None:
         try:
-            if await self.node.ask_here(session_id, m.Resume(), wait_s=RESUME_ASK_S):
-                log.warning("run.resumed_by_sweep", node=self.node.node_id, session_id=session_id)
+            if await self.sessions.ask_here(session_id, m.Resume(), wait_s=RESUME_ASK_S):
+                node = self.ownership.node_id
+                log.warning("run.resumed_by_sweep", node=node, session_id=session_id)
         except Exception as exc:
             log.warning("run.resume_failed", session_id=session_id, error=str(exc))
 
@@ -98,7 +119,7 @@ class Sweeper:
         """A subagent's session runs under its parent's actor: never taken on its own."""
         known = self._subagent.get(session_id)
         if known is None:
-            first = await self.node.store.read(session_id, to_seq=1)
+            first = await self.store.read(session_id, to_seq=1)
             created = first[0].event if first else None
             known = getattr(created, "parent_call_id", None) is not None
             if first:
@@ -106,11 +127,10 @@ class Sweeper:
         return known
 
     async def _release_idle(self, busy: set[str]) -> None:
-        node = self.node
         now = time.monotonic()
-        for session_id in sorted(node.ownership.held - busy):
-            if node.idle_for(session_id, now) > self.idle_release_s:
-                await node.release(session_id)
+        for session_id in sorted(self.ownership.held - busy):
+            if self.sessions.idle_for(session_id, now) > self.idle_release_s:
+                await self.sessions.release(session_id)
 
 
 class LocalWatchdog:

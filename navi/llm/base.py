@@ -58,4 +58,10 @@ class LLMBackend(Protocol):
 
     async def list_models(self) -> list[ModelInfo]: ...
 
+    async def context_window(self, model: str | None = None, num_ctx: int | None = None) -> int:
+        """The context window, in tokens, a call with this ``model`` (else the default)
+        and ``num_ctx`` (else the settings') really gets, as the server in use tells
+        (cached per model)."""
+        ...
+
     async def aclose(self) -> None: ...

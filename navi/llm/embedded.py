@@ -20,6 +20,9 @@ never span a ``yield``; the stop and the timeouts stay in the stream guard.
   llama.cpp abort its next decode.
 * One generation at a time (a llama.cpp context is not shared); a waiting call
   waits in its own thread, never on the event loop.
+* An answer is capped at ``NAVI_EMBEDDED_MAX_TOKENS`` (512) unless the call sets
+  ``max_tokens``, and a text answer that loops (:mod:`navi.llm.repetition`) is ended
+  there: both finish normally, with a note saying why the answer ends.
 * ``content: None`` breaks the chat template: messages always carry a string.
   The template has no tool role, so tool results are shown to the model as user
   messages naming the function.
@@ -44,6 +47,7 @@ from navi.llm.collect import CompletesFromStream
 from navi.llm.embedded_model import AbortSwitch, check_available, load_llama
 from navi.llm.errors import LLMError, MalformedToolCall, StreamError
 from navi.llm.guard import RawBatches, guard_stream
+from navi.llm.repetition import RepetitionGuard
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.tool_ids import stable_tool_call_id
@@ -65,6 +69,13 @@ log = structlog.get_logger()
 _json = msgspec.json.Encoder()
 # Chunks waiting for the loop; the worker blocks beyond this (backpressure).
 STREAM_BUFFER = 64
+# A mild penalty on repeated tokens: SmolLM2-135M loops without one (the guard ends
+# what still loops).
+REPEAT_PENALTY = 1.1
+# finish_reason of an answer the repetition guard ended.
+REPETITION = "repetition"
+REPETITION_NOTE = "\n\n*(Navi stopped the embedded model here: it was repeating itself.)*"
+CAP_NOTE = "\n\n*(The embedded model's answer was cut at {cap} tokens: NAVI_EMBEDDED_MAX_TOKENS.)*"
 
 _Item = StreamChunk | LLMError
 
@@ -84,6 +95,9 @@ class _Request(msgspec.Struct, frozen=True, kw_only=True):
     tool_choice: str | dict[str, Any] | None
     temperature: float | None
     max_tokens: int | None
+    # The cap is Navi's default (NAVI_EMBEDDED_MAX_TOKENS), not the caller's: an answer
+    # it cuts says so.
+    default_cap: bool = False
 
 
 class EmbeddedBackend(CompletesFromStream):
@@ -112,6 +126,16 @@ class EmbeddedBackend(CompletesFromStream):
     def url(self) -> str:
         return f"embedded:{self.model_path()}"
 
+    @property
+    def is_demo_model(self) -> bool:
+        """True on the packaged SmolLM2-135M (no ``NAVI_EMBEDDED_MODEL``): a tiny demo."""
+        return not self._configured
+
+    async def context_window(self, model: str | None = None, num_ctx: int | None = None) -> int:
+        """llama.cpp's ``n_ctx`` (``NAVI_EMBEDDED_N_CTX``): the model is loaded with it,
+        whatever a call asks for."""
+        return self._settings.embedded_n_ctx
+
     def model_path(self) -> Path:
         """The GGUF file; raises :class:`EmbeddedUnavailable` naming what is missing."""
         if self._path is None:
@@ -128,7 +152,7 @@ class EmbeddedBackend(CompletesFromStream):
     ) -> AsyncGenerator[StreamChunk, None]:
         self.model_path()
         opts = options if options is not None else LLMOptions()
-        request = _build_request(messages, tools, opts)
+        request = _build_request(messages, tools, opts, self._settings.embedded_max_tokens)
         guarded = guard_stream(
             self._raw(request),
             stop=stop,
@@ -297,10 +321,12 @@ class EmbeddedBackend(CompletesFromStream):
             stream=True,
             temperature=_temperature(request),
             max_tokens=request.max_tokens,
+            repeat_penalty=REPEAT_PENALTY,
             logits_processor=[check],
         )
         finish = "stop"
         stats.tokens = 0  # a tool-choice generation may have come first
+        loops = RepetitionGuard()
         try:
             for part in parts:
                 if abort.is_set():
@@ -311,8 +337,14 @@ class EmbeddedBackend(CompletesFromStream):
                 if text and not emit(TextPiece(text)):
                     return
                 finish = choice.get("finish_reason") or finish
+                if text and loops.feed(text):
+                    finish = REPETITION
+                    break
         finally:
             parts.close()
+        note = _ending_note(finish, request)
+        if note and not emit(TextPiece(note)):
+            return
         prompt_tokens = max(int(llama.n_tokens) - stats.tokens, 0)
         emit(
             FinalChunk(
@@ -365,7 +397,10 @@ class EmbeddedBackend(CompletesFromStream):
 
 
 def _build_request(
-    messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], options: LLMOptions
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    options: LLMOptions,
+    default_max_tokens: int,
 ) -> _Request:
     choice = options.tool_choice
     offered = [] if choice == "none" else list(tools)
@@ -393,8 +428,18 @@ def _build_request(
         ],
         tool_choice=tool_choice,
         temperature=options.temperature,
-        max_tokens=options.max_tokens,
+        max_tokens=options.max_tokens or default_max_tokens,
+        default_cap=not options.max_tokens,
     )
+
+
+def _ending_note(finish: str, request: _Request) -> str:
+    """Why a text answer ends early, told in the answer itself (the reader sees it)."""
+    if finish == REPETITION:
+        return REPETITION_NOTE
+    if finish == "length" and request.default_cap:
+        return CAP_NOTE.format(cap=request.max_tokens)
+    return ""
 
 
 def _message(message: ChatMessage) -> dict[str, Any]:

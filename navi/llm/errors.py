@@ -3,16 +3,22 @@
 ``kind`` is a stable short name (recorded in ``llm.failed`` events); ``retryable``
 says whether the same call may succeed if simply issued again (a transient fault:
 server unreachable, timeout, dropped stream).
+
+A message never carries the credentials of a URL (``http://user:password@host``): they
+would end up in ``llm.failed`` events, exports and logs. :func:`redact_url` is the one
+place that hides them; every message passes through it.
 """
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 __all__ = [
     "EmbeddedUnavailable",
     "IncompleteStream",
     "LLMError",
+    "LLMRedirected",
     "LLMServerError",
     "LLMTimeout",
     "MalformedToolCall",
@@ -21,7 +27,18 @@ __all__ = [
     "StreamError",
     "ThinkingNotSupported",
     "ToolsNotSupported",
+    "redact_url",
 ]
+
+# The userinfo of a URL: from "scheme://" to the last "@" before the path (an unencoded
+# "@" in a password still belongs to it).
+_USERINFO = re.compile(r"(?<=://)[^/?#\s]*@")
+
+
+def redact_url(text: str) -> str:
+    """``text`` (a URL, or a message naming URLs) with every URL's credentials replaced
+    by ``***``: ``http://user:pw@host/v1`` → ``http://***@host/v1``."""
+    return _USERINFO.sub("***@", text) if "@" in text else text
 
 
 class LLMError(Exception):
@@ -32,6 +49,7 @@ class LLMError(Exception):
     retryable: bool = False
 
     def __init__(self, message: str) -> None:
+        message = redact_url(message)
         super().__init__(message)
         self.message = message
 
@@ -77,7 +95,7 @@ class ServerUnreachable(LLMError):
             f"Cannot reach the LLM server at {url}. Is it running?"
             + (f" ({detail})" if detail else "")
         )
-        self.url = url
+        self.url = redact_url(url)
 
 
 class LLMTimeout(LLMError):
@@ -141,6 +159,21 @@ class MalformedToolCall(LLMError):
         )
         self.name = name
         self.raw_arguments = raw_arguments
+
+
+class LLMRedirected(LLMError):
+    """The server answered a 3xx: Navi does not follow redirects (a POST would become a
+    GET, or its body and API key go elsewhere); the base URL should be the final one."""
+
+    kind = "redirect"
+
+    def __init__(self, status: int, location: str, *, url: str, setting: str) -> None:
+        super().__init__(
+            f"The LLM server at {url} answered {status} redirect to {redact_url(location)}; "
+            f"set {setting} to the final address."
+        )
+        self.status = status
+        self.location = redact_url(location)
 
 
 class LLMServerError(LLMError):

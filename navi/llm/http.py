@@ -1,186 +1,164 @@
-"""What the HTTP backends share: the clients, error mapping, and line splitting."""
+"""The HTTP side of the Ollama and OpenAI-compatible backends: one httpx client per LLM
+server, for its chat streams and its small requests, and the errors both map to.
+
+Stop and timeouts are not here: the stream guard (:mod:`navi.llm.guard`) awaits every
+read of a stream inside one cancel scope, and a cancelled read unwinds the ``async
+with`` of :meth:`LLMServer.stream`, which closes the connection (so the server stops
+generating). The client itself has a connect and a write timeout, no read timeout.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 import msgspec
 
-from navi.llm.errors import IncompleteStream, LLMError, ServerUnreachable
-from navi.llm.lean_http import LeanClient, LeanResponse, cut_lines, lean_applies
-from navi.llm.watchdog import Watchdog
+from navi.llm.errors import (
+    IncompleteStream,
+    LLMError,
+    LLMRedirected,
+    ServerUnreachable,
+    redact_url,
+)
 
-__all__ = [
-    "StreamClient",
-    "StreamResponse",
-    "close_clients",
-    "endpoint",
-    "error_detail",
-    "error_text",
-    "line_blocks",
-    "make_client",
-    "make_stream_client",
-    "open_stream",
-    "request_json",
-    "stream_watchdog",
-]
-
-# What carries a backend's chat streams: the lean client where it applies, else httpx.
-StreamClient = LeanClient | httpx.AsyncClient
-
-
-class StreamResponse(Protocol):
-    """A streaming answer, from either client."""
-
-    @property
-    def status_code(self) -> int: ...
-
-    @property
-    def headers(self) -> Mapping[str, str]: ...
-
-    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
-
-    async def aread(self) -> bytes: ...
-
+__all__ = ["LLMServer", "cut_lines", "error_detail", "error_text", "line_blocks"]
 
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
+# As httpx's default: a write that makes no progress for a minute is a dead server.
+WRITE_TIMEOUT = 60.0
+
+# Turns an HTTP error answer (status, body) into the error a user understands.
+OnErrorStatus = Callable[[int, bytes], LLMError]
 
 
-def make_client(base_url: str, *, connect_timeout: float, api_key: str = "") -> httpx.AsyncClient:
-    """One pooled client per backend. No read timeout: the stream guard owns those.
+class LLMServer:
+    """The LLM server a backend talks to: one pooled ``httpx.AsyncClient`` for its base
+    URL, and that URL as it may be shown (``url``: credentials replaced by ``***``).
 
-    The JSON headers are the client's own, not merged into each request: every request
-    of a backend speaks JSON, and merging headers is part of what a request costs."""
-    headers = dict(JSON_HEADERS)
-    if api_key:
-        headers["authorization"] = f"Bearer {api_key}"
-    return httpx.AsyncClient(
-        base_url=base_url,
-        headers=headers,
-        timeout=httpx.Timeout(connect=connect_timeout, read=None, write=60.0, pool=None),
-    )
+    ``setting`` names the variable that holds the base URL (``OLLAMA_HOST``): a redirect
+    error tells the user to set it to the final address."""
 
+    __slots__ = ("client", "setting", "url")
 
-def make_stream_client(
-    client: httpx.AsyncClient, *, connect_timeout: float, api_key: str = ""
-) -> StreamClient:
-    """The client for a backend's chat streams: the lean one for a plain ``http://``
-    server reached without a proxy, else ``client`` itself (see :mod:`lean_http`)."""
-    if lean_applies(client.base_url):
-        return LeanClient(client.base_url, connect_timeout=connect_timeout, api_key=api_key)
-    return client
-
-
-async def close_clients(client: httpx.AsyncClient, streams: StreamClient) -> None:
-    """Close a backend's clients (``streams`` may be ``client`` itself)."""
-    try:
-        if streams is not client:
-            await streams.aclose()
-    finally:
-        await client.aclose()
-
-
-def stream_watchdog(client: StreamClient) -> Watchdog | None:
-    """A watchdog for one stream of ``client`` if it can be watched (the lean client),
-    else ``None``: httpx's streams get the guard's cancel scopes (see
-    :mod:`navi.llm.watchdog`)."""
-    return client.watchdog() if isinstance(client, LeanClient) else None
-
-
-def endpoint(client: httpx.AsyncClient, path: str) -> httpx.URL:
-    """The absolute URL of ``path`` under the client's base URL, as the client would
-    join them (the base keeps its own path: ``…/v1`` + ``/chat/completions``). Built once
-    per backend: joining a relative path costs more than the rest of building a request."""
-    base = client.base_url
-    return base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode("ascii"))
-
-
-def open_stream(
-    client: StreamClient,
-    path: httpx.URL,
-    body: bytes,
-    *,
-    url: str,
-    on_error_status: Callable[[int, bytes], LLMError],
-    watchdog: Watchdog | None = None,
-) -> AbstractAsyncContextManager[StreamResponse]:
-    """POST ``body`` to ``path`` (an :func:`endpoint`) and hand over the streaming
-    response; transport failures become :class:`LLMError` s. ``watchdog``: from
-    :func:`stream_watchdog` for the same client.
-
-    A non-2xx answer is read in full and turned into an error by ``on_error_status``.
-    Cancellation passes through untouched, and leaving the block closes the
-    response (and so the connection if unread), which tells the server to stop.
-    """
-    if isinstance(client, LeanClient):
-        return client.stream(
-            path.raw_path, body, url=url, on_error_status=on_error_status, watchdog=watchdog
+    def __init__(
+        self, base_url: str, *, setting: str, connect_timeout: float, api_key: str = ""
+    ) -> None:
+        self.url = redact_url(base_url)
+        self.setting = setting
+        headers = dict(JSON_HEADERS)
+        if api_key:
+            headers["authorization"] = f"Bearer {api_key}"
+        # Redirects are not followed (httpx's default): see ``_refusal``.
+        self.client = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=httpx.Timeout(
+                connect=connect_timeout, read=None, write=WRITE_TIMEOUT, pool=None
+            ),
         )
-    return _httpx_stream(client, path, body, url=url, on_error_status=on_error_status)
+
+    def endpoint(self, path: str) -> httpx.URL:
+        """The absolute URL of ``path`` under the base URL, as the client would join them
+        (the base keeps its own path: ``…/v1`` + ``/chat/completions``); built once per
+        backend rather than on every call."""
+        base = self.client.base_url
+        return base.copy_with(raw_path=base.raw_path + path.lstrip("/").encode("ascii"))
+
+    @asynccontextmanager
+    async def stream(
+        self, target: httpx.URL, body: bytes, on_error_status: OnErrorStatus
+    ) -> AsyncIterator[httpx.Response]:
+        """POST ``body`` to ``target`` (an :meth:`endpoint`) and hand over the streaming
+        answer. Any answer but a 2xx is an :class:`LLMError` (a 3xx's names the place it
+        points to; another's body is read whole for ``on_error_status``), and so are
+        transport failures, including those while the body is read inside the block.
+        Cancellation passes through untouched; leaving the block closes the answer (and
+        its connection if unread)."""
+        try:
+            async with self.client.stream("POST", target, content=body) as response:
+                if response.status_code >= 300:
+                    raise self._refusal(response, await response.aread(), on_error_status)
+                yield response
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc) from exc
+
+    def root(self, path: str) -> httpx.URL:
+        """``path`` at the server's root, outside the base URL's path (llama.cpp's
+        ``/props`` beside its ``/v1``)."""
+        return self.client.base_url.copy_with(raw_path=path.encode("ascii"))
+
+    async def get(
+        self, path: str | httpx.URL, *, time_limit: float, on_error_status: OnErrorStatus
+    ) -> bytes:
+        """A small request (model lists, probes); returns the body."""
+        return await self._small("GET", path, None, time_limit, on_error_status)
+
+    async def post(
+        self, path: str, body: bytes, *, time_limit: float, on_error_status: OnErrorStatus
+    ) -> bytes:
+        """A small JSON request that is a POST (Ollama's ``/api/show``); returns the body."""
+        return await self._small("POST", path, body, time_limit, on_error_status)
+
+    async def _small(
+        self,
+        method: str,
+        path: str | httpx.URL,
+        body: bytes | None,
+        time_limit: float,
+        on_error_status: OnErrorStatus,
+    ) -> bytes:
+        try:
+            response = await self.client.request(method, path, content=body, timeout=time_limit)
+        except httpx.TimeoutException as exc:
+            raise ServerUnreachable(self.url, detail=f"no answer within {time_limit:g} s") from exc
+        except httpx.HTTPError as exc:
+            raise ServerUnreachable(self.url, detail=_describe(exc)) from exc
+        if response.status_code >= 300:
+            raise self._refusal(response, response.content, on_error_status)
+        return response.content
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    def _refusal(
+        self, response: httpx.Response, body: bytes, on_error_status: OnErrorStatus
+    ) -> LLMError:
+        if response.status_code >= 400:
+            return on_error_status(response.status_code, body)
+        # A redirect: followed, it would turn the POST into a GET (301/302) or send the
+        # body and the API key to another place; the user should point Navi there.
+        location = response.headers.get("location", "")
+        target = str(response.request.url.join(location)) if location else "nowhere"
+        return LLMRedirected(response.status_code, target, url=self.url, setting=self.setting)
+
+    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
+        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+            return ServerUnreachable(self.url, detail=_describe(exc))
+        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+            return IncompleteStream(f"the connection dropped ({_describe(exc)})", url=self.url)
+        if isinstance(exc, httpx.TimeoutException):  # write or pool timeout: reads have none
+            return ServerUnreachable(self.url, detail=_describe(exc))
+        return LLMError(f"HTTP error talking to the LLM server at {self.url}: {_describe(exc)}")
 
 
-@asynccontextmanager
-async def _httpx_stream(
-    client: httpx.AsyncClient,
-    path: httpx.URL,
-    body: bytes,
-    *,
-    url: str,
-    on_error_status: Callable[[int, bytes], LLMError],
-) -> AsyncIterator[httpx.Response]:
-    try:
-        async with client.stream("POST", path, content=body) as response:
-            if response.status_code >= 400:
-                raise on_error_status(response.status_code, await response.aread())
-            yield response
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise ServerUnreachable(url, detail=_describe(exc)) from exc
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
-        raise IncompleteStream(f"the connection dropped ({_describe(exc)})", url=url) from exc
-    except httpx.TimeoutException as exc:  # write or pool timeout: reads have none
-        raise ServerUnreachable(url, detail=_describe(exc)) from exc
-    except httpx.HTTPError as exc:
-        raise LLMError(f"HTTP error talking to the LLM server at {url}: {_describe(exc)}") from exc
+def cut_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:
+    """The whole lines of ``tail + data`` (``b""`` if none) and what follows them."""
+    cut = data.rfind(b"\n")
+    if cut < 0:
+        return b"", tail + data
+    # (A full-length slice of bytes is the object itself: no copy on the fast path.)
+    return (tail + data[: cut + 1] if tail else data[: cut + 1]), data[cut + 1 :]
 
 
-async def request_json(
-    client: httpx.AsyncClient,
-    method: str,
-    path: str,
-    *,
-    url: str,
-    time_limit: float,
-    on_error_status: Callable[[int, bytes], LLMError],
-) -> bytes:
-    """A small non-streaming request (model lists, probes); returns the body."""
-    try:
-        response = await client.request(method, path, timeout=time_limit)
-    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
-        raise ServerUnreachable(url, detail=_describe(exc)) from exc
-    except httpx.TimeoutException as exc:
-        raise ServerUnreachable(url, detail=f"no answer within {time_limit:g} s") from exc
-    except httpx.HTTPError as exc:
-        raise ServerUnreachable(url, detail=_describe(exc)) from exc
-    if response.status_code >= 400:
-        raise on_error_status(response.status_code, response.content)
-    return response.content
-
-
-def line_blocks(response: StreamResponse) -> AsyncIterator[bytes]:
+async def line_blocks(response: httpx.Response) -> AsyncIterator[bytes]:
     """Yield the body as blocks of whole lines, one block per network read.
 
     A read that completes no line yields ``b""``: it still proves the server is
     alive. An unterminated last line is yielded at the end with a newline added.
     """
-    if isinstance(response, LeanResponse):
-        return response.line_blocks()
-    return _line_blocks(response)
-
-
-async def _line_blocks(response: StreamResponse) -> AsyncIterator[bytes]:
     tail = b""
     async for data in response.aiter_bytes():
         block, tail = cut_lines(tail, data)

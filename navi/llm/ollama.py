@@ -5,25 +5,13 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
-import httpx
 import msgspec
 import structlog
 
 from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
 from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import (
-    StreamClient,
-    close_clients,
-    endpoint,
-    error_detail,
-    line_blocks,
-    make_client,
-    make_stream_client,
-    open_stream,
-    request_json,
-    stream_watchdog,
-)
+from navi.llm.http import LLMServer, error_detail, line_blocks
 from navi.llm.ollama_wire import (
     OllamaStreamParser,
     build_chat_request,
@@ -35,7 +23,7 @@ from navi.llm.ollama_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
-from navi.llm.watchdog import Watchdog
+from navi.llm.windows import WindowCache, ollama_show_window
 from navi.llm.wire_parts import WireParts
 
 __all__ = ["OllamaBackend"]
@@ -61,17 +49,17 @@ class OllamaBackend(CompletesFromStream):
         url: str | None = None,
     ) -> None:
         self._settings = settings
-        self._url = url or settings.ollama_host
+        self._server = LLMServer(
+            url or settings.ollama_host,
+            setting="OLLAMA_HOST",
+            connect_timeout=settings.connect_timeout,
+        )
+        self._url = self._server.url  # (credentials hidden: for messages and logs)
         self._model = model or settings.default_model
-        self._client: httpx.AsyncClient = make_client(
-            self._url, connect_timeout=settings.connect_timeout
-        )
-        self._streams: StreamClient = make_stream_client(
-            self._client, connect_timeout=settings.connect_timeout
-        )
-        self._chat = endpoint(self._client, "/api/chat")
+        self._chat = self._server.endpoint("/api/chat")
         self._wire = WireParts(encode_message, encode_tool)
         self._refuses_thinking: set[str] = set()
+        self._windows = WindowCache()
 
     @property
     def name(self) -> str:
@@ -151,11 +139,8 @@ class OllamaBackend(CompletesFromStream):
         )
 
     async def list_models(self) -> list[ModelInfo]:
-        body = await request_json(
-            self._client,
-            "GET",
+        body = await self._server.get(
             "/api/tags",
-            url=self._url,
             time_limit=self._settings.connect_timeout,
             on_error_status=self._status_error,
         )
@@ -166,15 +151,32 @@ class OllamaBackend(CompletesFromStream):
                 f"The server at {self._url} did not answer /api/tags like Ollama does."
             ) from None
 
+    async def context_window(self, model: str | None = None, num_ctx: int | None = None) -> int:
+        """The window a call gets: the ``num_ctx`` Navi sends (``num_ctx``, else
+        ``OLLAMA_NUM_CTX``), capped by the model's trained length from ``/api/show``
+        (Ollama runs a model with no more than that)."""
+        asked = num_ctx or self._settings.num_ctx
+        name = model or self._model
+        trained = await self._windows.get(name, lambda: self._trained_length(name))
+        return min(asked, trained) if trained else asked
+
+    async def _trained_length(self, model: str) -> int | None:
+        try:
+            body = await self._server.post(
+                "/api/show",
+                _encoder.encode({"model": model}),
+                time_limit=self._settings.connect_timeout,
+                on_error_status=self._status_error,
+            )
+        except LLMError as exc:
+            log.info("llm.context_window_unknown", model=model, url=self._url, error=exc.message)
+            return None
+        return ollama_show_window(body)
+
     async def version(self, time_limit: float) -> str:
         """Ollama's version; raises ``ServerUnreachable`` if nothing Ollama-like answers."""
-        body = await request_json(
-            self._client,
-            "GET",
-            "/api/version",
-            url=self._url,
-            time_limit=time_limit,
-            on_error_status=self._status_error,
+        body = await self._server.get(
+            "/api/version", time_limit=time_limit, on_error_status=self._status_error
         )
         try:
             return str(msgspec.json.decode(body, type=dict[str, object])["version"])
@@ -182,35 +184,26 @@ class OllamaBackend(CompletesFromStream):
             raise LLMError(f"The server at {self._url} is not an Ollama server.") from None
 
     async def aclose(self) -> None:
-        await close_clients(self._client, self._streams)
+        await self._server.aclose()
 
     def _guarded(
         self, body: dict[str, object], model: str, stop: StopSignal | None
     ) -> AsyncGenerator[StreamChunk, None]:
-        watchdog = stream_watchdog(self._streams)
         return guard_stream(
-            self._raw(_encoder.encode(body), model, watchdog),
+            self._raw(_encoder.encode(body), model),
             stop=stop,
             first_chunk_timeout=self._settings.first_chunk_timeout,
             chunk_timeout=self._settings.chunk_timeout,
             url=self._url,
-            watchdog=watchdog,
         )
 
-    async def _raw(self, body: bytes, model: str, watchdog: Watchdog | None) -> RawBatches:
+    async def _raw(self, body: bytes, model: str) -> RawBatches:
         parser = OllamaStreamParser(self._url)
 
         def on_error_status(status: int, content: bytes) -> LLMError:
             return ollama_error(status, content, model=model, url=self._url)
 
-        async with open_stream(
-            self._streams,
-            self._chat,
-            body,
-            url=self._url,
-            on_error_status=on_error_status,
-            watchdog=watchdog,
-        ) as response:
+        async with self._server.stream(self._chat, body, on_error_status) as response:
             async for block in line_blocks(response):
                 yield parser.feed(block)
                 parser.raise_pending()

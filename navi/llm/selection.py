@@ -1,7 +1,8 @@
 """Choosing the backend: ``NAVI_LLM_BACKEND`` or a profile names one, or ``auto``.
 
 ``auto`` (the default) uses Ollama when it answers at ``OLLAMA_HOST``, otherwise the
-embedded model, and logs which one and why.
+embedded model (in an :class:`~navi.llm.auto.AutoBackend`, which moves to Ollama once
+it answers), and logs which one and why.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Mapping
 
 import structlog
 
+from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
 from navi.llm.embedded import EmbeddedBackend
 from navi.llm.errors import EmbeddedUnavailable, LLMError
@@ -59,8 +61,10 @@ async def select_backend(
             raise NoBackendAvailable(
                 f"No LLM is available. {unreachable.message} And {missing.message}"
             ) from missing
-        return _chosen(embedded, f"Ollama did not answer at {settings.ollama_host}")
-    return _chosen(ollama, f"Ollama {version} answered at {settings.ollama_host}")
+        # Ollama is asked again before new turns: one started later is then used.
+        fallback = AutoBackend(embedded, settings, model=model, probe_timeout=probe_timeout)
+        return _chosen(fallback, f"Ollama did not answer at {ollama.url}")
+    return _chosen(ollama, f"Ollama {version} answered at {ollama.url}")
 
 
 async def resolve_backend(environ: Mapping[str, str] | None = None) -> LLMBackend:

@@ -15,6 +15,9 @@
 | ``NAVI_EMBEDDED_MODEL`` | empty | a GGUF for the embedded backend (else the packaged SmolLM2) |
 | ``NAVI_EMBEDDED_N_CTX`` | ``8192`` | the embedded model's context window |
 | ``NAVI_EMBEDDED_THREADS`` | ``0`` | threads for the embedded model (0: half the cores) |
+| ``NAVI_EMBEDDED_MAX_TOKENS`` | ``512`` | the embedded model's answer cap, when a call sets none |
+| ``NAVI_LLM_REPROBE_SECONDS`` | ``30`` | ``auto`` on the embedded model: how often Ollama is |
+| | | asked again (before a new turn) |
 | ``LLM_STREAM_FIRST_CHUNK_TIMEOUT`` | ``120`` | seconds to wait for the first chunk |
 | ``LLM_STREAM_CHUNK_TIMEOUT`` | ``60`` | seconds allowed between chunks |
 | ``LLM_CONNECT_TIMEOUT`` | ``10`` | seconds to open a connection |
@@ -55,6 +58,8 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True):
     embedded_model_path: str = ""
     embedded_n_ctx: int = 8192
     embedded_threads: int = 0
+    embedded_max_tokens: int = 512
+    reprobe_seconds: float = 30.0
     first_chunk_timeout: float = 120.0
     chunk_timeout: float = 60.0
     connect_timeout: float = 10.0
@@ -81,6 +86,12 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True):
             embedded_model_path=env.get("NAVI_EMBEDDED_MODEL", ""),
             embedded_n_ctx=get("NAVI_EMBEDDED_N_CTX", _positive_int, defaults.embedded_n_ctx),
             embedded_threads=get("NAVI_EMBEDDED_THREADS", _natural_int, defaults.embedded_threads),
+            embedded_max_tokens=get(
+                "NAVI_EMBEDDED_MAX_TOKENS", _positive_int, defaults.embedded_max_tokens
+            ),
+            reprobe_seconds=get(
+                "NAVI_LLM_REPROBE_SECONDS", _positive_float, defaults.reprobe_seconds
+            ),
             first_chunk_timeout=get(
                 "LLM_STREAM_FIRST_CHUNK_TIMEOUT", _positive_float, defaults.first_chunk_timeout
             ),

@@ -1,10 +1,9 @@
 """A cooperative stop for one LLM call (or one run), honoured at once.
 
 Why not a polled flag: the wait for a first chunk can last minutes (silent prefill),
-and a stop must end it within milliseconds. So ``set()`` also calls the hooks
-registered with it (:meth:`StopSignal.add_hook`): a cancel scope's ``cancel`` while
-someone waits inside :meth:`StopSignal.scope`, or a stream watchdog that aborts the
-read it guards (:mod:`navi.llm.watchdog`). Either ends the wait immediately.
+and a stop must end it within milliseconds. So ``set()`` also cancels every cancel
+scope open in :meth:`StopSignal.scope` (the stream guard waits for each read inside
+one), which ends the wait immediately.
 
 ``set()`` must be called from the event-loop thread (like everything anyio). Worker
 threads may read :meth:`is_set` at any time.
@@ -24,13 +23,14 @@ __all__ = ["StopScope", "StopSignal"]
 class StopSignal:
     """Set once, never cleared. Create one per run; pass it to ``stream_complete``."""
 
-    __slots__ = ("_event", "_flag", "_hooks", "reason")
+    __slots__ = ("_cancels", "_event", "_flag", "reason")
 
     def __init__(self) -> None:
         self._flag = False
         # Created lazily: anyio.Event needs a running event loop.
         self._event: anyio.Event | None = None
-        self._hooks: set[Callable[[], None]] = set()
+        # The ``cancel`` of each scope open in :meth:`scope`.
+        self._cancels: set[Callable[[], None]] = set()
         self.reason = ""
 
     def is_set(self) -> bool:
@@ -43,16 +43,8 @@ class StopSignal:
         self.reason = reason
         if self._event is not None:
             self._event.set()
-        for hook in tuple(self._hooks):
-            hook()
-
-    def add_hook(self, hook: Callable[[], None]) -> None:
-        """Have ``set()`` call ``hook`` (once, on the event-loop thread) until it is
-        removed. Not called if the signal is already set: check :meth:`is_set` first."""
-        self._hooks.add(hook)
-
-    def remove_hook(self, hook: Callable[[], None]) -> None:
-        self._hooks.discard(hook)
+        for cancel in tuple(self._cancels):
+            cancel()
 
     async def wait(self) -> None:
         if self._flag:
@@ -85,7 +77,7 @@ class StopScope:
         signal = self._signal
         if signal._flag:
             scope.cancel()
-        signal._hooks.add(scope.cancel)
+        signal._cancels.add(scope.cancel)
         return scope.__enter__()
 
     def __exit__(
@@ -94,5 +86,5 @@ class StopScope:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool:
-        self._signal._hooks.discard(self._scope.cancel)
+        self._signal._cancels.discard(self._scope.cancel)
         return bool(self._scope.__exit__(exc_type, exc, tb))

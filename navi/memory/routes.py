@@ -126,6 +126,8 @@ def memory_routes(service_getter: ServiceGetter) -> list[Route]:
             return error(f'expected {{"value": "<text>"}}: {exc}', 422)
         except msgspec.DecodeError:
             return error("the body is not valid JSON", 400)
+        except UnicodeDecodeError:  # msgspec checks the strings' UTF-8 as it decodes them
+            return error("the body is not valid UTF-8", 400)
         service = service_getter(request)
         try:
             fact = await service.edit(

@@ -32,6 +32,7 @@ import msgspec
 import structlog
 
 from events.envelope import Recorded
+from events.errors import EventDecodeError
 from events.types import Event, MemoryFactLearned, SessionDeleted
 from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError
@@ -167,23 +168,28 @@ class MemoryWorker:
 
     async def _process_if_new(self, head: Recorded, report: SweepReport) -> str | None:
         """Extract from the session ``head`` ends, if its log goes past what was processed.
-        Returns the session's user (None: not a user's session)."""
-        user = await self._user_of(head.stream_id)
-        if user is None:
-            return None
-        state = await self.service.state(user)
-        after = state.processed_seq(head.stream_id)
-        if head.seq > after:
-            try:
+        Returns the session's user (None: not a user's session). A session whose log
+        holds a damaged event is passed over (logged): the others' go on."""
+        try:
+            user = await self._user_of(head.stream_id)
+            if user is None:
+                return None
+            state = await self.service.state(user)
+            after = state.processed_seq(head.stream_id)
+            if head.seq > after:
                 await self._extract(user, head.stream_id, after, state.generation, report)
-            except LLMError as exc:
-                report.failed_calls += 1
-                log.warning(
-                    "memory.extraction_call_failed",
-                    session_id=head.stream_id,
-                    error=exc.message,
-                    kind=exc.kind,
-                )
+        except LLMError as exc:
+            report.failed_calls += 1
+            log.warning(
+                "memory.extraction_call_failed",
+                session_id=head.stream_id,
+                error=exc.message,
+                kind=exc.kind,
+            )
+        except (EventDecodeError, ValueError, OverflowError) as exc:
+            # An event no projection can take (a corrupt payload, a time out of range).
+            log.warning("memory.session_damaged", session_id=head.stream_id, error=str(exc))
+            return None
         return user
 
     async def _extract(

@@ -173,3 +173,20 @@ async def read_history(store: EventStore, session_id: str) -> list[Recorded]:
     """Every event of the session's history, numbered 1..N (see the module doc)."""
     history = await load_history(store, session_id)
     return await history.read()
+
+
+async def follow_history(
+    store: EventStore, history: History, after: int
+) -> AsyncIterator[Recorded]:
+    """The session's history after seq ``after``, then live, numbered as the history
+    (a fork's own stream is followed, its seqs shifted by ``history.offset``)."""
+    if history.is_fork:
+        link = history.to_history_seq(1)  # the fork point: the origin's part ends here
+        if after < link:
+            for record in await history.read(after_seq=after, to_seq=link):
+                yield record
+            after = link
+    offset = history.offset
+    stored_after = history.to_stored_seq(after)
+    async for record in store.subscribe(history.session_id, after_seq=stored_after):
+        yield record if offset == 0 else replace(record, seq=record.seq + offset)

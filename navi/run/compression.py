@@ -229,7 +229,7 @@ def _over(
 
 def _over_count(tokens: int, deps: RunDeps, profile: Profile) -> tuple[bool, int]:
     settings = deps.settings
-    num_ctx = profile.num_ctx or settings.llm.num_ctx
+    num_ctx = deps.context_window(profile)
     return tokens >= num_ctx * settings.compression_threshold, tokens
 
 

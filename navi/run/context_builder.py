@@ -30,7 +30,11 @@ MemorySummary = Callable[[str], Awaitable[str | None]]
 """user id → the memory message ("## What I remember about the user …") or None."""
 
 
-def to_chat(message: Message, blobs: BlobStore | None = None) -> ChatMessage:
+BlobReader = Callable[[str], bytes | None]
+"""sha256 → the image's bytes, if the session's user may have them."""
+
+
+def to_chat(message: Message, read_blob: BlobReader | None = None) -> ChatMessage:
     tool = message.role == "tool"
     return ChatMessage(
         role=message.role,
@@ -38,16 +42,17 @@ def to_chat(message: Message, blobs: BlobStore | None = None) -> ChatMessage:
         # instructions: it says so, on the wire only (the log and projections keep the
         # result as recorded, so replay and the UI are unchanged).
         content=as_untrusted(message.content) if tool else message.content,
-        images=image_data(message.images, blobs),
+        images=image_data(message.images, read_blob),
         tool_calls=message.tool_calls,
         tool_call_id=message.tool_call_id,
         tool_name=message.name if tool else None,
     )
 
 
-def image_data(images: tuple[str | ImageRef, ...], blobs: BlobStore | None) -> tuple[str, ...]:
+def image_data(images: tuple[str | ImageRef, ...], read_blob: BlobReader | None) -> tuple[str, ...]:
     """The images as the backends take them: base64 data URLs (inline ones as they
-    were recorded). An image whose blob is gone is left out, and logged."""
+    were recorded). An image whose blob is gone, or is not the user's (an imported log
+    may name any hash), is left out, and logged."""
     out = []
     for image in images:
         if isinstance(image, str):  # recorded inline (or a tool's image): as it is
@@ -57,7 +62,7 @@ def image_data(images: tuple[str | ImageRef, ...], blobs: BlobStore | None) -> t
         if ref.data:
             out.append(ref.data)
             continue
-        data = blobs.read(ref.sha256) if blobs is not None else None
+        data = read_blob(ref.sha256) if read_blob is not None else None
         if data is None:
             log.warning("image.missing", sha256=ref.sha256)
             continue
@@ -82,10 +87,11 @@ class ContextBuilder:
         self.tools = tools
         self.memory = memory
         self.blobs = blobs
+        self._user_id = ""  # whose images _chat_of may read: set by messages()
         # Every LLM call offers the same tools until the tool set changes (a reload):
         # their names by profile and their specs, built once per tool-set generation.
         self._generation = -1
-        self._names: dict[tuple[str, ...], tuple[str, ...]] = {}
+        self._names: dict[tuple[str, bool, tuple[str, ...]], tuple[str, ...]] = {}
         self._specs: dict[tuple[str, ...], tuple[ToolSpec, ...]] = {}
         # The same context messages give the same chat messages, call after call: a
         # backend then encodes each of them once (navi.llm.wire_parts). Not those with
@@ -118,18 +124,34 @@ class ContextBuilder:
             remembered = await self.memory(user_id)
             if remembered:
                 out.append(self._system(remembered))
+        # Read by _chat_of while the list is converted (synchronously: no other call's
+        # user can come between).
+        self._user_id = user_id
         out.extend(self._chats(context))
         return out
 
     def _chat_of(self, message: Message) -> ChatMessage:
-        return to_chat(message, self.blobs) if message.images else self._chat(message)
+        if not message.images:
+            return self._chat(message)
+        return to_chat(message, self._read_blob if self.blobs is not None else None)
+
+    def _read_blob(self, sha256: str) -> bytes | None:
+        assert self.blobs is not None
+        return self.blobs.read_held(self._user_id, sha256)
 
     def tool_names(self, profile: Profile, *, subagent: bool = False) -> list[str]:
+        """The profile's tools: those it enables, and the external (MCP) tools whose
+        source names it; a subagent under an explicit ``subagent_tools`` list gets only
+        the external tools that list names."""
         enabled = tuple(profile.subagent_tool_names if subagent else profile.enabled_tools)
+        only_named = subagent and bool(profile.subagent_tools)
+        key = (profile.id, only_named, enabled)
         self._fresh()
-        names = self._names.get(enabled)
+        names = self._names.get(key)
         if names is None:
-            names = self._names[enabled] = tuple(self.tools.names_for_profile(enabled))
+            names = self._names[key] = tuple(
+                self.tools.names_for_profile(enabled, profile_id=profile.id, only_named=only_named)
+            )
         return list(names)
 
     def tool_specs(self, names: Sequence[str]) -> Sequence[ToolSpec]:

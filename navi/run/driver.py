@@ -41,13 +41,15 @@ from events.types import (
     ToolRequested,
     ToolStarted,
 )
+from navi.accounts import Users
+from navi.blobs import BlobStore, keep_tool_image
 from navi.config import Settings
 from navi.ids import session_folder
 from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError, ThinkingNotSupported
 from navi.llm.stop import StopSignal
 from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
-from navi.run import compression, injections
+from navi.run import compression, injections, permissions
 from navi.run.context_builder import ContextBuilder
 from navi.run.planning import Planner
 from navi.run.state import IllegalTransition, RunState
@@ -97,9 +99,18 @@ class RunDeps:
     builder: ContextBuilder
     backend_for: BackendFor
     files_root: Path
+    # Who may use which tools (checked before every call: navi/run/permissions.py).
+    # Without users files, only the local user is known.
+    users: Users = field(default_factory=lambda: Users([], open_access=True))
+    # Where images tools return are kept (navi/blobs.py); None: inline in the log.
+    blobs: BlobStore | None = None
     # Hooks offered to tools (spawn_agent, switch_profile), built per call by the host.
     tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
         default=lambda host, call_id: {}
+    )
+    # The context window of a profile's model, as its backend tells (Navi.context_window).
+    context_window: Callable[[Profile], int] = field(
+        default=lambda profile: profile.num_ctx or 65536
     )
 
 
@@ -295,7 +306,13 @@ class RunDriver:
         profile = self._profile()
         backend = await self.deps.backend_for(profile)
         subagent = self._subagent()
-        names = self.deps.builder.tool_names(profile, subagent=subagent)
+        names = permissions.allowed_tools(
+            self.deps.builder,
+            self.deps.users,
+            profile,
+            subagent=subagent,
+            user_id=self.state.user_id,
+        )
         if backend.name == "embedded" and not self.deps.settings.embedded_tools:
             # The small packaged model cannot drive tools (it loops on them), and their
             # schemas triple its prompt: it chats unless NAVI_EMBEDDED_TOOLS=true.
@@ -462,11 +479,32 @@ class RunDriver:
                 )
                 return
             self.log.info("tool.rerun_idempotent", tool=call.name, call_id=call.id)
+        refused = permissions.refusal(
+            self.deps.builder,
+            self.deps.users,
+            call.name,
+            self._profile(),
+            subagent=self._subagent(),
+            user_id=self.state.user_id,
+        )
+        if refused is not None:
+            self.log.warning("tool.refused", tool=call.name, call_id=call.id, why=refused)
+            if call.id == self._started:
+                self._started = None
+            await self.host.record(ToolFailed(call_id=call.id, name=call.name, error=refused))
+            return
         if call.id == self._started:
             self._started = None  # recorded with the decision to run it
         else:
             await self.host.stage(ToolStarted(call_id=call.id, name=call.name))
         result = await tools.execute(call.name, call.arguments, self._tool_context(call))
+        # An image it returned goes to the blob store; the log keeps a reference.
+        result = await keep_tool_image(
+            self.deps.blobs,
+            result,
+            user_id=self.state.user_id,
+            session_id=self.host.data_owner.session_id,
+        )
         event = _result_event(call, result)
         if last and await self._request_next_with(event):
             return

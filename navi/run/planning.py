@@ -41,6 +41,7 @@ from events.types import (
 )
 from navi.llm.errors import LLMError
 from navi.llm.types import ChatMessage, LLMOptions
+from navi.run import permissions
 from profiles import Profile
 from projections.types import Message
 
@@ -257,7 +258,13 @@ class Planner:
         return text
 
     def _executors(self) -> str:
-        names = self.deps.builder.tool_names(self.profile, subagent=self.subagent)
+        names = permissions.allowed_tools(
+            self.deps.builder,
+            self.deps.users,
+            self.profile,
+            subagent=self.subagent,
+            user_id=self.host.state.user_id,
+        )
         lines = []
         for name in names:
             tool = self.deps.tools.get(name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -18,37 +17,31 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
-from navi.server import replay_routes, routes
-from navi.server.auth import AuthMiddleware, Users
+from navi.server import bodies, openai_api, openai_errors, replay_routes, routes
+from navi.server.auth import AuthMiddleware, Users, WsTickets
+from navi.server.auth_routes import ROUTES as AUTH_ROUTES
 from navi.server.blobs import get_blob
+from navi.server.bodies import BodyRule, guard_bodies
 from navi.server.files import FileStore, upload_file
+from navi.server.headers import SecurityHeadersMiddleware
 from navi.server.http import HTTPError, json_error
+from navi.server.origins import (
+    AllowedHosts,
+    HostCheckMiddleware,
+    OriginCheckMiddleware,
+    SiteOrigin,
+)
 from navi.server.replay_ws import replay_socket
-from navi.server.views import SessionLog, SessionsView, load_log
+from navi.server.state import ServerState, state_of
+from navi.server.views import SessionsView
 from navi.server.ws import session_socket
 from navi.session.errors import SessionError
+from navi.session.input import MESSAGE_BODY_BYTES
 from profiles import UnknownProfile
 
 log = structlog.get_logger(__name__)
 
 NaviFactory = Callable[[], AbstractAsyncContextManager[Navi]]
-
-
-@dataclass
-class ServerState:
-    navi: Navi
-    sessions: SessionsView
-    files: FileStore
-    max_context_tokens: int
-    session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
-    slow_clients_dropped: int = 0
-
-    async def load(self, session_id: str) -> SessionLog:
-        return await load_log(self.navi.store, session_id)
-
-    def on_session_created(self) -> None:
-        for hook in self.session_created_hooks:
-            hook()
 
 
 async def _session_error(request: Request, exc: Exception) -> Response:
@@ -74,8 +67,9 @@ async def _not_found(request: Request, exc: Exception) -> Response:
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
+    # The exception's text stays in the log: it may name paths, queries or internals.
     log.exception("http.internal_error", path=request.url.path, error=str(exc))
-    return json_error(500, f"internal error: {exc}")
+    return json_error(500, "internal error (the server's log has the details)")
 
 
 def create_app(
@@ -91,7 +85,8 @@ def create_app(
     users = users or Users.configure(
         host=settings.host, api_token=settings.api_token, users_file=settings.users_file
     )
-    factory = navi_factory or (lambda: Navi.open(settings, env=env))
+    # The run checks each tool call against the same users (navi/run/permissions.py).
+    factory = navi_factory or (lambda: Navi.open(settings, env=env, users=users))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -105,7 +100,6 @@ def create_app(
                 navi=navi,
                 sessions=SessionsView(navi.store),
                 files=files,
-                max_context_tokens=settings.llm.num_ctx,
                 session_created_hooks=[navi.memory_worker.trigger],
             )
             app.state.navi_server = server
@@ -127,10 +121,12 @@ def create_app(
     app = Starlette(
         routes=[
             *routes.ROUTES,
+            *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
-            *memory_routes(lambda request: request.app.state.navi_server.navi.memory),
+            *memory_routes(lambda request: state_of(request).navi.memory),
             *replay_routes.ROUTES,
+            *openai_api.ROUTES,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
             WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
             Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
@@ -144,11 +140,62 @@ def create_app(
             405: _not_found,
             Exception: _internal,
             **replay_routes.EXCEPTION_HANDLERS,
+            **bodies.EXCEPTION_HANDLERS,
         },
         lifespan=lifespan,
     )
-    app.add_middleware(AuthMiddleware, users=users)
+    app.state.max_body_bytes = settings.max_body_bytes
+    guard_bodies(
+        app.routes,
+        default=BodyRule(max_bytes=settings.max_body_bytes),
+        special={
+            # Uploads bound their own size (SESSION_FILES_MAX_SIZE_MB), spooled to disk.
+            upload_file: BodyRule(accepts=frozenset({bodies.MULTIPART}), max_bytes=None),
+            # A message may carry its images (base64 in the JSON).
+            routes.post_message: BodyRule(max_bytes=MESSAGE_BODY_BYTES),
+            openai_api.chat_completions: BodyRule(max_bytes=openai_api.CHAT_BODY_BYTES),
+            replay_routes.import_export: BodyRule(
+                accepts=frozenset({bodies.NDJSON, bodies.JSON}),
+                max_bytes=settings.max_import_mb * 1024 * 1024,
+            ),
+        },
+    )
+    # add_middleware puts each one outside the ones before it: the Host is checked
+    # first, then the security headers wrap everything, then the Origin, then the user.
+    tickets = WsTickets(users, secret=settings.ws_ticket_secret)
+    app.state.ws_tickets = tickets
+    cluster = settings.database_url.startswith("postgres")
+    if cluster and not (settings.ws_ticket_secret or users.open_access):
+        # Nodes behind a balancer: a ticket from one would be refused by the others.
+        log.warning(
+            "auth.ws_ticket_secret_unset",
+            hint="set NAVI_WS_TICKET_SECRET to the same value on every node",
+        )
+    app.add_middleware(AuthMiddleware, users=users, tickets=tickets)
+    app.add_middleware(
+        OriginCheckMiddleware,
+        allowed=[_origin(o) for o in settings.allowed_origins],
+    )
+    app.add_middleware(SecurityHeadersMiddleware)
+    app.add_middleware(
+        HostCheckMiddleware,
+        hosts=AllowedHosts.configure(bound_host=settings.host, extra=settings.allowed_hosts),
+    )
+    # Outside all: /v1 answers its errors in OpenAI's shape, the edge's included.
+    app.add_middleware(openai_errors.OpenAIErrorShape)
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        log.warning(
+            "server.hosts_not_listed",
+            message="Navi listens on every interface but answers only to localhost: list "
+            "the names and addresses clients use in NAVI_ALLOWED_HOSTS",
+        )
     return app
+
+
+def _origin(text: str) -> SiteOrigin:
+    origin = SiteOrigin.parse(text)
+    assert origin is not None, text  # Settings refused anything else
+    return origin
 
 
 def _web_client() -> list[Any]:

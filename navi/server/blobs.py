@@ -3,13 +3,13 @@ and what deleting a session frees there.
 
 A blob is served only to the session's owner (others get 404, as on every route), only
 if that session's history refers to it (a fork's includes its origin's messages up to
-the fork point), with the media type sniffed when it was stored and ``nosniff``. The
-hash is checked to be 64 hex digits before it comes near a path.
+the fork point) and if the user stored that image themselves (an imported log may name
+any hash: knowing another user's image's hash must not give its bytes), with the media
+type sniffed when it was stored and ``nosniff``. The hash is checked to be 64 hex digits
+before it comes near a path.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -20,10 +20,8 @@ from events.envelope import Recorded
 from events.types import ImageRef, UserMessage
 from navi.blobs import BlobStore, is_sha256
 from navi.server.http import HTTPError, user_of
+from navi.server.state import ServerState, state_of
 from projections.sessions import SessionsState
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 log = structlog.get_logger(__name__)
 
@@ -45,15 +43,18 @@ def referenced_image(records: list[Recorded], sha256: str) -> ImageRef | None:
 
 async def get_blob(request: Request) -> Response:
     """One image of the session (``sha256`` as in its messages' ``images``)."""
-    server: ServerState = request.app.state.navi_server
+    server = state_of(request)
     session_id = request.path_params["session_id"]
-    await server.sessions.get(session_id, user_of(request))
+    user = user_of(request)
+    await server.sessions.get(session_id, user)
     sha256 = request.path_params["sha256"]
     if not is_sha256(sha256):
         raise HTTPError(400, "a blob is named by its sha256: 64 lowercase hex digits")
     blobs = server.navi.blobs
     ref = referenced_image((await server.load(session_id)).records, sha256)
     if blobs is None or ref is None:
+        raise HTTPError(404, "no such image in this session")
+    if not await anyio.to_thread.run_sync(blobs.held_by, user.id, sha256):
         raise HTTPError(404, "no such image in this session")
     path = blobs.path(sha256)
     if not path.is_file():

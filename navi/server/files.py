@@ -31,6 +31,7 @@ from starlette.types import Message
 from navi.blobs import BlobStore
 from navi.ids import session_folder
 from navi.server.http import HTTPError, json_response, user_of
+from navi.server.state import state_of
 from navi.session.errors import QuotaExceeded
 
 if TYPE_CHECKING:
@@ -107,9 +108,7 @@ class FileStore:
 
 async def upload_file(request: Request) -> Response:
     """Upload a file (multipart/form-data, field ``file``) into the session's folder."""
-    from navi.server.app import ServerState
-
-    server: ServerState = request.app.state.navi_server
+    server = state_of(request)
     session_id = request.path_params["session_id"]
     user = user_of(request)
     await server.sessions.get(session_id, user)
@@ -133,7 +132,8 @@ async def upload_file(request: Request) -> Response:
             413, f"the file is larger than the limit of {limit // (1024 * 1024)} MB"
         ) from None
     except Exception as exc:
-        raise HTTPError(400, f"not a multipart upload: {exc}") from None
+        log.info("files.bad_upload", error=str(exc))
+        raise HTTPError(400, "not a valid multipart/form-data upload") from None
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         await form.close()
@@ -158,7 +158,9 @@ async def upload_file(request: Request) -> Response:
     return json_response(
         {
             "name": target.name,
-            "path": str(target.resolve()),
+            # Relative to the session's folder, where tools resolve it: the server's
+            # own layout (its absolute paths) is not the client's business.
+            "path": target.name,
             "size": size,
             "content_type": upload.content_type or "application/octet-stream",
         },

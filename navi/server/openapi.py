@@ -86,8 +86,8 @@ class _Generator(BaseSchemaGenerator):
                 "summary": doc[0] if doc else path,
                 "operationId": f"{method}_{endpoint.func.__name__}",
                 "responses": {"200": {"description": "OK"}, "201": {"description": "Created"},
-                              "400": ERROR, "401": ERROR, "404": ERROR, "409": ERROR,
-                              "413": ERROR, "422": ERROR},
+                              "400": ERROR, "401": ERROR, "403": ERROR, "404": ERROR,
+                              "409": ERROR, "413": ERROR, "415": ERROR, "422": ERROR},
             }  # fmt: skip
             params = [
                 {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}

@@ -20,8 +20,8 @@ from events.envelope import Recorded
 from events.store import EventStore
 from events.types import SubagentFinished, SubagentSpawned
 from navi.replay.history import History
+from navi.replay.pacing import paced_gap
 from navi.server.frames import Frame, FrameTranslator
-from navi.server.replay_timeline import paced_gap
 
 PAGE = 1000
 

@@ -8,7 +8,6 @@ and maps the replay library's errors to JSON errors (``EXCEPTION_HANDLERS``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 import msgspec
 from starlette.requests import Request
@@ -17,6 +16,7 @@ from starlette.routing import Route
 
 from events.types import ContextCompressed
 from navi.ids import new_id
+from navi.recompress import recompress_and_wait
 from navi.replay.errors import (
     BrokenForkError,
     ExportFormatError,
@@ -32,12 +32,9 @@ from navi.replay.import_ import import_session
 from navi.replay.inspect import llm_request, state_at
 from navi.replay.verify import verify_session
 from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
-from navi.server.recompress import recompress_and_wait
 from navi.server.replay_timeline import build_timeline
+from navi.server.state import ServerState, state_of
 from projections.sessions import cut_title
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 
 class ForkBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
@@ -52,14 +49,9 @@ class RecompressBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 _encode = msgspec.json.Encoder().encode
 
 
-def _server(request: Request) -> ServerState:
-    server: ServerState = request.app.state.navi_server
-    return server
-
-
 async def _owned(request: Request) -> tuple[ServerState, str]:
     """The server and the session id of the path, if the session is the caller's."""
-    server = _server(request)
+    server = state_of(request)
     session_id = request.path_params["session_id"]
     await server.sessions.get(session_id, user_of(request))
     return server, session_id
@@ -145,13 +137,19 @@ async def import_export(request: Request) -> Response:
     imports it under a new id. Every line is checked before anything is written; the
     caller owns what is imported, whatever the file says (navi/replay/import_links.py),
     and the answer's ``warnings`` list the links that were dropped."""
-    server = _server(request)
+    server = state_of(request)
     as_new = request.query_params.get("as_new", "false").lower()
     if as_new not in ("true", "false", "1", "0"):
         raise HTTPError(400, f"as_new must be true or false, not {as_new!r}")
     raw = await request.body()
     if not raw.strip():
         raise HTTPError(400, "the request body is empty: send an export file (JSON lines)")
+    # Its type and size are checked at the edge (BodyRule in navi/server/app.py:
+    # application/x-ndjson or application/json, at most NAVI_MAX_IMPORT_MB).
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise HTTPError(400, "the export file is not valid UTF-8") from None
     lines = raw.splitlines()
     user = user_of(request)
     session_id = new_id() if as_new in ("true", "1") else None

@@ -1,11 +1,8 @@
-"""The replay clock and the timeline of a session (``GET /sessions/{id}/timeline``).
+"""The timeline of a session (``GET /sessions/{id}/timeline``).
 
-The replay clock is the recorded time with the idle stretches cut short: inside a run,
-events are as far apart as they were; between runs (after a run ended, or between
-session-level events) a gap counts at most ``IDLE_GAP`` seconds, so replaying a session
-that was left for a night does not wait a night. The replay socket paces its frames by
-this clock (``paced_gap``) and the timeline places events on it (``t``), so the web
-client's cursor moves as the frames arrive.
+The timeline places events on the replay clock (``t``, navi/replay/pacing.py), the
+clock the replay socket paces its frames by, so the web client's cursor moves as the
+frames arrive.
 
 A timeline has one lane per stream: the session's history, then each subagent's stream
 (nested under the lane that spawned it, ``depth``). A lane lists its events as parallel
@@ -39,22 +36,9 @@ from events.types import (
     ToolRequested,
 )
 from navi.replay.history import load_history
+from navi.replay.pacing import paced_gap
 
-IDLE_GAP = 0.5  # seconds: the longest a pause between runs lasts on the replay clock
 MAX_SUBAGENT_LANES = 200
-
-
-def _rests_after(record: Recorded) -> bool:
-    """Nothing was running after this event: the time until the next is idle time."""
-    return record.run_id is None or record.type in TERMINAL_RUN_EVENTS
-
-
-def paced_gap(previous: Recorded | None, record: Recorded) -> float:
-    """Seconds between two events on the replay clock."""
-    if previous is None:
-        return 0.0
-    gap = max(0.0, record.timestamp - previous.timestamp)
-    return min(gap, IDLE_GAP) if _rests_after(previous) else gap
 
 
 class Span(msgspec.Struct, kw_only=True):

@@ -19,7 +19,7 @@ is cut short, see replay_timeline.py). No LLM is called and nothing is written.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -28,14 +28,13 @@ import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from navi.replay.history import History, load_history
+from navi.replay.pacing import BadReplayRequest, parse_speed
 from navi.server.frames import Frame
 from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.replay_feed import ReplayFeed
+from navi.server.state import ServerState, state_of
 from navi.session.errors import SessionNotFound
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 log = structlog.get_logger(__name__)
 
@@ -43,36 +42,15 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
 SEND_TIMEOUT = 10.0
-MAX_SPEED = 1000.0
 MAX_MESSAGE_BYTES = 64 * 1024
 
 _encode = msgspec.json.Encoder().encode
-
-
-class BadReplayRequest(ValueError):
-    pass
 
 
 class ControlMessage(msgspec.Struct, kw_only=True):
     type: str
     seq: int | None = None
     speed: float | str | None = None
-
-
-def parse_speed(raw: object) -> float | None:
-    """A speed factor, or ``None`` for ``max``; raises ``BadReplayRequest``."""
-    if isinstance(raw, str):
-        if raw.strip().lower() == "max":
-            return None
-        try:
-            raw = float(raw)
-        except ValueError:
-            raise BadReplayRequest(f"speed must be a number or 'max', not {raw!r}") from None
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        raise BadReplayRequest(f"speed must be a number or 'max', not {raw!r}")
-    if not 0 < raw <= MAX_SPEED:
-        raise BadReplayRequest(f"speed must be above 0 and at most {MAX_SPEED:g}, not {raw}")
-    return float(raw)
 
 
 def _seq_param(websocket: WebSocket, name: str) -> int | None:
@@ -86,7 +64,7 @@ def _seq_param(websocket: WebSocket, name: str) -> int | None:
 
 
 async def replay_socket(websocket: WebSocket) -> None:
-    server: ServerState = websocket.app.state.navi_server
+    server = state_of(websocket)
     session_id = websocket.path_params["session_id"]
     await websocket.accept()
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 from starlette.requests import Request
@@ -12,14 +12,15 @@ from starlette.routing import Route
 
 from events.codec import encode
 from events.types import FileRef
+from navi.llm.diagnose import is_demo_model
 from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
+from navi.server.search import search_sessions
+from navi.server.state import state_of
 from navi.session import messages as m
+from navi.session.input import MESSAGE_BODY_BYTES
 from projections.types import iso_time
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 
 class CreateSession(msgspec.Struct, kw_only=True):
@@ -46,11 +47,6 @@ class MessageBody(msgspec.Struct, kw_only=True):
     queue: bool = False
 
 
-def state_of(request: Request) -> ServerState:
-    state: ServerState = request.app.state.navi_server
-    return state
-
-
 def summary_json(s: Any) -> dict[str, Any]:
     out = msgspec.to_builtins(s)
     out.pop("deleted", None)
@@ -58,10 +54,17 @@ def summary_json(s: Any) -> dict[str, Any]:
 
 
 async def health(request: Request) -> Response:
-    """Health check: ``{"status": "ok"}`` plus the LLM backend and model."""
+    """Health check: ``{"status": "ok"}`` plus the LLM backend and model in use, its
+    context window, and ``demo_model`` (true on the embedded SmolLM2-135M)."""
     navi = state_of(request).navi
     return json_response(
-        {"status": "ok", "backend": navi.backend.name, "model": navi.backend.model}
+        {
+            "status": "ok",
+            "backend": navi.backend.name,
+            "model": navi.backend.model,
+            "demo_model": is_demo_model(navi.backend),
+            "context_window": navi.context_window(),
+        }
     )
 
 
@@ -84,8 +87,17 @@ async def list_profiles(request: Request) -> Response:
 
 
 async def list_tools(request: Request) -> Response:
-    """All registered tools (built-in and user tools) with their JSON schemas."""
-    tools = state_of(request).navi.tools
+    """The tools the caller may use (built-in, user and MCP tools) with their JSON schemas;
+    ``?profile_id=`` narrows them to what a session of that profile may call."""
+    navi = state_of(request).navi
+    tools = navi.tools
+    user = user_of(request)
+    names = [t.name for t in tools.tools()]
+    profile_id = request.query_params.get("profile_id")
+    if profile_id:
+        profile = navi.profiles.get(profile_id)
+        names = tools.names_for_profile(profile.enabled_tools, profile_id=profile.id)
+    found = (tools.get(name) for name in names if user.may_use(name))
     return json_response(
         [
             {
@@ -94,8 +106,11 @@ async def list_tools(request: Request) -> Response:
                 "parameters": t.parameters,
                 "idempotent": t.idempotent,
                 "builtin": tools.is_builtin(t.name),
+                # builtin, user, or mcp:<server> for an MCP server's tool.
+                "source": tools.source_of(t.name),
             }
-            for t in tools.tools()
+            for t in found
+            if t is not None
         ]
     )
 
@@ -121,11 +136,15 @@ async def create_session(request: Request) -> Response:
 
 
 async def list_sessions(request: Request) -> Response:
-    """Sessions, pinned first, then by last activity; ``?q=`` searches titles and text."""
+    """Sessions, pinned first, then by last activity; ``?q=`` searches titles and the text
+    of every message, each hit with ``match`` (the found words in context)."""
     server = state_of(request)
     query = request.query_params.get("q", "").strip()
-    found = await server.sessions.listing(user_of(request), query)
-    return json_response([summary_json(s) for s in found])
+    user = user_of(request)
+    if not query:
+        return json_response([summary_json(s) for s in await server.sessions.listing(user)])
+    hits = await search_sessions(server.sessions, server.navi.store, user, query)
+    return json_response([{**summary_json(hit.summary), "match": hit.match} for hit in hits])
 
 
 async def get_session(request: Request) -> Response:
@@ -208,7 +227,7 @@ async def post_message(request: Request) -> Response:
     server = state_of(request)
     session_id = request.path_params["session_id"]
     await server.sessions.get(session_id, user_of(request))
-    body = await body_as(request, MessageBody)
+    body = await body_as(request, MessageBody, max_bytes=MESSAGE_BODY_BYTES)
     reply = await server.navi.send(
         session_id,
         body.content,

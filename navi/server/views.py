@@ -10,18 +10,17 @@ A session whose log holds an event its projections cannot take answers
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import anyio
 import structlog
-from msgspec.structs import replace
 
 from events.base import BaseEventStore
 from events.envelope import Recorded
 from events.errors import EventDecodeError
 from navi.ids import is_uuid
-from navi.replay.history import History, read_history
+from navi.replay.history import read_history
 from navi.run.state import ACTIVE_STATES, state_at
 from navi.server.auth import User
 from navi.session.errors import SessionError, SessionNotFound
@@ -63,7 +62,9 @@ class SessionsView:
 
     async def listing(self, user: User, query: str = "") -> list[SessionSummary]:
         state = await self.refresh()
-        mine = [s for s in state.listing() if s.user_id == user.id]
+        # A stream named otherwise than by a UUID is no session (it could only have
+        # been written around the routes, which refuse it): never listed.
+        mine = [s for s in state.listing() if s.user_id == user.id and is_uuid(s.session_id)]
         if query:
             needle = query.lower()
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
@@ -125,20 +126,3 @@ async def load_log(store: BaseEventStore, session_id: str) -> SessionLog:
         return SessionLog(await read_history(store, session_id), session_id)
     except EventDecodeError as exc:
         raise SessionDamaged(session_id, exc.reason) from None
-
-
-async def follow_history(
-    store: BaseEventStore, history: History, after: int
-) -> AsyncIterator[Recorded]:
-    """The session's history after seq ``after``, then live, numbered as the history
-    (a fork's own stream is followed, its seqs shifted by ``history.offset``)."""
-    if history.is_fork:
-        link = history.to_history_seq(1)  # the fork point: the origin's part ends here
-        if after < link:
-            for record in await history.read(after_seq=after, to_seq=link):
-                yield record
-            after = link
-    offset = history.offset
-    stored_after = history.to_stored_seq(after)
-    async for record in store.subscribe(history.session_id, after_seq=stored_after):
-        yield record if offset == 0 else replace(record, seq=record.seq + offset)

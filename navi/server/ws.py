@@ -9,7 +9,7 @@ send timeout: a client that stops reading is closed (4008) while the run goes on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import msgspec
@@ -17,15 +17,12 @@ import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
-from navi.replay.history import History, load_history
+from navi.replay.history import History, follow_history, load_history
 from navi.server.frames import Frame, FrameTranslator, coalesce
 from navi.server.http import user_of
 from navi.server.incoming import incoming
-from navi.server.views import follow_history
+from navi.server.state import ServerState, state_of
 from navi.session.errors import SessionError, SessionNotFound
-
-if TYPE_CHECKING:
-    from navi.server.app import ServerState
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +67,7 @@ def _sub_after(websocket: WebSocket) -> dict[str, int]:
 
 
 async def session_socket(websocket: WebSocket) -> None:
-    server: ServerState = websocket.app.state.navi_server
+    server = state_of(websocket)
     session_id = websocket.path_params["session_id"]
     await websocket.accept()
     try:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 MAX_IMAGES = 10
 MAX_IMAGE_BYTES = 5 * 1024 * 1024
 MAX_TEXT_CHARS = 200_000
+# A message's JSON body (REST) with all its images in base64: what it may weigh.
+MESSAGE_BODY_BYTES = MAX_IMAGES * MAX_IMAGE_BYTES * 4 // 3 + 1024 * 1024
 
 
 def clean_images(images: tuple[str, ...] | list[str]) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import structlog
 
 from actors import ActorRef, ActorSystem, Supervision
 from actors.errors import ActorNameTaken, ActorStopped
-from events.types import TERMINAL_RUN_EVENTS, SessionCreated
+from events.types import TERMINAL_RUN_EVENTS, SessionCreated, Unreadable
 from navi.replay.history import load_history
 from navi.session import messages as m
 from navi.session.actor import SessionActor, SessionDeps
@@ -126,8 +126,8 @@ class SessionManager:
         heads = await self.deps.store.stream_heads()
         resumed = 0
         for stream_id, head in heads.items():
-            if NOT_A_SESSION in stream_id:
-                continue
+            if NOT_A_SESSION in stream_id or isinstance(head.event, Unreadable):
+                continue  # not a session; or its log ends in an event no Navi can read
             if head.type in TERMINAL_RUN_EVENTS or head.type in NOT_RESUMABLE:
                 continue
             try:

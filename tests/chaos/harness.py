@@ -139,6 +139,7 @@ class ServerConfig:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("NAVI_", "OLLAMA_"))}
         env.update(
+            NAVI_DATA_DIR=str(self.root / "data"),
             NAVI_DATABASE_URL=self.database_url,
             NAVI_LLM_BACKEND="ollama",
             OLLAMA_HOST=self.llm_url,

@@ -26,12 +26,34 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _host_pid(inner: int) -> int:
+    """The host's pid of the process that is ``inner`` in its own PID namespace (the
+    tool sandbox): the last field of ``NSpid`` is the innermost pid. Without a sandbox
+    both are the same."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        nspid = next(
+            (line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), []
+        )
+        pid = int(entry.name)
+        nested = len(nspid) > 1 or pid == inner
+        if nspid and int(nspid[-1]) == inner and nested and b"python" in cmdline and _alive(pid):
+            return pid
+    raise AssertionError(f"no process is {inner} in its namespace")
+
+
 async def _pid_file(root: Path) -> int:
     with anyio.fail_after(20):
         while True:
             found = list((root / "files").glob("*/hang.pid"))
             if found and found[0].read_text():
-                return int(found[0].read_text())
+                return _host_pid(int(found[0].read_text()))
             await anyio.sleep(0.05)
 
 

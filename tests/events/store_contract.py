@@ -471,6 +471,25 @@ class DurableStoreContract(StoreContract):
             with pytest.raises(EventDecodeError, match=r"unknown event type 'martian\.landed'"):
                 await store.read("s")
 
+    async def test_readers_of_the_whole_log_get_an_unreadable_row_as_such(self) -> None:
+        from events.types import Unreadable
+
+        async with self.open_store() as store:
+            await store.append("good", [chunk(1)], expected_seq=0)
+            await self.insert_raw(
+                store, "bad", 1, "martian.landed", 1, b'{"type":"martian.landed"}'
+            )
+            await store.append("good", [chunk(2)], expected_seq=1)
+        # One bad row stops no reader of the whole log; the stream's own read still fails.
+        async with self.open_store(reopen=True) as store:
+            records = await store.read_all()
+            assert [(r.stream_id, r.seq) for r in records] == [("good", 1), ("bad", 1), ("good", 2)]
+            bad = records[1].event
+            assert isinstance(bad, Unreadable) and bad.stored_type == "martian.landed"
+            assert "unknown event type" in bad.reason
+            heads = await store.stream_heads()
+            assert isinstance(heads["bad"].event, Unreadable) and heads["good"].seq == 2
+
     async def test_old_schema_versions_are_upcast_on_read(self) -> None:
         async with self.open_store() as store:
             v1 = (

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from navi.blobs import BlobStore, is_sha256
+from navi.blobs import BlobStore, is_sha256, keep_tool_image
 from navi.session.errors import QuotaExceeded
+from tools import ok
 
 PNG = b"\x89PNG\r\n\x1a\n" + b"\x01" * 1000
 OTHER = b"\xff\xd8\xff\xe0" + b"\x02" * 2000
@@ -35,6 +37,16 @@ def test_an_image_is_stored_once_by_its_hash(blobs: BlobStore) -> None:
     assert stored_files(blobs) == [blobs.path(ref.sha256)]
     assert blobs.read(ref.sha256) == PNG
     assert blobs.usage("ann") == len(PNG)  # counted once for the user
+
+
+def test_a_blob_is_held_by_the_users_who_stored_it(blobs: BlobStore) -> None:
+    (ref,) = blobs.put_images([PNG], user_id="ann", session_id="s1")
+    assert blobs.held_by("ann", ref.sha256)
+    assert not blobs.held_by("bob", ref.sha256)
+    assert blobs.read_held("ann", ref.sha256) == PNG
+    assert blobs.read_held("bob", ref.sha256) is None
+    blobs.release("s1")
+    assert not blobs.held_by("ann", ref.sha256)
 
 
 def test_media_type_comes_from_the_bytes(blobs: BlobStore) -> None:
@@ -105,3 +117,23 @@ def test_only_64_lowercase_hex_digits_name_a_blob(blobs: BlobStore, value: str) 
     with pytest.raises(ValueError):
         blobs.path(value)
     assert blobs.read(value) is None
+
+
+async def test_a_tools_image_becomes_a_reference_or_fails_past_the_quota(
+    blobs: BlobStore,
+) -> None:
+    shown = ok("loaded", is_image=True, base64=base64.b64encode(PNG).decode(), mime_type="x")
+    kept = await keep_tool_image(blobs, shown, user_id="ann", session_id="s1")
+    assert kept.success and "base64" not in kept.metadata
+    assert kept.metadata["image"] == {
+        "sha256": hashlib.sha256(PNG).hexdigest(),
+        "size": len(PNG),
+        "media_type": "image/png",
+    }
+    assert blobs.read(hashlib.sha256(PNG).hexdigest()) == PNG
+    huge = ok("loaded", is_image=True, base64=base64.b64encode(b"\x00" * 20_000).decode())
+    refused = await keep_tool_image(blobs, huge, user_id="ann", session_id="s1")
+    assert not refused.success and "quota" in refused.output
+    # Nothing else is touched.
+    plain = ok("text")
+    assert await keep_tool_image(blobs, plain, user_id="ann", session_id="s1") is plain

@@ -38,3 +38,28 @@ def test_start_up_objects_are_frozen_out_of_the_collectors_reach() -> None:
         "assert gc.get_count()[0] < 10\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_doctor_warns_when_private_urls_are_open(tmp_path: Path) -> None:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        "NAVI_DATABASE_URL": f"sqlite:///{tmp_path / 'navi.db'}",
+        "OLLAMA_HOST": "http://127.0.0.1:1",
+        "TOOLS_DIR": str(tmp_path / "tools"),
+        "HOME": str(tmp_path),
+    }
+
+    def doctor(**extra: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "navi.cli", "doctor"],
+            env={**env, **extra},
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        return done.stdout
+
+    assert "NAVI_ALLOW_PRIVATE_URLS" not in doctor()
+    assert "! warning: NAVI_ALLOW_PRIVATE_URLS=1" in doctor(NAVI_ALLOW_PRIVATE_URLS="1")

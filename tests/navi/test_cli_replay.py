@@ -177,11 +177,14 @@ def test_export_import_and_verify(
     assert code == 1 and "already exist" in err and "--as-new" in err
     code, out, _ = navi(capsys, "import", str(exported), "--db", db, "--as-new")
     assert code == 0 and "imported session" in out and sid not in out
+    assert "owned by 'local'" in out  # the user the file names, without --user
+    code, out, _ = navi(capsys, "import", str(exported), "--db", db, "--as-new", "--user", "bob")
+    assert code == 0 and "owned by 'bob'" in out
     code, _, err = navi(capsys, "import", str(tmp_path / "missing.jsonl"), "--db", db)
     assert code == 2 and "cannot read" in err
 
     code, out, _ = navi(capsys, "verify", "--db", db)
-    assert code == 0 and out.count("✓") == 2 and "all good" in out
+    assert code == 0 and out.count("✓") == 3 and "all good" in out
 
     plant_a_wrong_snapshot(db, sid)
     code, out, _ = navi(capsys, "verify", sid, "--db", db)

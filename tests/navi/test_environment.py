@@ -77,8 +77,8 @@ def test_navi_reads_the_env_file_of_the_folder_it_starts_in(tmp_path: Path) -> N
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NAVI_", "OLLAMA_"))}
     env["PYTHONPATH"] = str(ROOT)
     code = (
-        "from navi.cli import _settings; import argparse;"
-        "s, env = _settings(argparse.Namespace());"
+        "from navi.cli.common import settings_for; import argparse;"
+        "s, env = settings_for(argparse.Namespace());"
         "print(s.database_url); print(repr(env['NAVI_PERSONA']))"
     )
     done = subprocess.run(

@@ -25,10 +25,12 @@ from events.types import (
     ToolCompleted,
     ToolFailed,
 )
+from navi.accounts import User, Users
 from navi.app import Navi
 from navi.session.errors import SessionError
 from projections.context import CONTEXT
 from projections.fold import fold
+from projections.tool_results import UNTRUSTED_NOTE
 from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -93,7 +95,9 @@ def task_of(body: dict[str, Any]) -> str:
 
 
 def results_of(body: dict[str, Any]) -> list[str]:
-    return [m["content"] for m in body["messages"] if m["role"] == "tool"]
+    """The tool results the LLM got, without the untrusted-output note before each."""
+    note = UNTRUSTED_NOTE + "\n"
+    return [m["content"].removeprefix(note) for m in body["messages"] if m["role"] == "tool"]
 
 
 Rule = Callable[[dict[str, Any]], Reply]
@@ -145,6 +149,13 @@ def children_of(records: list[Recorded]) -> list[SubagentSpawned]:
     return [r.event for r in records if isinstance(r.event, SubagentSpawned)]
 
 
+# Sessions of named users: the run checks their tools against their role.
+OWNERS = Users(
+    [User(id="alice", role="admin", token="a" * 16), User(id="bob", role="admin", token="b" * 16)],
+    open_access=False,
+)
+
+
 def settings_for(root: Path, url: str, **overrides: Any) -> Any:
     overrides.setdefault("planning", "off")
     return navi_settings(root, url, **overrides)
@@ -158,7 +169,7 @@ async def test_a_subagent_without_a_profile_uses_the_parents(tmp_path: Path) -> 
         {SECRETARY_SUB: child_answering, "": parent_spawning(spawn("find otter facts"))}
     )
     async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), users=OWNERS) as navi:
             session = await navi.create_session("secretary", user_id="alice")
             seen = await run_to_end(navi, session, "tell me about otters")
             parent = await navi.store.read(session)
@@ -289,7 +300,9 @@ async def test_parallel_subagents_are_isolated(tmp_path: Path) -> None:
         }
     )
     async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), env=test_profiles(tmp_path)) as navi:
+        async with open_navi(
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), users=OWNERS
+        ) as navi:
             session = await navi.create_session("lead", user_id="bob")
             seen = await run_to_end(navi, session, "two things at once")
             parent = await navi.store.read(session)

@@ -2,7 +2,8 @@
 
 It speaks Ollama's ``/api/chat`` (NDJSON) and OpenAI's ``/v1/chat/completions``
 (SSE) byte for byte as the real servers do (the official ``ollama`` client accepts
-its output), plus ``/api/tags``, ``/api/version``, ``/v1/models``. It is a minimal
+its output), plus ``/api/tags``, ``/api/version``, ``/api/show``, ``/v1/models`` and
+llama.cpp's ``/props`` (the models' window: ``context_length``). It is a minimal
 HTTP/1.1 server on anyio sockets (keep-alive, chunked bodies), fast enough to
 stream hundreds of thousands of chunks per second.
 
@@ -118,11 +119,14 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         default: Reply | None = None,
         models: Sequence[str] = ("fake-model:latest",),
         port: int = 0,
+        context_length: int = 32768,
     ) -> None:
         self._queue: deque[Reply] = deque(replies)
         self.responder = responder
         self.default = default
         self.models = list(models)
+        # The models' trained window: /api/show, the /v1/models entries, /props.
+        self.context_length = context_length
         self._port = port
         self.received: list[RecordedRequest] = []
         self.requests: list[dict[str, Any]] = []
@@ -265,10 +269,21 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
             return await _send_json(client, 200, {"models": [_tag(m) for m in self.models]})
         if route in (("GET", "/v1/models"), ("GET", "/models")):
             data = [
-                {"id": m, "object": "model", "created": 1735689600, "owned_by": "fake"}
+                {
+                    "id": m,
+                    "object": "model",
+                    "created": 1735689600,
+                    "owned_by": "fake",
+                    "max_model_len": self.context_length,  # as vLLM tells it
+                }
                 for m in self.models
             ]
             return await _send_json(client, 200, {"object": "list", "data": data})
+        if route == ("POST", "/api/show"):
+            return await self._show(client, request)
+        if route == ("GET", "/props"):  # llama.cpp's server
+            settings = {"n_ctx": self.context_length}
+            return await _send_json(client, 200, {"default_generation_settings": settings})
         if route == ("POST", "/api/chat"):
             return await self._chat(client, request, wire="ollama")
         if route in (("POST", "/v1/chat/completions"), ("POST", "/chat/completions")):
@@ -290,6 +305,18 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
             }
             return await _send_json(client, 200, state)
         return await _send_json(client, 404, {"error": f"no route {request.method} {request.path}"})
+
+    async def _show(self, client: anyio.abc.SocketStream, request: RecordedRequest) -> bool:
+        """Ollama's ``POST /api/show``: the model's details, with its trained window."""
+        body = request.body if isinstance(request.body, dict) else {}
+        name = str(body.get("model") or body.get("name") or "")
+        if name not in self.models and f"{name}:latest" not in self.models:
+            return await _send_json(client, 404, {"error": f"model '{name}' not found"})
+        info = {"general.architecture": "fake", "fake.context_length": self.context_length}
+        details = _tag(name)["details"]
+        return await _send_json(
+            client, 200, {"details": details, "model_info": info, "capabilities": ["completion"]}
+        )
 
     def _next_reply(self, request: RecordedRequest) -> Reply | None:
         if self._queue:
@@ -556,10 +583,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--script", help="JSON file with a list of replies")
     parser.add_argument("--default-text", help="answer this when the script is used up")
     parser.add_argument("--models", default="fake-model:latest", help="comma-separated names")
+    parser.add_argument("--context-length", type=int, default=32768, help="the models' window")
     args = parser.parse_args(argv)
     replies = load_script(args.script) if args.script else []
     default = Reply(text=args.default_text) if args.default_text is not None else None
-    server = FakeLLMServer(replies, default=default, models=args.models.split(","), port=args.port)
+    server = FakeLLMServer(
+        replies,
+        default=default,
+        models=args.models.split(","),
+        port=args.port,
+        context_length=args.context_length,
+    )
 
     async def run() -> None:
         async with server:

@@ -10,6 +10,7 @@ import msgspec
 import pytest
 
 from tools import ToolContext, ToolRegistry, ToolResult, ToolSettings
+from tools.sandbox import sandbox_status
 
 pytestmark = pytest.mark.anyio
 
@@ -235,3 +236,34 @@ async def test_terminal_tree_is_killed_too(
     result = await registry.execute("terminal", {"command": command, "timeout_s": 1}, shell_ok)
     assert result.failure_reason == "timeout"
     assert await wait_gone(f"sleep\x00{duration}")
+
+
+async def test_without_bubblewrap_code_exec_refuses_unless_the_operator_opts_out(
+    registry: ToolRegistry, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no bwrap on it
+    sandbox_status.cache_clear()
+    try:
+        refused = await run_code(registry, ctx, "print('ran')")
+        settings = msgspec.structs.replace(ctx.settings, unsandboxed_tools=True)
+        opted_out = ToolContext.standalone("s1", ctx.files_dir, settings=settings)
+        unsandboxed = await run_code(registry, opted_out, "print('ran')")
+    finally:
+        monkeypatch.undo()
+        sandbox_status.cache_clear()
+    assert not refused.success
+    assert "bubblewrap (bwrap) is not installed" in (refused.error or "")
+    assert "apt-get install bubblewrap" in (refused.error or "")
+    assert unsandboxed.output == "exit code: 0\nran\n"
+
+
+async def test_only_the_variables_named_in_code_exec_env_pass(
+    registry: ToolRegistry, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NAVI_TEST_PASSED_ON", "passed-value")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-value")
+    settings = msgspec.structs.replace(ctx.settings, code_exec_env=("NAVI_TEST_PASSED_ON",))
+    named = ToolContext.standalone("s1", ctx.files_dir, settings=settings)
+    result = await run_code(registry, named, "import os\nprint(sorted(os.environ.items()))")
+    assert "passed-value" in result.output
+    assert "sk-secret-value" not in result.output

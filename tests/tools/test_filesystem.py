@@ -134,17 +134,22 @@ async def test_symlinks_out_are_refused(
     ]:
         ok, message = await fs(registry, ctx, action=action, path=path, content="pwned")
         assert not ok, (action, path)
-        assert f"resolves to {outside.parent}" in message
+        assert "symbolic link; the filesystem tool does not follow links" in message
     assert text_of(outside) == "top secret"
     assert not (outside.parent / "new.txt").exists()
 
 
-async def test_symlink_inside_the_root_is_fine(
+async def test_symlinks_inside_the_root_are_not_followed_either(
     registry: ToolRegistry, ctx: ToolContext, files_dir: Path
 ) -> None:
+    # A link that points inside today may point outside a moment later: none is followed.
     (files_dir / "real.txt").write_text("ok")
     (files_dir / "alias.txt").symlink_to(files_dir / "real.txt")
-    assert await fs(registry, ctx, action="read", path="alias.txt") == (True, "ok")
+    ok, message = await fs(registry, ctx, action="read", path="alias.txt")
+    assert not ok and "does not follow links" in message
+    assert await fs(registry, ctx, action="read", path="real.txt") == (True, "ok")
+    ok, listing = await fs(registry, ctx, action="list")
+    assert ok and "alias.txt -> (symlink)" in listing
 
 
 @pytest.mark.parametrize(

@@ -49,3 +49,22 @@ def test_values_from_env() -> None:
 def test_bad_values_are_clear_errors(env: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ToolSettings.from_env(env)
+
+
+def test_sandbox_settings_from_the_environment() -> None:
+    settings = ToolSettings.from_env(
+        {
+            "CODE_EXEC_ENV": "HTTPS_PROXY, PIP_INDEX_URL",
+            "CODE_EXEC_PYTHON": "/usr/bin/python3",
+            "TERMINAL_MEMORY_MB": "128",
+            "SANDBOX_MAX_PROCESSES": "32",
+            "NAVI_UNSANDBOXED_TOOLS": "1",
+        }
+    )
+    assert settings.code_exec_env == ("HTTPS_PROXY", "PIP_INDEX_URL")
+    assert settings.code_exec_python == "/usr/bin/python3"
+    assert settings.terminal_memory_mb == 128
+    assert settings.sandbox_max_processes == 32
+    assert settings.unsandboxed_tools
+    assert not ToolSettings.from_env({"NAVI_UNSANDBOXED_TOOLS": "0"}).unsandboxed_tools
+    assert not ToolSettings.from_env({}).unsandboxed_tools

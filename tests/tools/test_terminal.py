@@ -7,7 +7,9 @@ import msgspec
 import pytest
 
 from tools import ToolContext, ToolRegistry, ToolResult
+from tools.builtin.command_args import ArgumentRefused, check_arguments
 from tools.builtin.command_line import CommandRefused, resolve_executable, split_command
+from tools.sandbox import sandbox_status
 
 pytestmark = pytest.mark.anyio
 PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -155,3 +157,112 @@ def test_split_command_and_resolution_units() -> None:
         resolve_executable("rm", ["ls"], PATH)
     with pytest.raises(CommandRefused, match="not allowed"):
         resolve_executable("/usr/bin/./rm", ["ls"], PATH)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sort --compress-program=python3 -S 4K -T . notes.txt",
+        "sort --compress=python3 notes.txt",
+        "sort -o out.txt notes.txt",
+        "sort -uo out.txt notes.txt",
+        "sort -oout.txt notes.txt",
+        "sort --output out.txt notes.txt",
+        "sort -T . notes.txt",
+        "sort --temporary-directory=. notes.txt",
+        "uniq notes.txt out.txt",
+        "uniq -c notes.txt out.txt",
+        "date -s 2001-01-01",
+        "date --set=2001-01-01",
+        "date -us 2001-01-01",
+        "date 0101000001",
+        "hostname pwned",
+        "hostname -F name.txt",
+        "hostname -b",
+        "file -C -m magic",
+        "file -z archive.gz",
+        "diff -l a b",
+        "ps e",
+        "ps auxeww",
+    ],
+)
+def test_read_only_commands_refuse_options_that_write_or_run(command: str) -> None:
+    argv = split_command(command)
+    with pytest.raises(ArgumentRefused):
+        check_arguments(argv[0], argv[1:])
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sort -k 2 -t , -n notes.txt",
+        "sort -t o notes.txt",
+        "sort -S 4K -r notes.txt",
+        "uniq -c notes.txt",
+        "uniq -f 1 notes.txt",
+        "uniq --skip-fields 1 notes.txt",
+        "date +%s",
+        "date -u -d yesterday +%F",
+        "date -Iseconds",
+        "hostname -f",
+        "file -b notes.txt",
+        "diff -u a b",
+        "ps aux",
+        "ps -ef",
+        "ps -C sleep -o pid",
+        "grep -rn --exclude=x pattern .",
+        "ls -la --sort=size",
+        "git -c alias.x=y x",  # no rule: only the sandbox holds it
+    ],
+)
+def test_read_only_commands_keep_their_ordinary_options(command: str) -> None:
+    argv = split_command(command)
+    check_arguments(argv[0], argv[1:])
+
+
+async def test_refused_arguments_never_run(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    (files_dir / "notes.txt").write_text("b\na\n")
+    result = await run(registry, ctx, "sort -o sorted.txt notes.txt")
+    assert not result.success
+    assert "'sort -o' is not allowed: it writes a file" in (result.error or "")
+    assert not (files_dir / "sorted.txt").exists()
+
+
+async def test_without_bubblewrap_the_terminal_refuses_and_says_how_to_install_it(
+    registry: ToolRegistry, ctx: ToolContext, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH with no bwrap on it
+    sandbox_status.cache_clear()
+    try:
+        result = await run(registry, ctx, "ls")
+    finally:
+        monkeypatch.undo()
+        sandbox_status.cache_clear()
+    assert not result.success
+    assert "apt-get install bubblewrap" in (result.error or "")
+    assert "NAVI_UNSANDBOXED_TOOLS=1" in (result.error or "")
+
+
+async def test_unsandboxed_the_terminal_still_refuses_process_files(
+    registry: ToolRegistry, ctx: ToolContext
+) -> None:
+    settings = msgspec.structs.replace(ctx.settings, unsandboxed_tools=True)
+    unsandboxed = ToolContext.standalone(ctx.session_id, ctx.files_dir, settings=settings)
+    result = await run(registry, unsandboxed, "cat /proc/1/environ")
+    assert "names a process's files in /proc" in (result.error or "")
+    assert (await run(registry, unsandboxed, "echo plain")).output == "exit code: 0\nplain\n"
+
+
+async def test_the_rules_follow_the_program_under_another_name(
+    registry: ToolRegistry, ctx: ToolContext, files_dir: Path
+) -> None:
+    real_sort = shutil.which("sort", path=PATH)
+    assert real_sort is not None
+    (files_dir / "mysort").symlink_to(real_sort)
+    (files_dir / "notes.txt").write_text("b\na\n")
+    command = f"{files_dir / 'mysort'} -o out.txt notes.txt"
+    result = await run(registry, allow(ctx, "*"), command)
+    assert "'sort -o' is not allowed" in (result.error or ""), result.error
+    assert not (files_dir / "out.txt").exists()

@@ -5,9 +5,11 @@ import os
 from pathlib import Path
 
 import anyio
+import msgspec
 import pytest
 
 from tools import ToolContext, ToolRegistry, ToolSettings, create_registry
+from tools.sandbox import sandbox_status
 
 pytestmark = pytest.mark.anyio
 
@@ -244,3 +246,28 @@ async def test_a_blocking_sync_tool_times_out_and_the_run_goes_on(
     result = await registry.execute("sleepy", {}, ctx)
     assert result.failure_reason == "timeout"
     assert (await registry.execute("list_tools", {}, ctx)).success
+
+
+@pytest.mark.skipif(not sandbox_status().available, reason="no bubblewrap sandbox here")
+def test_a_file_is_checked_in_the_sandbox_before_the_server_imports_it(
+    tools_dir: Path, settings: ToolSettings, tmp_path: Path
+) -> None:
+    marker = tmp_path / "ran-in-the-server"
+    sneaky = write(tools_dir, "sneaky.py", f"open({str(marker)!r}, 'w').write('x')\n" + MODULE_TOOL)
+    registry = create_registry(settings)
+    assert registry.user_names == ()
+    assert not marker.exists()
+    [error] = registry.load_errors
+    assert error.path == str(sneaky)
+    # Nothing is writable where the check runs: the import failed there, and only there.
+    assert "Read-only file system" in error.error
+
+
+def test_a_relative_tools_folder_is_checked_and_loaded(
+    tools_dir: Path, settings: ToolSettings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tools_dir, "shout.py", MODULE_TOOL)
+    monkeypatch.chdir(tools_dir.parent)
+    registry = create_registry(msgspec.structs.replace(settings, tools_dir=tools_dir.name))
+    assert registry.user_names == ("shout",)
+    assert registry.load_errors == ()

@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import codecs
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +12,7 @@ import pytest
 
 from tests.support.local_servers import LocalHTTPServer
 from tools import InMemoryToolState, ToolContext, ToolError, ToolRegistry, ToolSettings
-from tools.builtin.page_text import readable_text
+from tools.builtin.page_text import decode_page, readable_text
 from tools.builtin.web_search import SearchHit, WebSearchTool
 
 pytestmark = pytest.mark.anyio
@@ -207,3 +210,96 @@ async def test_web_search_defaults_to_ddgs_and_formats_hits(ctx: ToolContext) ->
     with pytest.raises(ToolError, match="the query is empty"):
         await WebSearchTool(Fixed()).call({"query": "  "}, ctx)
     assert none.output == "No results for 'q'."
+
+
+# ---------------------------------------------------------------- readable text
+
+
+PAGES = Path(__file__).parent / "pages"
+
+
+def test_the_article_without_the_page_around_it() -> None:
+    """The sample blog post (menu, cookie banner, share links, related posts, sidebar,
+    footer): the article alone is 964 characters as text; our old parser kept 1,669,
+    trafilatura keeps 918 (the article but its 46-character byline) plus the title."""
+    text = readable_text((PAGES / "blog_post.html").read_text(), "https://crumb.example/b/1")
+    for kept in (
+        "# Sourdough at altitude",
+        "Air pressure is lower at altitude",
+        "## Bake hotter, then cover",
+        "then finish uncovered.",
+    ):
+        assert kept in text
+    for dropped in (
+        "We use cookies",
+        "Baking guides",
+        "Share this post",
+        "You might also like",
+        "Get one new recipe",
+        "All rights reserved",
+        "affiliate programmes",
+        "dataLayer",
+    ):
+        assert dropped not in text
+    assert 900 < len(text) < 1100
+
+
+def test_hidden_text_is_dropped() -> None:
+    html = (
+        "<html><body><main><h1>Visible</h1><p>Seen paragraph one.</p>"
+        '<p style="display:none">h1</p><p style="DISPLAY : NONE !important">h2</p>'
+        '<div hidden><p>h3</p></div><span aria-hidden="true">h4</span>'
+        '<p style="visibility: hidden">h5</p><p class="note sr-only">h6</p>'
+        '<p class="d-none">h7</p><template><p>h8</p></template>'
+        '<p style="color: grey">Seen paragraph <b hidden>h9</b>two.</p></main></body></html>'
+    )
+    text = readable_text(html, "http://h/")
+    assert "Seen paragraph one." in text and "Seen paragraph two." in text
+    assert not [f"h{i}" for i in range(1, 10) if f"h{i}" in text.replace("# V", "")]
+
+
+def test_the_pages_charset_is_honoured() -> None:
+    page = "<html><head><meta charset='windows-1251'></head><body><p>Привет, мир</p></body>"
+    body = page.encode("cp1251")
+    assert "Привет, мир" in decode_page(body, None)  # <meta charset>
+    assert "Привет, мир" in decode_page("<p>Привет, мир</p>".encode("koi8-r"), "koi8-r")
+    # The header wins over <meta>; a BOM wins over both.
+    assert "Привет" in decode_page(page.replace("windows-1251", "utf-8").encode("cp1251"), "cp1251")
+    assert decode_page(codecs.BOM_UTF8 + "é".encode(), "latin-1") == "é"
+    # http-equiv, and latin-1 read as browsers read it (windows-1252: "€" is 0x80).
+    equiv = b'<meta http-equiv="Content-Type" content="text/html; charset=ISO-8859-1">\x80'
+    assert decode_page(equiv, None).endswith("€")
+    # Nothing declared: UTF-8 if it is, else windows-1252; an unknown label is skipped.
+    assert decode_page("café".encode(), None) == "café"
+    assert decode_page("café".encode("cp1252"), "no-such-charset") == "café"
+
+
+async def test_web_view_reads_a_page_in_its_own_charset(
+    registry: ToolRegistry, ctx: ToolContext
+) -> None:
+    page = (
+        "<html><head><meta charset='iso-8859-15'><title>Prix</title></head>"
+        "<body><main><p>Le menu du jour coûte 12 € au café, boisson comprise.</p></main></body>"
+        "</html>"
+    ).encode("iso-8859-15")
+
+    class Latin(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")  # no charset: <meta> says it
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Latin)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/"
+        result = await registry.execute("web_view", {"url": url}, ctx)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "coûte 12 € au café" in result.output

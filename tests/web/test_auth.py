@@ -1,5 +1,6 @@
-"""A server that needs a token: the page asks once, keeps it, sends it on REST and on the
-WebSocket, and asks again when the server refuses it."""
+"""A server that needs a token: the page asks once, keeps it, sends it on REST (the
+Authorization header), opens its WebSocket with a single-use ticket (never the token in
+a URL), and asks again when the server refuses it."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def test_the_token_is_asked_once_kept_and_asked_again_when_refused(
     context = browser.new_context(viewport={"width": 1280, "height": 860})
     page = context.new_page()
     page.set_default_timeout(TIMEOUT_MS)
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
     ui = NaviPage(page, guarded_server.url, request.node.name)
     try:
         page.goto(guarded_server.url + "/")
@@ -55,10 +58,11 @@ def test_the_token_is_asked_once_kept_and_asked_again_when_refused(
         page.wait_for_selector("#profile-select option", state="attached")
         assert page.evaluate("localStorage.getItem('navi.token')") == TOKEN
 
-        # REST (Bearer) and the WebSocket (?token=) both work: a whole turn runs.
+        # REST (Bearer) and the WebSocket (?ticket=) both work: a whole turn runs.
         ui.send("Hello with a token")
         ui.wait_idle()
         expect(page.locator(".message.assistant")).to_contain_text("Authorised answer.")
+        assert sockets and all("ticket=" in url and TOKEN not in url for url in sockets)
 
         # Kept: a reload asks nothing.
         ui.open(ui.session_id)

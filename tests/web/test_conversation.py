@@ -50,9 +50,10 @@ def test_a_plain_question_streams_and_renders_markdown(navi_page: NaviPage, llm:
     ui.send("Say hello with code")
 
     expect(page.locator(".message.user .bubble")).to_have_text("Say hello with code")
-    # While it streams: the run is active, input locked, the first words already shown.
+    # While it streams: the run is active (Stop, not Send), the first words already shown;
+    # the box stays open for a message to queue.
     expect(page.locator("#stop-button")).to_be_visible()
-    expect(page.locator("#prompt")).to_have_attribute("readonly", "")
+    expect(page.locator("#send-button")).to_be_hidden()
     expect(page.locator(".text-block")).to_contain_text("Hello!")
     ui.shot("streaming")
 
@@ -69,7 +70,7 @@ def test_a_plain_question_streams_and_renders_markdown(navi_page: NaviPage, llm:
     thinking = page.locator(".message.assistant details.thinking").first
     expect(thinking).to_contain_text("Thought")
     expect(thinking).not_to_have_attribute("open", "")
-    expect(page.locator("#prompt")).not_to_have_attribute("readonly", "")
+    expect(page.locator("#send-button")).to_be_visible()
     assert ui.session_id, "the session id is in the URL hash"
     expect(page.locator(f'.session-item[data-session-id="{ui.session_id}"]')).to_be_visible()
 

@@ -1,14 +1,22 @@
-"""``filesystem``: read / write / list / mkdir / delete inside the allowed paths."""
+"""``filesystem``: read / write / list / mkdir / delete inside the allowed paths.
+
+Every step is taken from the allowed root's descriptor without following links
+(``tools.paths``, ``tools.beneath``): a folder swapped for a symlink mid-call leads
+nowhere, and a file with another name (a hard link) is neither read nor written.
+"""
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
-from pathlib import Path
+import stat
 from typing import Any
 
 from tools.base import Tool, ToolError, ToolResult, cap_output, ok, truncation_marker
+from tools.beneath import make_dirs_beneath, open_beneath
 from tools.context import ToolContext
-from tools.paths import PathGuard, PathRefused
+from tools.paths import Located, PathGuard, PathRefused, read_regular_file
 
 _LIST_LIMIT = 500
 
@@ -55,33 +63,22 @@ class FilesystemTool(Tool):
             if action != "list":
                 raise ToolError(f"action '{action}' needs a 'path'")
             raw = "."
-        path = guard.resolve(raw)
-        shown = guard.display(path)
+        target = guard.resolve(raw)
+        shown = guard.display(target)
         limit = ctx.settings.output_max_chars
         if action == "read":
-            return ok(cap_output(_read_text(path, shown, limit * 4), limit))
+            data, size = read_regular_file(guard, target, limit * 4)
+            return ok(cap_output(_as_text(data, size, shown), limit))
         if action == "list":
-            if path == guard.base and not path.exists():
-                return ok(f"{shown}: empty directory")  # nothing uploaded or written yet
-            return ok(_list_dir(path, shown))
+            return ok(_list_dir(guard, target, shown))
         if action == "mkdir":
-            if path.exists() and not path.is_dir():
-                raise ToolError(f"{shown} exists and is not a directory")
-            path.mkdir(parents=True, exist_ok=True)
-            return ok(f"Directory ready: {shown}")
+            return ok(_mkdir(guard, target, shown))
         if action == "write":
-            return ok(_write(path, shown, args))
-        return ok(_delete(guard, path, shown, bool(args.get("recursive"))))
+            return ok(_write(guard, target, shown, args))
+        return ok(_delete(guard, target, shown, bool(args.get("recursive"))))
 
 
-def _read_text(path: Path, shown: str, max_bytes: int) -> str:
-    if not path.exists():
-        raise ToolError(f"no such file: {shown}")
-    if path.is_dir():
-        raise ToolError(f"{shown} is a directory; use action 'list'")
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        data = handle.read(max_bytes)
+def _as_text(data: bytes, size: int, shown: str) -> str:
     if b"\x00" in data[:8192]:
         raise ToolError(
             f"{shown} is a binary file ({size} bytes); images can be viewed with image_view"
@@ -92,53 +89,124 @@ def _read_text(path: Path, shown: str, max_bytes: int) -> str:
     return text
 
 
-def _list_dir(path: Path, shown: str) -> str:
-    if not path.exists():
-        raise ToolError(f"no such directory: {shown}")
-    if not path.is_dir():
-        raise ToolError(f"{shown} is a file; use action 'read'")
-    entries = sorted(path.iterdir(), key=lambda p: (not p.is_dir(), p.name))
+def _list_dir(guard: PathGuard, target: Located, shown: str) -> str:
+    if not target.parts and not os.path.isdir(target.root):
+        return f"{shown}: empty directory"  # nothing uploaded or written yet
+    with guard.root_fd(target) as root:
+        try:
+            fd = open_beneath(root, target.parts, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            explained = guard.explain(exc, target, "no such directory")
+            if exc.errno == errno.ENOTDIR and not isinstance(explained, PathRefused):
+                raise ToolError(f"{shown} is a file; use action 'read'") from None
+            raise explained from None
+    try:
+        with os.scandir(fd) as listing:
+            entries = [_entry(entry) for entry in listing]
+    finally:
+        os.close(fd)
     if not entries:
         return f"{shown}: empty directory"
+    entries.sort(key=lambda item: (not item[0].endswith("/"), item[0]))
     lines = [f"{shown}:"]
-    for entry in entries[:_LIST_LIMIT]:
-        if entry.is_symlink():
-            lines.append(f"  {entry.name} -> (symlink)")
-        elif entry.is_dir():
-            lines.append(f"  {entry.name}/")
-        else:
-            lines.append(f"  {entry.name}  ({entry.stat().st_size} bytes)")
+    lines += [f"  {name}{detail}" for name, detail in entries[:_LIST_LIMIT]]
     if len(entries) > _LIST_LIMIT:
         lines.append(f"  [... {len(entries) - _LIST_LIMIT} more entries]")
     return "\n".join(lines)
 
 
-def _write(path: Path, shown: str, args: dict[str, Any]) -> str:
+def _entry(entry: os.DirEntry[str]) -> tuple[str, str]:
+    """An entry's name and what the listing says of it, links never followed."""
+    if entry.is_symlink():
+        return entry.name, " -> (symlink)"
+    if entry.is_dir(follow_symlinks=False):
+        return entry.name + "/", ""
+    return entry.name, f"  ({entry.stat(follow_symlinks=False).st_size} bytes)"
+
+
+def _mkdir(guard: PathGuard, target: Located, shown: str) -> str:
+    with guard.root_fd(target) as root:
+        try:
+            os.close(make_dirs_beneath(root, target.parts))
+        except OSError as exc:
+            explained = guard.explain(exc, target)
+            if exc.errno == errno.ENOTDIR and not isinstance(explained, PathRefused):
+                raise ToolError(f"{shown} exists and is not a directory") from None
+            raise explained from None
+    return f"Directory ready: {shown}"
+
+
+def _write(guard: PathGuard, target: Located, shown: str, args: dict[str, Any]) -> str:
     content = args.get("content")
     if content is None:
         raise ToolError("action 'write' needs 'content'")
-    if path.is_dir():
+    if not target.parts:
         raise ToolError(f"{shown} is a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = "a" if args.get("append") else "w"
-    with path.open(mode, encoding="utf-8") as handle:
-        handle.write(content)
-    verb = "Appended" if mode == "a" else "Wrote"
+    append = bool(args.get("append"))
+    # Never O_TRUNC at the open: a file with other names must be refused before it
+    # is changed at all. O_NONBLOCK: a planted FIFO must not hang the call.
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (os.O_APPEND if append else 0)
+    with guard.root_fd(target) as root:
+        try:
+            parent = make_dirs_beneath(root, target.parts[:-1])
+            try:
+                fd = open_beneath(parent, target.parts[-1:], flags)
+            finally:
+                os.close(parent)
+        except OSError as exc:
+            raise guard.explain(exc, target) from None
+    with os.fdopen(fd, "wb") as handle:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise ToolError(f"{shown} is not a regular file")
+        guard.refuse_hard_links(status, target)
+        if not append:
+            os.ftruncate(fd, 0)
+        handle.write(content.encode("utf-8"))
+    verb = "Appended" if append else "Wrote"
     return f"{verb} {len(content)} characters to {shown}"
 
 
-def _delete(guard: PathGuard, path: Path, shown: str, recursive: bool) -> str:
-    if guard.is_root(path) or path == guard.base:
+def _delete(guard: PathGuard, target: Located, shown: str, recursive: bool) -> str:
+    if guard.is_root(target):
         raise PathRefused(f"refusing to delete {shown}: it is an allowed root directory")
-    if not path.exists() and not path.is_symlink():
-        raise ToolError(f"no such file or directory: {shown}")
-    if path.is_dir():
-        if any(path.iterdir()):
-            if not recursive:
-                raise ToolError(f"{shown} is not empty; pass recursive=true to delete it all")
-            shutil.rmtree(path)
-        else:
-            path.rmdir()
-        return f"Deleted directory {shown}"
-    path.unlink()
-    return f"Deleted {shown}"
+    name = target.name
+    with guard.root_fd(target) as root:
+        try:
+            parent = open_beneath(root, target.parts[:-1], os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise guard.explain(exc, target) from None
+        try:
+            return _delete_in(guard, parent, name, target, shown, recursive)
+        except OSError as exc:
+            raise guard.explain(exc, target) from None
+        finally:
+            os.close(parent)
+
+
+def _delete_in(
+    guard: PathGuard, parent: int, name: str, target: Located, shown: str, recursive: bool
+) -> str:
+    """Delete ``name`` in the folder ``parent`` (held open): the link itself is never
+    followed, and a tree is removed by descriptors (``shutil.rmtree`` with ``dir_fd``)."""
+    status = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    if stat.S_ISLNK(status.st_mode):
+        raise PathRefused(
+            f"access denied: {shown} is a symbolic link; the filesystem tool does not follow links"
+        )
+    if not stat.S_ISDIR(status.st_mode):
+        os.unlink(name, dir_fd=parent)
+        return f"Deleted {shown}"
+    folder = open_beneath(parent, [name], os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with os.scandir(folder) as listing:
+            empty = next(iter(listing), None) is None
+    finally:
+        os.close(folder)
+    if empty:
+        os.rmdir(name, dir_fd=parent)
+    elif not recursive:
+        raise ToolError(f"{shown} is not empty; pass recursive=true to delete it all")
+    else:
+        shutil.rmtree(name, dir_fd=parent)
+    return f"Deleted directory {shown}"

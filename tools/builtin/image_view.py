@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 from tools.fetch import fetch, policy_for
-from tools.paths import PathGuard
+from tools.paths import PathGuard, read_regular_file
 
 _SIGNATURES: tuple[tuple[bytes, str], ...] = (
     (b"\x89PNG\r\n\x1a\n", "image/png"),
@@ -73,15 +73,12 @@ class ImageViewTool(Tool):
             data, label = response.body, PurePosixPath(urlsplit(response.url).path).name or source
         else:
             guard = PathGuard.for_context(ctx)
-            path = guard.resolve(source)
-            if not path.is_file():
-                raise ToolError(f"no such file: {guard.display(path)}")
-            size = path.stat().st_size
+            located = guard.resolve(source)
+            label = guard.display(located)
+            # Opened as the filesystem tool opens files: no link followed, one name only.
+            data, size = read_regular_file(guard, located, limit + 1)
             if size > limit:
-                raise ToolError(
-                    f"{guard.display(path)} is {size} bytes, over the {limit}-byte limit"
-                )
-            data, label = path.read_bytes(), guard.display(path)
+                raise ToolError(f"{label} is {size} bytes, over the {limit}-byte limit")
         mime = sniff_image_type(data)
         if mime is None:
             raise ToolError(f"{label} is not a supported image (PNG, JPEG, GIF, WEBP or BMP)")

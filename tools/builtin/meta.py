@@ -30,7 +30,7 @@ class _RegistryTool(Tool):
 
 class ListToolsTool(_RegistryTool):
     name = "list_tools"
-    description = "List every tool available on this server (built-in and user tools)."
+    description = "List every tool available on this server (built-in, user and MCP server tools)."
     parameters = {"type": "object", "properties": {}, "additionalProperties": False}
     idempotent = True
     timeout_s = 10.0
@@ -46,6 +46,12 @@ class ListToolsTool(_RegistryTool):
             lines.append("- (none)")
         for error in registry.load_errors:
             lines.append(f"Failed to load {error.path}: {error.error}")
+        if registry.external_names:
+            lines.append("MCP server tools:")
+            lines += [
+                f"- {name} ({registry.source_of(name)}): {_first_line(registry.get(name))}"
+                for name in registry.external_names
+            ]
         return ok("\n".join(lines))
 
 

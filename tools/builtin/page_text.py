@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import copy
+import logging
 import re
 from configparser import ConfigParser
 
@@ -33,12 +34,12 @@ _CANDIDATES = "//*[@hidden or @aria-hidden or @style or @class] | //template"
 # <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _BOMS = (
-    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
     (codecs.BOM_UTF16_LE, "utf-16"),
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
 # What browsers read these labels as (WHATWG Encoding): windows-1252 is a superset.
-_BROWSER_ALIASES = {"iso-8859-1": "cp1252", "latin1": "cp1252", "ascii": "cp1252"}
+_BROWSER_ALIASES = {"iso8859-1": "cp1252", "ascii": "cp1252"}
 
 
 def decode_page(body: bytes, header_charset: str | None) -> str:
@@ -125,6 +126,9 @@ def _no_minimum() -> ConfigParser:
 
 
 _DEFAULT_CONFIG = use_config()
+# trafilatura warns when one of its fallback extractors gives up on a page (a short page,
+# odd markup): that is how extraction goes, not a fault of Navi's worth a log line.
+logging.getLogger("trafilatura").setLevel(logging.ERROR)
 _NO_MINIMUM = _no_minimum()
 
 

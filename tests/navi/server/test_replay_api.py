@@ -13,6 +13,8 @@ import pytest
 from tests.support.fake_llm import FakeToolCall, Reply
 from tests.support.navi_server import RunningServer, navi_server_for
 
+NDJSON = {"content-type": "application/x-ndjson"}
+
 
 def client(server: RunningServer, token: str | None = None) -> httpx.Client:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -208,10 +210,12 @@ def test_export_then_import_gives_the_same_session(navi_server: RunningServer) -
         assert header["events"] == len(lines) - 1
         assert all(json.loads(line)["version"] >= 1 for line in lines[1:])
 
-        same = http.post("/sessions/import", content=exported.content)
+        same = http.post("/sessions/import", content=exported.content, headers=NDJSON)
         assert same.status_code == 409 and "already exist" in same.json()["error"]
 
-        imported = http.post("/sessions/import?as_new=true", content=exported.content)
+        imported = http.post(
+            "/sessions/import?as_new=true", content=exported.content, headers=NDJSON
+        )
         assert imported.status_code == 201, imported.text
         new = imported.json()["session_id"]
         assert new != sid and imported.json()["events"] == header["events"]
@@ -233,23 +237,30 @@ def test_a_corrupt_or_truncated_import_is_refused_whole(navi_server: RunningServ
         before = http.get("/sessions").json()
 
         truncated = b"\n".join(lines[:-2]) + b"\n"
-        refused = http.post("/sessions/import?as_new=1", content=truncated)
+        refused = http.post("/sessions/import?as_new=1", content=truncated, headers=NDJSON)
         assert refused.status_code == 422
         assert refused.json()["error"].startswith(f"line {len(lines) - 1}:")
         assert "truncated" in refused.json()["error"]
 
         corrupt = list(lines)
         corrupt[3] = corrupt[3].replace(b'"seq":3', b'"seq":7')
-        refused = http.post("/sessions/import?as_new=1", content=b"\n".join(corrupt))
+        refused = http.post(
+            "/sessions/import?as_new=1", content=b"\n".join(corrupt), headers=NDJSON
+        )
         assert refused.status_code == 422 and refused.json()["error"].startswith("line 4:")
 
         garbage = list(lines)
         garbage[2] = b"{not json"
-        refused = http.post("/sessions/import?as_new=1", content=b"\n".join(garbage))
+        refused = http.post(
+            "/sessions/import?as_new=1", content=b"\n".join(garbage), headers=NDJSON
+        )
         assert refused.status_code == 422 and refused.json()["error"].startswith("line 3:")
 
-        assert http.post("/sessions/import", content=b"").status_code == 400
-        assert http.post("/sessions/import?as_new=maybe", content=lines[0]).status_code == 400
+        assert http.post("/sessions/import", content=b"", headers=NDJSON).status_code == 400
+        assert (
+            http.post("/sessions/import?as_new=maybe", content=lines[0], headers=NDJSON).status_code
+            == 400
+        )
         assert http.get("/sessions").json() == before  # nothing was written
 
 
@@ -308,9 +319,13 @@ def test_another_users_session_is_not_found(tmp_path: Path) -> None:
             ]:
                 response = bob.request(method, path, json=body)
                 assert response.status_code == 404, (path, response.text)
-            refused = bob.post("/sessions/import?as_new=true", content=export)
-            assert refused.status_code == 422 and "alice" in refused.json()["error"]
-            assert bob.get("/sessions").json() == []
+            # Bob's copy of the file is his: the imported session is his, not Alice's.
+            copy = bob.post("/sessions/import?as_new=true", content=export, headers=NDJSON)
+            assert copy.status_code == 201 and copy.json()["owner"] == "bob"
+            assert [s["session_id"] for s in bob.get("/sessions").json()] == [
+                copy.json()["session_id"]
+            ]
+            assert [s["session_id"] for s in alice.get("/sessions").json()] == [sid]
             assert alice.post(f"/sessions/{sid}/fork", json={"at": 1}).status_code == 201
 
 
@@ -408,8 +423,9 @@ def test_another_users_replay_socket_is_closed_as_not_found(tmp_path: Path) -> N
         with client(server, "a" * 20) as alice:
             sid = new_session(alice)
         url = f"{server.ws_url}/ws/sessions/{sid}/replay"
-        with connect(f"{url}?token={'b' * 20}") as ws, pytest.raises(ConnectionClosed) as closed:
+        bob = {"Authorization": f"Bearer {'b' * 20}"}
+        with connect(url, additional_headers=bob) as ws, pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=10)
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 4004
-        with connect(f"{url}?token={'a' * 20}") as ws:
+        with connect(url, additional_headers={"Authorization": f"Bearer {'a' * 20}"}) as ws:
             assert json.loads(ws.recv(timeout=10))["type"] == "replay_status"

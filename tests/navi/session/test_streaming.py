@@ -72,6 +72,9 @@ class FloodLLM:
     async def list_models(self) -> list[ModelInfo]:
         return []
 
+    async def context_window(self, model: str | None = None, num_ctx: int | None = None) -> int:
+        return 8192
+
     async def aclose(self) -> None:
         pass
 

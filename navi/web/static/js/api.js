@@ -79,6 +79,8 @@ export const api = {
     request('POST', '/sessions', { json: profileId ? { profile_id: profileId } : {} }),
   pinSession: (sessionId, pinned) =>
     request('PATCH', `/sessions/${id(sessionId)}/pin`, { json: { pinned } }),
+  renameSession: (sessionId, title) =>
+    request('PATCH', `/sessions/${id(sessionId)}`, { json: { title } }),
   deleteSession: (sessionId) => request('DELETE', `/sessions/${id(sessionId)}`),
   stopRun: (sessionId) => request('POST', `/sessions/${id(sessionId)}/stop`),
   switchProfile: (sessionId, profileId) =>

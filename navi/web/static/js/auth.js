@@ -1,5 +1,7 @@
 // The access token: asked once when the server wants one, kept in localStorage, sent as
-// `Authorization: Bearer …` on REST and `?token=…` on the WebSocket. A 401 asks again.
+// `Authorization: Bearer …` on REST, never in a URL. A WebSocket cannot carry that
+// header, so it connects with `?ticket=…`: a single-use ticket that lives a few seconds,
+// fetched with the header just before connecting (wsTicket). A 401 asks again.
 
 import { promptSecret } from './dialogs.js';
 
@@ -47,4 +49,25 @@ export function askToken(reason) {
 export function authHeaders() {
   const token = getToken();
   return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+/**
+ * A fresh WebSocket ticket (POST /auth/ws-ticket), asking for a token on 401.
+ * Resolves to the ticket, or null when the user cancels; throws when the server cannot
+ * be reached.
+ */
+export async function wsTicket() {
+  for (;;) {
+    const response = await fetch('/auth/ws-ticket', {
+      method: 'POST',
+      headers: { Accept: 'application/json', ...authHeaders() },
+    });
+    if (response.status === 401) {
+      if (await askToken()) continue;
+      return null;
+    }
+    if (!response.ok) throw new Error(`a WebSocket ticket was refused (${response.status})`);
+    const body = await response.json();
+    return body.ticket;
+  }
 }

@@ -1,4 +1,5 @@
-// The message box: Enter sends, Shift+Enter is a new line, Esc stops a run. Images
+// The message box: Enter sends, Shift+Enter is a new line, Esc stops a run. While an
+// answer streams the box stays open: Enter queues the message for after it. Images
 // (pasted, dropped or picked) are shown as thumbnails and sent inline; other files are
 // uploaded at once (POST /sessions/{id}/files, with a progress bar) and referenced.
 
@@ -64,6 +65,7 @@ export class Composer {
       form.classList.remove('dragging');
       this.addFiles([...(event.dataTransfer?.files || [])]);
     });
+    this.hint = form.querySelector('.composer-hint');
     subscribe(['running', 'connection', 'sessionId'], () => this.renderLock());
     this.renderLock();
   }
@@ -84,16 +86,25 @@ export class Composer {
   }
 
   focus() {
+    // Never take the caret from another field being typed in (a chat being renamed).
+    const active = document.activeElement;
+    if (active && active !== this.textarea && active.matches('input[type="text"], input[type="search"]')) return;
     this.textarea.focus();
   }
 
   renderLock() {
     const running = state.running;
-    this.textarea.readOnly = running;
     this.form.classList.toggle('locked', running);
+    this.form.classList.toggle('running', running);
     this.sendButton.hidden = running;
     this.stopButton.hidden = !running;
     this.sendButton.disabled = state.sessionId !== null && state.connection !== 'open';
+    this.textarea.placeholder = running ? 'Queue a message for after this answer' : 'Message Navi';
+    if (this.hint) {
+      this.hint.textContent = running
+        ? 'Enter to queue · Esc to stop'
+        : 'Enter to send · Shift+Enter for a new line';
+    }
   }
 
   showError(message) {
@@ -202,7 +213,6 @@ export class Composer {
   // ---------------------------------------------------------------- sending
 
   async submit() {
-    if (state.running) return;
     const content = this.textarea.value.trim();
     if (this.files.some((f) => f.status === 'uploading')) {
       this.showError('Wait until the uploads have finished.');

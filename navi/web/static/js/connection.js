@@ -4,7 +4,7 @@
 // Subagent frames carry the seq of the subagent's own stream (`subagent_id`): they are
 // counted per subagent and resumed with `?sub_after=<id>:<seq>,…`.
 
-import { askToken, getToken } from './auth.js';
+import { askToken, wsTicket } from './auth.js';
 
 const BACKOFF_MS = [300, 1000, 2000, 3000, 5000];
 // Close codes a server may use for "not authorised" (4401 ours, 4003/1008 common ones).
@@ -31,6 +31,8 @@ export class Connection {
     this.attempt = 0;
     this.timer = null;
     this.waiters = [];
+    this.generation = 0; // a stop (or a newer connect) makes an older connect give up
+    this.authRefusals = 0; // in a row: a ticket may expire once, a token is asked after
   }
 
   start() {
@@ -40,6 +42,7 @@ export class Connection {
 
   stop() {
     this.stopped = true;
+    this.generation += 1;
     clearTimeout(this.timer);
     if (this.ws) {
       this.ws.onclose = null;
@@ -72,7 +75,7 @@ export class Connection {
     return true;
   }
 
-  url() {
+  url(ticket) {
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
     const params = new URLSearchParams({ after: String(this.lastSeq) });
     if (this.subSeq.size) {
@@ -80,18 +83,34 @@ export class Connection {
       const recent = [...this.subSeq].slice(-MAX_SUB_AFTER);
       params.set('sub_after', recent.map(([id, seq]) => `${id}:${seq}`).join(','));
     }
-    const token = getToken();
-    if (token) params.set('token', token);
+    params.set('ticket', ticket);
     return `${scheme}://${location.host}/ws/sessions/${encodeURIComponent(this.sessionId)}?${params}`;
   }
 
-  connect() {
+  async connect() {
     if (this.stopped) return;
+    const generation = ++this.generation;
     this.onStatus(this.attempt ? 'lost' : 'connecting');
-    const ws = new WebSocket(this.url());
+    let ticket;
+    try {
+      ticket = await wsTicket();
+    } catch {
+      ticket = undefined; // the server cannot be reached: try again later
+    }
+    if (this.stopped || generation !== this.generation) return;
+    if (ticket === null) {
+      this.onStatus('lost'); // no token given
+      return;
+    }
+    if (ticket === undefined) {
+      this.closed({ code: 1006 });
+      return;
+    }
+    const ws = new WebSocket(this.url(ticket));
     this.ws = ws;
     ws.onopen = () => {
       this.attempt = 0;
+      this.authRefusals = 0;
       this.onStatus('open');
       for (const wake of this.waiters.splice(0)) wake();
     };
@@ -139,7 +158,10 @@ export class Connection {
       return;
     }
     if (AUTH_CODES.has(event.code)) {
-      if (!(await askToken('the live connection was refused'))) {
+      // A ticket that expired on the way is normal once; refused again, the token is
+      // asked for (the ticket request itself asks when REST refuses the token).
+      this.authRefusals += 1;
+      if (this.authRefusals > 1 && !(await askToken('the live connection was refused'))) {
         this.onStatus('lost');
         return;
       }

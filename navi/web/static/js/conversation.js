@@ -1,5 +1,7 @@
 // The conversation column: user messages and assistant turns in order, kept scrolled to
 // the bottom while the reader is there, with a "jump to latest" button when they are not.
+// Messages typed while an answer streams wait, marked "Queued", in an area below it;
+// each moves into the conversation when its run starts (its user_message echo).
 
 import { clear, h } from './dom.js';
 import { errorBlock, notice, userMessage } from './cards.js';
@@ -15,6 +17,7 @@ export class ConversationView {
     this.jump = jumpButton;
     this.turn = null; // the assistant turn live frames go to
     this.pendingUser = []; // bubbles sent from this tab, waiting for their user_message echo
+    this.queueEl = h('div', { class: 'queued-messages', 'aria-label': 'Queued messages' });
     this.stick = true;
     this.jump.append(icon('down'));
     this.jump.addEventListener('click', () => this.scrollToBottom(true));
@@ -41,6 +44,7 @@ export class ConversationView {
 
   reset() {
     clear(this.inner);
+    clear(this.queueEl);
     this.turn = null;
     this.pendingUser = [];
     this.stick = true;
@@ -78,15 +82,30 @@ export class ConversationView {
   removeEmpty() {
     this.inner.querySelector('.empty-state')?.remove();
     this.inner.querySelector('.loading')?.remove();
+    this.inner.querySelector('.replay-empty')?.remove(); // replay: the first frame played
   }
 
-  /** A user message; `pending` marks one sent from here until its echo arrives. */
-  addUser(message, { pending = false } = {}) {
+  /** Add to the conversation, above the queued messages (which stay last). */
+  place(el) {
+    if (this.queueEl.parentNode === this.inner) this.inner.insertBefore(el, this.queueEl);
+    else this.inner.append(el);
+  }
+
+  /** A user message; `pending` marks one sent from here until its echo arrives, `queued`
+   *  one sent while a run is active (it waits below the answer). */
+  addUser(message, { pending = false, queued = false } = {}) {
     this.removeEmpty();
     const el = userMessage(message, { pending });
-    this.inner.append(el);
+    if (queued) {
+      el.classList.add('queued');
+      el.querySelector('.bubble')?.after(h('span', { class: 'queued-mark', text: 'Queued' }));
+      this.queueEl.append(el);
+      this.inner.append(this.queueEl);
+    } else {
+      this.place(el);
+      this.turn = null; // the next assistant output starts a new turn
+    }
     if (pending) this.pendingUser.push({ el, content: message.content });
-    this.turn = null; // the next assistant output starts a new turn
     this.scrollToBottom();
     return el;
   }
@@ -98,6 +117,14 @@ export class ConversationView {
       const [{ el }] = this.pendingUser.splice(index, 1);
       el.classList.remove('pending');
       if (Number.isInteger(message.seq)) el.dataset.seq = String(message.seq);
+      if (el.classList.contains('queued')) {
+        // Its run starts now: into the conversation, after the answer before it.
+        el.classList.remove('queued');
+        el.querySelector('.queued-mark')?.remove();
+        this.place(el);
+        this.turn = null;
+        if (!this.queueEl.childElementCount) this.queueEl.remove();
+      }
       return;
     }
     this.addUser(message);
@@ -107,6 +134,7 @@ export class ConversationView {
   removePending(el) {
     this.pendingUser = this.pendingUser.filter((p) => p.el !== el);
     el.remove();
+    if (!this.queueEl.childElementCount) this.queueEl.remove();
   }
 
   /** The turn live frames go to; `fresh` starts a new one (stream_start). */
@@ -114,7 +142,7 @@ export class ConversationView {
     if (this.turn && !(fresh && !this.turn.isEmpty)) return this.turn;
     this.removeEmpty();
     this.turn = new Turn();
-    this.inner.append(this.turn.el);
+    this.place(this.turn.el);
     return this.turn;
   }
 
@@ -126,13 +154,13 @@ export class ConversationView {
   notice(text, kind) {
     this.removeEmpty();
     if (this.turn) this.turn.root.notice(text, kind);
-    else this.inner.append(notice(text, kind));
+    else this.place(notice(text, kind));
   }
 
   error(message, options) {
     this.removeEmpty();
     if (this.turn) this.turn.error(message, options);
-    else this.inner.append(errorBlock(message, options));
+    else this.place(errorBlock(message, options));
     this.scrollToBottom();
   }
 }

@@ -3,6 +3,7 @@
 
 import { api } from './api.js';
 import { imageToSend } from './cards.js';
+import { closeSidebar, mountChrome } from './chrome.js';
 import { Composer } from './composer.js';
 import { Connection } from './connection.js';
 import { ConversationView } from './conversation.js';
@@ -10,12 +11,12 @@ import { confirmDialog } from './dialogs.js';
 import { $ } from './dom.js';
 import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
 import { highestSeq, renderHistory } from './history.js';
-import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
-import { Sidebar, sessionTitle } from './sessions.js';
+import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
 import { profileById, state, subscribe, update } from './state.js';
+import { mountVersions } from './versions.js';
 
 const PROFILE_KEY = 'navi.profile';
 const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
@@ -90,6 +91,9 @@ const replay = new ReplayView($('#replay'), {
   onFork: forkAndResend,
 });
 mountForkActions(view.inner, { sessionId: () => state.sessionId, onFork: forkAndResend });
+subscribe('sessions', mountVersions(view.inner, {
+  sessions: () => state.sessions, sessionId: () => state.sessionId, open: (id) => navigate(id),
+}));
 
 mountProfileSwitcher($('#profile-select'), changeProfile);
 mountContextMeter($('#context-meter'));
@@ -274,10 +278,17 @@ async function send(message) {
     composer.showError('Not connected to the server. Your message is kept; send it again when the connection is back.');
     return false;
   }
+  // While an answer streams, the message waits on the server for the run to end.
+  const queued = state.running;
   const frame = { type: 'message', content: message.content };
   if (message.images.length) frame.images = message.images;
   if (message.files.length) frame.files = message.files;
-  const bubble = view.addUser(message, { pending: true });
+  if (queued) frame.queue = true;
+  if (!view.inner.querySelector('.message.user')) {
+    provisionalTitle(state.sessionId, message.content);
+    sidebar.render();
+  }
+  const bubble = view.addUser(message, { pending: true, queued });
   if (!connection.send(frame)) {
     view.removePending(bubble);
     composer.showError('The connection dropped before the message was sent. It is kept; try again.');
@@ -359,31 +370,12 @@ async function changeProfile(profileId) {
 
 // ---------------------------------------------------------------- page chrome
 
-function openSidebar() {
-  app.classList.add('sidebar-open');
-  $('#scrim').hidden = false;
-}
-
-function closeSidebar() {
-  app.classList.remove('sidebar-open');
-  $('#scrim').hidden = true;
-}
-
-$('#menu-button').append(icon('menu'));
-$('#menu-button').addEventListener('click', openSidebar);
-$('#sidebar-close').append(icon('close'));
-$('#sidebar-close').addEventListener('click', closeSidebar);
-$('#scrim').addEventListener('click', closeSidebar);
-
-document.addEventListener('keydown', (event) => {
-  if (event.key !== 'Escape' || event.defaultPrevented) return;
-  if (document.querySelector('dialog[open], .lightbox')) return;
-  if (state.running) {
-    event.preventDefault();
-    stop();
-  } else if (app.classList.contains('sidebar-open')) {
-    closeSidebar();
-  }
+mountChrome({
+  view,
+  composer,
+  stop,
+  newChat: () => navigate(null),
+  openReplay: () => navigate(`${REPLAY}${state.sessionId}`),
 });
 
 let lastFocusRefresh = 0;
@@ -391,21 +383,6 @@ window.addEventListener('focus', () => {
   if (Date.now() - lastFocusRefresh < FOCUS_REFRESH_MS) return;
   lastFocusRefresh = Date.now();
   sidebar.refresh();
-});
-
-// Never a blank page: anything unexpected is shown where the conversation is.
-window.addEventListener('error', (event) => view.error(`Page error: ${event.message}`));
-window.addEventListener('unhandledrejection', (event) => {
-  view.error(`Page error: ${event.reason?.message || event.reason}`);
-});
-
-const replayButton = $('#replay-button');
-replayButton.append(icon('replay'));
-replayButton.addEventListener('click', () => {
-  if (state.sessionId) navigate(`${REPLAY}${state.sessionId}`);
-});
-subscribe(['sessionId', 'running'], () => {
-  replayButton.hidden = !state.sessionId || app.classList.contains('replaying');
 });
 
 subscribe('sessions', () => {

@@ -1,12 +1,22 @@
 // Markdown for assistant text: marked → DOMPurify → the DOM, code highlighted by
 // highlight.js, each code block with a copy button. A MarkdownView re-renders as text
 // streams in, at most once per animation frame (less often when rendering is slow).
+//
+// Showing an answer never calls out: an image from another origin (a tracking pixel, or
+// a URL that carries the conversation away) is not fetched but shown as a link the user
+// may open. Images of Navi's own origin and data:/blob: URLs show as images.
+//
+// GFM extras: a table column's alignment becomes a class (align-left/center/right: the
+// stylesheet's text-align would beat the align attribute); a task list's [ ] and [x] are
+// drawn as disabled checkboxes (role="checkbox", not <input>: answers never get controls);
+// LaTeX is typeset by KaTeX (math.js).
 
 import { Marked } from '../vendor/marked.esm.js';
 import DOMPurify from '../vendor/purify.es.js';
 import hljs from '../vendor/highlight.min.js';
 import { copyText, h } from './dom.js';
 import { icon } from './icons.js';
+import { mathExtension, typeset } from './math.js';
 
 const ESCAPES = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 const escapeHtml = (text) => text.replace(/[&<>"']/g, (c) => ESCAPES[c]);
@@ -31,18 +41,56 @@ marked.use({
       const cls = language ? ` language-${escapeHtml(language)}` : '';
       return `<pre><code class="hljs${cls}" data-lang="${escapeHtml(language)}">${html}</code></pre>\n`;
     },
+    checkbox({ checked }) {
+      const label = checked ? 'done' : 'not done';
+      return `<span class="task-box${checked ? ' checked' : ''}" role="checkbox" aria-checked="${checked}" ` +
+        `aria-disabled="true" aria-label="${label}"></span> `;
+    },
+    listitem(item) {
+      const body = this.parser.parse(item.tokens);
+      return item.task ? `<li class="task-item">${body}</li>\n` : `<li>${body}</li>\n`;
+    },
   },
 });
+marked.use(mathExtension);
+
+const ALIGNMENTS = new Set(['left', 'center', 'right']);
 
 // Model output must not be able to draw controls that look like Navi's own.
+// Media other than images would load from wherever they point: not shown at all.
 const PURIFY = {
-  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe'],
-  FORBID_ATTR: ['style'],
+  FORBID_TAGS: ['style', 'form', 'input', 'button', 'textarea', 'select', 'option', 'iframe',
+    'video', 'audio', 'source', 'track', 'picture', 'object', 'embed', 'image'],
+  FORBID_ATTR: ['style', 'srcset', 'poster', 'background', 'ping'],
 };
+
+function isLocalImage(src) {
+  try {
+    const url = new URL(src, window.location.href);
+    return url.protocol === 'data:' || url.protocol === 'blob:' || url.origin === window.location.origin;
+  } catch {
+    return false;
+  }
+}
+
 DOMPurify.addHook('afterSanitizeAttributes', (node) => {
+  if ((node.tagName === 'TH' || node.tagName === 'TD') && node.hasAttribute('align')) {
+    const align = node.getAttribute('align').toLowerCase();
+    node.removeAttribute('align');
+    if (ALIGNMENTS.has(align)) node.classList.add(`align-${align}`);
+  }
   if (node.tagName === 'A' && node.getAttribute('href')) {
     node.setAttribute('target', '_blank');
     node.setAttribute('rel', 'noopener noreferrer');
+  }
+  // DOMPurify works on an inert document, where nothing loads; the src is taken off here,
+  // before the HTML reaches the page, and linkRemoteImages turns the image into a link.
+  if (node.tagName === 'IMG') {
+    const src = node.getAttribute('src');
+    if (src && !isLocalImage(src)) {
+      node.removeAttribute('src');
+      node.setAttribute('data-remote-src', src);
+    }
   }
 });
 
@@ -75,10 +123,31 @@ function decorateCodeBlocks(root) {
   }
 }
 
+/** Each image from another origin (see the hook above) → a link to it, never loaded. */
+function linkRemoteImages(root) {
+  for (const img of root.querySelectorAll('img[data-remote-src]')) {
+    const href = img.getAttribute('data-remote-src');
+    let safe = false;
+    try {
+      safe = ['http:', 'https:'].includes(new URL(href, window.location.href).protocol);
+    } catch {
+      safe = false;
+    }
+    const label = img.getAttribute('alt') || href;
+    const link = safe
+      ? h('a', { class: 'remote-image', href, target: '_blank', rel: 'noopener noreferrer',
+        title: `Image not loaded (another site): ${href}` }, icon('image'), h('span', { text: label }))
+      : h('span', { class: 'remote-image', text: label });
+    img.replaceWith(link);
+  }
+}
+
 /** Render Markdown into an element (replacing its content). */
 export function mountMarkdown(el, text) {
   el.innerHTML = renderMarkdown(text);
+  linkRemoteImages(el);
   decorateCodeBlocks(el);
+  typeset(el);
 }
 
 /** Markdown that grows while it streams; renders lazily so each delta costs O(1). */

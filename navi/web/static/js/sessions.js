@@ -1,5 +1,6 @@
 // The sidebar: sessions (pinned first, then by last activity, grouped by day), search by
-// title and content, pin/unpin, delete with confirmation, new chat, and the backend.
+// title and content, rename (double-click or the pencil), pin/unpin, delete with
+// confirmation, new chat, and the backend.
 
 import { api } from './api.js';
 import { confirmDialog } from './dialogs.js';
@@ -10,11 +11,22 @@ import { profileById, state, subscribe, update } from './state.js';
 const SEARCH_DELAY_MS = 250;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
+const TITLE_CHARS = 60;
+// A chat's first message, sent from this page, until the server's list has a title:
+// the sidebar never says "New chat" for a chat that is already answering.
+const provisional = new Map();
+
+export function provisionalTitle(sessionId, text) {
+  const flat = (text || '').split(/\s+/).join(' ').trim();
+  if (!sessionId || !flat) return;
+  provisional.set(sessionId, flat.length > TITLE_CHARS ? `${flat.slice(0, TITLE_CHARS - 1).trimEnd()}…` : flat);
+}
+
 export function sessionTitle(session) {
   const title = (session.title || '').trim();
   if (title) return title;
   const preview = (session.preview || '').trim();
-  return preview || 'New chat';
+  return preview || provisional.get(session.session_id) || 'New chat';
 }
 
 function sortSessions(list) {
@@ -34,6 +46,41 @@ function groupOf(session, now) {
   return 'Older';
 }
 
+function lastActive(session) {
+  return Date.parse(session.last_active || session.created_at || 0) || 0;
+}
+
+/**
+ * Versions of one chat fold into one entry. A fork that kept its origin's title (edit &
+ * resend, regenerate, continue from here: versions.js shows them as ‹ i/n ›) belongs to
+ * its origin's family; the entry is the version open now, else the one used last, with
+ * the number of versions. A renamed fork is a chat of its own.
+ */
+export function foldVersions(list, activeId) {
+  const byId = new Map(list.map((s) => [s.session_id, s]));
+  const rootOf = (session) => {
+    let root = session;
+    for (let hops = 0; hops < list.length; hops += 1) {
+      const origin = root.forked_from && byId.get(root.forked_from);
+      if (!origin || sessionTitle(origin) !== sessionTitle(root)) break;
+      root = origin;
+    }
+    return root;
+  };
+  const families = new Map();
+  for (const session of list) {
+    const root = rootOf(session).session_id;
+    if (!families.has(root)) families.set(root, []);
+    families.get(root).push(session);
+  }
+  return [...families.values()].map((members) => {
+    if (members.length === 1) return members[0];
+    const shown = members.find((s) => s.session_id === activeId) ||
+      members.reduce((a, b) => (lastActive(b) > lastActive(a) ? b : a));
+    return { ...shown, versions: members.length };
+  });
+}
+
 function matches(session, query) {
   const text = `${session.title || ''}\n${session.preview || ''}`.toLowerCase();
   return text.includes(query.toLowerCase());
@@ -50,6 +97,7 @@ export class Sidebar {
     this.onNavigate = onNavigate;
     this.query = '';
     this.remote = null; // {query, sessions} from GET /sessions?q=
+    this.renaming = null; // {id, draft}: the chat whose title is being edited
     this.searchTimer = null;
     this.loaded = false;
 
@@ -113,7 +161,7 @@ export class Sidebar {
   /** Local matches (title, preview) plus the server's content matches. */
   visibleSessions() {
     const all = state.sessions;
-    if (!this.query) return all;
+    if (!this.query) return foldVersions(all, state.sessionId);
     const local = all.filter((s) => matches(s, this.query));
     let remote = this.remote && this.remote.query === this.query ? this.remote.sessions : [];
     // A server that ignores ?q= answers with every session: then only local matches count.
@@ -123,6 +171,13 @@ export class Sidebar {
     }
     const seen = new Set(local.map((s) => s.session_id));
     return sortSessions([...local, ...remote.filter((s) => !seen.has(s.session_id))]);
+  }
+
+  /** The found text of a search hit (`match` from GET /sessions?q=), if any. */
+  matchOf(session) {
+    if (!this.query || !this.remote || this.remote.query !== this.query) return '';
+    const hit = this.remote.sessions.find((s) => s.session_id === session.session_id);
+    return (hit && typeof hit.match === 'string' && hit.match !== sessionTitle(session)) ? hit.match : '';
   }
 
   render() {
@@ -143,6 +198,11 @@ export class Sidebar {
       }
       this.list.append(this.item(session));
     }
+    const input = this.list.querySelector('.rename-input');
+    if (input && document.activeElement !== input) {
+      input.focus();
+      input.setSelectionRange(input.value.length, input.value.length);
+    }
   }
 
   item(session) {
@@ -153,23 +213,88 @@ export class Sidebar {
       title: session.pinned ? 'Unpin' : 'Pin', 'aria-label': session.pinned ? 'Unpin chat' : 'Pin chat',
       onclick: (event) => this.togglePin(event, session),
     }, icon(session.pinned ? 'unpin' : 'pin'));
+    const rename = h('button', {
+      type: 'button', class: 'icon-button small', 'data-action': 'rename',
+      title: 'Rename', 'aria-label': 'Rename chat',
+      onclick: (event) => this.startRename(event, session),
+    }, icon('edit'));
     const remove = h('button', {
       type: 'button', class: 'icon-button small danger', 'data-action': 'delete',
       title: 'Delete', 'aria-label': 'Delete chat',
       onclick: (event) => this.remove(event, session),
     }, icon('trash'));
+    const classes = `session-item${active ? ' active' : ''}${session.pinned ? ' pinned' : ''}`;
+    if (this.renaming && this.renaming.id === id) {
+      return h('div', { class: `${classes} renaming`, 'data-session-id': id }, this.renameInput(session));
+    }
+    const match = this.matchOf(session);
     const link = h('a', {
       href: `#${id}`, class: 'session-link', title: session.preview || sessionTitle(session),
       onclick: () => this.onNavigate(),
+      ondblclick: (event) => this.startRename(event, session),
     },
     session.pinned && icon('pin', 'icon pin-mark'),
     session.forked_from && this.lineage(session),
-    h('span', { class: 'session-title', text: sessionTitle(session) }));
+    session.versions > 1 && h('span', { class: 'version-badge', title: `${session.versions} versions`, text: String(session.versions) }),
+    h('span', { class: 'session-text' },
+      h('span', { class: 'session-title', text: sessionTitle(session) }),
+      match && h('span', { class: 'session-match', text: match })));
     return h('div', {
-      class: `session-item${active ? ' active' : ''}${session.pinned ? ' pinned' : ''}`,
+      class: `${classes}${match ? ' with-match' : ''}`,
       'data-session-id': id,
       'aria-current': active ? 'page' : false,
-    }, link, h('span', { class: 'session-actions' }, pin, remove));
+    }, link, h('span', { class: 'session-actions' }, rename, pin, remove));
+  }
+
+  startRename(event, session) {
+    event.preventDefault();
+    event.stopPropagation();
+    this.renaming = { id: session.session_id, draft: sessionTitle(session) };
+    this.render();
+  }
+
+  renameInput(session) {
+    const input = h('input', {
+      type: 'text', class: 'rename-input', value: this.renaming.draft, maxlength: 200,
+      'aria-label': 'Chat title',
+    });
+    let done = false;
+    const finish = (save) => {
+      if (done) return;
+      done = true;
+      this.finishRename(session, save ? input.value : null);
+    };
+    input.addEventListener('input', () => { this.renaming.draft = input.value; });
+    input.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') {
+        event.preventDefault();
+        finish(true);
+      } else if (event.key === 'Escape') {
+        event.preventDefault();
+        event.stopPropagation();
+        finish(false);
+      }
+    });
+    // A re-render replaces the input (and may blur it): only a real blur saves.
+    input.addEventListener('blur', () => setTimeout(() => { if (input.isConnected) finish(true); }, 0));
+    return input;
+  }
+
+  async finishRename(session, value) {
+    this.renaming = null;
+    const title = (value ?? '').trim();
+    if (!title || title === sessionTitle(session)) {
+      this.render();
+      return;
+    }
+    // Shown at once; the server's answer (or the list) confirms it.
+    update({ sessions: state.sessions.map((s) => (s.session_id === session.session_id ? { ...s, title } : s)) });
+    try {
+      await api.renameSession(session.session_id, title);
+    } catch (error) {
+      this.showError(`Could not rename the chat: ${error.message}`);
+    }
+    await this.refresh();
   }
 
   /** A fork's mark: what it was forked from, and where. */

@@ -1,0 +1,67 @@
+"""A run's events in the terminal: how ``navi replay`` shows a recorded run (thinking
+dimmed, the answer as it streams, tool calls and their results on their own lines).
+``navi chat``, a client of the server, shows its frames with navi.cli.chat_view."""
+
+from __future__ import annotations
+
+import os
+from typing import TextIO
+
+from events.types import (
+    Event,
+    LLMText,
+    LLMThinking,
+    RunCompleted,
+    RunFailed,
+    RunStopped,
+    ToolCompleted,
+    ToolFailed,
+    ToolRequested,
+    UserMessage,
+)
+
+DIM = "\033[2m"
+BOLD = "\033[1m"
+RESET = "\033[0m"
+
+
+class RunPrinter:
+    """Prints events one by one. ``show_user``: print user messages too (a replay shows
+    the question). ``color``: by default on a terminal unless ``NO_COLOR`` is set."""
+
+    def __init__(self, out: TextIO, *, color: bool | None = None, show_user: bool = False):
+        self.out = out
+        if color is None:
+            color = out.isatty() and not os.environ.get("NO_COLOR")
+        self.color = color
+        self.show_user = show_user
+        self._thinking = False
+
+    def _write(self, text: str, style: str = "") -> None:
+        self.out.write(f"{style}{text}{RESET}" if self.color and style else text)
+        self.out.flush()
+
+    def show(self, event: Event) -> None:
+        if isinstance(event, LLMThinking):
+            self._thinking = True
+            self._write(event.text, DIM)
+            return
+        if self._thinking:
+            self._write("\n")
+            self._thinking = False
+        if isinstance(event, UserMessage) and self.show_user:
+            self._write(f"> {event.text}\n", BOLD)
+        elif isinstance(event, LLMText):
+            self._write(event.text)
+        elif isinstance(event, ToolRequested):
+            self._write(f"\n⚙ {event.name} {event.arguments}\n", DIM)
+        elif isinstance(event, ToolCompleted):
+            self._write(f"  ✓ {event.output[:200]}\n", DIM)
+        elif isinstance(event, ToolFailed):
+            self._write(f"  ✗ {event.error[:200]}\n", DIM)
+        elif isinstance(event, RunFailed):
+            self._write(f"\nerror: {event.error}\n", BOLD)
+        elif isinstance(event, RunStopped):
+            self._write("\n[stopped]\n", DIM)
+        elif isinstance(event, RunCompleted):
+            self._write("\n")

@@ -1,0 +1,344 @@
+"""One MCP server: its connection, kept alive, and its tools kept in the registry.
+
+:meth:`ServerConnection.run` connects (a stdio child process, or Streamable HTTP),
+lists the tools, puts them in the registry as the source ``mcp:<server>``, then checks
+every few seconds that the server still answers (``tools/list``: ping is gone from the
+protocol since 2026-07-28), which also picks up a changed tool list. When the server
+dies it is started again, after 0.5 s, then 1, 2, 4... up to 30 s (the wait starts
+over once a connection has lasted a minute). Meanwhile its tools stay listed and a
+call of one fails at once, saying the server is down and why.
+
+A stdio server's environment is what its entry's ``env`` names plus ``PATH``,
+``HOME``, ``LANG`` (and the SDK's own ``LOGNAME``, ``SHELL``, ``TERM``, ``USER``):
+never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox
+(tools/sandbox.py): no network unless the entry says ``"network": true``, nothing of
+the server's files but the command's own install folder, read-only, and a private
+working folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
+
+import anyio
+import structlog
+
+from navi.log_redaction import redact_text
+from navi.mcp.config import ServerEntry, tool_name
+from navi.mcp.tools import adapt
+from tools.base import Tool, ToolError
+from tools.registry import ToolRegistry
+from tools.sandbox import SandboxSpec, bwrap_command, require_sandbox, sandbox_env
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp_types import CallToolResult
+
+log = structlog.get_logger(__name__)
+
+State = Literal["starting", "running", "restarting", "failed", "stopped"]
+
+BACKOFF_FIRST_S = 0.5
+BACKOFF_MAX_S = 30.0
+# A connection that lasted this long was healthy: the next failure waits BACKOFF_FIRST_S.
+STABLE_S = 60.0
+# Connecting and listing the tools must be done in this time.
+START_TIMEOUT_S = 30.0
+CHECK_INTERVAL_STDIO_S = 2.0
+CHECK_INTERVAL_HTTP_S = 15.0
+CHECK_TIMEOUT_S = 10.0
+# The registry's time limit ends a call first; the SDK's own is a backstop.
+CALL_TIMEOUT_SLACK_S = 5.0
+# How much of a stdio server's stderr a failure report quotes.
+STDERR_TAIL = 600
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServerStatus:
+    """What ``navi doctor`` and the logs say about one server."""
+
+    name: str
+    transport: str
+    state: State
+    error: str = ""
+    tools: int = 0
+    restarts: int = 0
+    sandboxed: bool = False
+
+    def describe(self) -> str:
+        where = self.transport + (", sandboxed" if self.sandboxed else "")
+        if self.state == "running":
+            return f"MCP server {self.name} ({where}): running, {self.tools} tool(s)"
+        why = f": {self.error}" if self.error else ""
+        return f"MCP server {self.name} ({where}): {self.state}{why}"
+
+
+class StartFailed(Exception):
+    """A server did not start, or stopped answering; the message says why."""
+
+
+class ServerDown(ToolError):
+    """A call reached a server that is not connected; the message says why."""
+
+
+class ServerConnection:
+    """One configured server, connected for as long as :meth:`run` runs."""
+
+    def __init__(
+        self,
+        entry: ServerEntry,
+        registry: ToolRegistry,
+        *,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.entry = entry
+        self.server = entry.name
+        self.registry = registry
+        self.timeout_s = timeout_s
+        self._client: Client | None = None
+        self._broken = anyio.Event()
+        # What the server listed last, as published in the registry (None: nothing yet).
+        self._listed: tuple[tuple[str, str], ...] | None = None
+        self.state: State = "starting"
+        self.error = ""
+        self.restarts = 0
+        self._ran = False
+        # Set once the first start has connected or failed (start-up may wait for it).
+        self.first_attempt = anyio.Event()
+
+    @property
+    def source(self) -> str:
+        return f"mcp:{self.server}"
+
+    def status(self) -> ServerStatus:
+        return ServerStatus(
+            name=self.server,
+            transport=self.entry.transport,
+            state=self.state,
+            error=self.error,
+            tools=len(self.registry.external_tools(self.source)),
+            restarts=self.restarts,
+            sandboxed=self.entry.sandbox and bool(self.entry.command),
+        )
+
+    # ------------------------------------------------------------------ life
+
+    async def run(self) -> None:
+        """Connect and stay connected, restarting with backoff; ends only when cancelled
+        (the tools then leave the registry)."""
+        delay = BACKOFF_FIRST_S
+        try:
+            while True:
+                began = anyio.current_time()
+                try:
+                    await self._serve_once()
+                    why = "the connection ended"
+                except Exception as exc:  # any failure means: start it again
+                    why = describe_error(exc)
+                self._client = None
+                self.error = why
+                self.first_attempt.set()
+                if anyio.current_time() - began > STABLE_S:
+                    delay = BACKOFF_FIRST_S
+                # "failed" until it has once run; "restarting" after it ran and died.
+                self.state = "restarting" if self._ran else "failed"
+                log.warning("mcp.server_down", server=self.server, error=why, retry_in_s=delay)
+                await anyio.sleep(delay)
+                delay = min(delay * 2, BACKOFF_MAX_S)
+                self.restarts += 1
+        finally:
+            self._client = None
+            self._listed = None
+            self.state = "stopped"
+            self.first_attempt.set()
+            self.registry.remove_external(self.source)
+
+    async def _serve_once(self) -> None:
+        from mcp import Client
+        from mcp_types import Implementation
+
+        self._broken = anyio.Event()
+        async with AsyncExitStack() as stack:
+            # The child's stderr, quoted when it fails (not Navi's own stderr).
+            errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
+            try:
+                transport = await self._transport(stack, errlog)
+                client = Client(
+                    transport,
+                    cache=None,
+                    read_timeout_seconds=START_TIMEOUT_S,
+                    client_info=Implementation(name="navi", version="0.1.0"),
+                )
+                await stack.enter_async_context(client)
+                await self._refresh(client)
+            except Exception as exc:
+                raise StartFailed(self._why(exc, errlog)) from exc
+            self._client = client
+            self.state, self.error, self._ran = "running", "", True
+            self.first_attempt.set()
+            log.info("mcp.server_started", server=self.server, tools=len(self._listed or ()))
+            interval = CHECK_INTERVAL_STDIO_S if self.entry.command else CHECK_INTERVAL_HTTP_S
+            while True:
+                with anyio.move_on_after(interval):
+                    await self._broken.wait()
+                try:
+                    with anyio.fail_after(CHECK_TIMEOUT_S):
+                        await self._refresh(client)
+                except Exception as exc:
+                    raise StartFailed(self._why(exc, errlog)) from exc
+
+    def _why(self, exc: BaseException, errlog: IO[str]) -> str:
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if isinstance(exc, FileNotFoundError) and self.entry.command:
+            why = f"command not found: {self.entry.command}"
+        elif isinstance(exc, TimeoutError):
+            why = "it did not answer in time"
+        else:
+            why = describe_error(exc)
+        tail = _tail(errlog)
+        # It goes to logs, doctor and tool.failed events: no URL password nor query value.
+        return redact_text(why + (f"; its stderr: {tail}" if tail else ""))
+
+    async def _refresh(self, client: Client) -> None:
+        """List the tools (every page) and put them in the registry if they changed."""
+        found: list[Any] = []
+        cursor: str | None = None
+        for _ in range(100):
+            page = await client.list_tools(cursor=cursor)
+            found.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        listed = tuple(
+            (t.name, repr((t.description, t.input_schema, t.annotations))) for t in found
+        )
+        if listed == self._listed:
+            return
+        self._listed = listed
+        tools: dict[str, Tool] = {}
+        for info in found:
+            name = tool_name(self.server, info.name)
+            if name in tools:
+                log.warning("mcp.tool_name_clash", server=self.server, tool=info.name, name=name)
+                continue
+            tools[name] = adapt(
+                info,
+                name=name,
+                caller=self,
+                approval=self.entry.approval,
+                timeout_s=self.timeout_s,
+            )
+        self.registry.set_external(self.source, tools.values(), profiles=self.entry.profiles)
+
+    async def _transport(self, stack: AsyncExitStack, errlog: IO[str]) -> Any:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        entry = self.entry
+        if entry.url:
+            import httpx2
+
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers=dict(entry.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                )
+            )
+            return streamable_http_client(entry.url, http_client=http)
+        env = {"LANG": os.environ.get("LANG") or "C.UTF-8", **entry.env}
+        command, args = entry.command, list(entry.args)
+        cwd: str | None = None
+        if entry.sandbox:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="navi-mcp-")))
+            argv = await sandboxed_argv(entry, workdir)
+            command, args, cwd = argv[0], argv[1:], str(workdir)
+        params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
+        return stdio_client(params, errlog=cast(TextIO, errlog))
+
+    # ------------------------------------------------------------------ calls
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        client = self._client
+        if client is None:
+            raise ServerDown(self._down_message())
+        try:
+            # The registry's time limit and the run's stop cancel this await; the SDK
+            # then sends notifications/cancelled so the server stops working too.
+            return await client.call_tool(
+                name, arguments, read_timeout_seconds=self.timeout_s + CALL_TIMEOUT_SLACK_S
+            )
+        except Exception as exc:
+            from mcp import MCPError
+            from mcp_types import CONNECTION_CLOSED
+
+            if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
+                raise ToolError(
+                    f"the MCP server '{self.server}' refused the call: {exc.error.message}"
+                ) from None
+            self._broken.set()
+            raise ServerDown(
+                f"the MCP server '{self.server}' failed during the call "
+                f"({redact_text(describe_error(exc))}); Navi is restarting it"
+            ) from None
+
+    def _down_message(self) -> str:
+        why = f" ({self.error})" if self.error else ""
+        return f"the MCP server '{self.server}' is not running{why}; Navi is restarting it"
+
+
+async def sandboxed_argv(entry: ServerEntry, workdir: Path) -> list[str]:
+    """The bwrap command line that runs the entry's command in the tool sandbox."""
+    bwrap = await require_sandbox()
+    found = shutil.which(entry.command)
+    if found is None:
+        raise RuntimeError(f"command {entry.command!r} not found on PATH")
+    readonly = _install_folders(Path(found))
+    # A script or folder named on the command line is shown, read-only.
+    readonly += [Path(a) for a in entry.args if os.path.isabs(a) and Path(a).exists()]  # noqa: ASYNC240
+    spec = SandboxSpec(
+        workdir=workdir,
+        readonly=tuple(readonly),
+        network=entry.network,
+        env=sandbox_env(entry.env, home=workdir),
+    )
+    return bwrap_command(bwrap, [found, *entry.args], spec)
+
+
+def _install_folders(executable: Path) -> list[Path]:
+    """The folders an executable needs: its install prefix (a venv's too, for Python)."""
+    folders = [executable.parent]
+    real = Path(os.path.realpath(executable))
+    for exe in (executable, real):
+        prefix = exe.parent.parent
+        if exe is real or (prefix / "pyvenv.cfg").exists():
+            folders.append(prefix)
+    return list(dict.fromkeys(folders))
+
+
+def describe_error(exc: BaseException) -> str:
+    """One line for a failure, the first real one of an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    name = type(exc).__name__
+    if isinstance(exc, StartFailed):
+        return text
+    return f"{name}: {text}" if text and name not in text else (text or name)
+
+
+def _tail(errlog: IO[str]) -> str:
+    with contextlib.suppress(OSError, ValueError):
+        errlog.flush()
+        errlog.seek(0, os.SEEK_END)
+        size = errlog.tell()
+        errlog.seek(max(0, size - STDERR_TAIL * 4))
+        text = errlog.read().strip()
+        return " ".join(text.split())[-STDERR_TAIL:]
+    return ""

@@ -1,0 +1,152 @@
+"""An MCP server's tool as a Navi :class:`~tools.base.Tool`, and its results as Navi's.
+
+Navi validates the arguments against the tool's own JSON schema before the call (the
+registry does that for every tool), so a wrong type never reaches the server.
+What comes back becomes one :class:`~tools.base.ToolResult`:
+
+- text → the output, blocks joined by a blank line;
+- an image → shown to the LLM as ``image_view``'s are (``metadata``: ``is_image``,
+  ``base64``, ``mime_type``); the output says it is attached. Only the first image is
+  attached; the output names the others;
+- a resource link → ``[resource: <name>] <uri>``; an embedded resource → its text,
+  or its URI and type when it is binary; audio → a line saying it was left out;
+- ``isError`` → a failed call with the server's message (``tool.failed``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from navi.mcp.config import Approval
+from tools.base import Tool, ToolError, ToolResult, ok
+from tools.context import ToolContext
+
+if TYPE_CHECKING:
+    from mcp_types import CallToolResult
+    from mcp_types import Tool as McpToolInfo
+
+
+class ToolCaller(Protocol):
+    """What an adapter calls: the live connection to its server (navi/mcp/client.py)."""
+
+    server: str
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult: ...
+
+
+class McpTool(Tool):
+    """One tool of one MCP server, named ``mcp__<server>__<tool>``."""
+
+    uses_files = False
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        remote_name: str,
+        description: str,
+        parameters: dict[str, Any],
+        caller: ToolCaller,
+        idempotent: bool,
+        approval: Approval,
+        timeout_s: float,
+    ) -> None:
+        self.name = name
+        self.remote_name = remote_name
+        self.description = description
+        self.parameters = parameters
+        self.caller = caller
+        self.idempotent = idempotent
+        # Whether a person approves a call first (the approvals feature reads it).
+        self.approval: Approval = approval
+        self.timeout_s = timeout_s
+
+    @property
+    def source(self) -> str:
+        return f"mcp:{self.caller.server}"
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        result = await self.caller.call_tool(self.remote_name, args)
+        return to_result(result, image_max_bytes=ctx.settings.image_max_bytes)
+
+
+def adapt(
+    info: McpToolInfo,
+    *,
+    name: str,
+    caller: ToolCaller,
+    approval: Approval | None,
+    timeout_s: float,
+) -> McpTool:
+    """The adapter of a tool the server listed; the entry's ``approval`` wins over the
+    tool's ``readOnlyHint`` (read-only → ``auto``, anything else → ``ask``)."""
+    hints = info.annotations
+    read_only = bool(hints is not None and hints.read_only_hint)
+    idempotent = bool(hints is not None and hints.idempotent_hint)
+    description = (info.description or "").strip() or (
+        (hints.title if hints is not None and hints.title else None) or info.name
+    )
+    parameters = dict(info.input_schema) if info.input_schema else {}
+    parameters.setdefault("type", "object")
+    return McpTool(
+        name=name,
+        remote_name=info.name,
+        description=f"{description}\n(From the MCP server '{caller.server}'.)",
+        parameters=parameters,
+        caller=caller,
+        # A read-only tool changes nothing: running it again after a crash is safe too.
+        idempotent=idempotent or read_only,
+        approval=approval or ("auto" if read_only else "ask"),
+        timeout_s=timeout_s,
+    )
+
+
+def to_result(result: CallToolResult, *, image_max_bytes: int = 5 * 1024 * 1024) -> ToolResult:
+    """Navi's result of an MCP ``tools/call`` (the module docstring says how). An image
+    larger than ``image_max_bytes`` (``image_view``'s limit) is not attached."""
+    from mcp_types import (
+        AudioContent,
+        BlobResourceContents,
+        EmbeddedResource,
+        ImageContent,
+        ResourceLink,
+        TextContent,
+    )
+
+    parts: list[str] = []
+    image: ImageContent | None = None
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        elif isinstance(block, ImageContent):
+            if len(block.data) * 3 // 4 > image_max_bytes:
+                parts.append(
+                    f"[image: {block.mime_type}, not attached: over {image_max_bytes} bytes]"
+                )
+            elif image is None:
+                image = block
+                parts.append(f"[image: {block.mime_type}, attached for you to see]")
+            else:
+                parts.append(f"[image: {block.mime_type}, not attached: one image per call]")
+        elif isinstance(block, ResourceLink):
+            label = block.title or block.name
+            parts.append(f"[resource: {label}] {block.uri}")
+        elif isinstance(block, EmbeddedResource):
+            res = block.resource
+            if isinstance(res, BlobResourceContents):
+                kind = res.mime_type or "binary"
+                parts.append(f"[resource: {res.uri} ({kind}, binary, not shown)]")
+            else:
+                parts.append(res.text)
+        elif isinstance(block, AudioContent):
+            parts.append(f"[audio: {block.mime_type}, not shown]")
+    if not parts and result.structured_content is not None:
+        import json
+
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    text = "\n\n".join(parts)
+    if result.is_error:
+        raise ToolError(text or "the MCP server reported an error without a message")
+    if image is not None:
+        return ok(text, is_image=True, base64=image.data, mime_type=image.mime_type)
+    return ok(text)

@@ -1,0 +1,90 @@
+"""mcp.json in Claude Desktop's format, Navi's own keys, and what a bad entry gives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from navi.config import Settings
+from navi.mcp.config import load_config, parse_config, tool_name
+
+
+def test_claude_desktop_config_with_navis_keys() -> None:
+    config = parse_config(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "files": {
+                        "command": "npx",
+                        "args": ["-y", "@modelcontextprotocol/server-filesystem", "/srv"],
+                        "env": {"DEBUG": "1"},
+                        "sandbox": True,
+                        "profiles": ["coder"],
+                    },
+                    "search": {
+                        "type": "http",
+                        "url": "http://127.0.0.1:9000/mcp",
+                        "headers": {"Authorization": "Bearer x"},
+                        "approval": "auto",
+                    },
+                    "off": {"command": "x", "disabled": True},
+                }
+            }
+        )
+    )
+    assert config.errors == ()
+    files, search = config.servers["files"], config.servers["search"]
+    assert (files.transport, files.command, files.args[-1]) == ("stdio", "npx", "/srv")
+    assert files.env == {"DEBUG": "1"} and files.sandbox and files.profiles == ("coder",)
+    assert files.allows("coder") and not files.allows("secretary")
+    assert (search.transport, search.approval, search.profiles) == ("http", "auto", None)
+    assert search.allows("anything")
+    assert "off" not in config.servers
+
+
+def test_a_bad_entry_is_reported_and_the_others_kept() -> None:
+    config = parse_config(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "good": {"command": "x"},
+                    "both": {"command": "x", "url": "http://h/mcp"},
+                    "neither": {"args": []},
+                    "typed": {"command": 3},
+                    "bad approval": {"command": "x"},
+                    "ftp": {"url": "ftp://h/mcp"},
+                    "ask": {"command": "x", "approval": "never"},
+                }
+            }
+        )
+    )
+    assert list(config.servers) == ["good"]
+    problems = "\n".join(config.errors)
+    for name in ("both", "neither", "typed", "bad approval", "ftp", "ask"):
+        assert f"server {name!r}" in problems
+
+
+def test_a_file_that_does_not_parse_starts_nothing(tmp_path: Path) -> None:
+    assert load_config(tmp_path / "missing.json").servers == {}
+    assert load_config(tmp_path / "missing.json").errors == ()
+    broken = tmp_path / "mcp.json"
+    broken.write_text("{not json")
+    assert "is not valid JSON" in load_config(broken).errors[0]
+    broken.write_text("[]")
+    assert "mcpServers" in load_config(broken).errors[0]
+
+
+def test_tool_names_are_safe_for_every_backend() -> None:
+    assert tool_name("files", "read_file") == "mcp__files__read_file"
+    assert tool_name("my-srv", "get.weather now!") == "mcp__my-srv__get_weather_now_"
+    long = tool_name("s", "x" * 100)
+    assert len(long) == 64 and long.startswith("mcp__s__xxx")
+
+
+def test_the_config_lives_in_the_data_folder_unless_named() -> None:
+    in_data = Settings.from_env(
+        {"NAVI_DATA_DIR": "/data/navi", "NAVI_DATABASE_URL": "sqlite:////srv/other/navi.db"}
+    )
+    assert in_data.mcp_config_path == Path("/data/navi/mcp.json")
+    named = Settings.from_env({"NAVI_MCP_CONFIG": "/etc/navi/mcp.json"})
+    assert named.mcp_config_path == Path("/etc/navi/mcp.json")

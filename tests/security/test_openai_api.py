@@ -1,0 +1,178 @@
+"""``/v1`` (Navi as an OpenAI-compatible model) as another user or a careless client meets
+it on a real ``navi serve``: a conversation is continued only in the caller's own
+session, a run offers only the tools the caller may use, bodies are bounded, and Navi
+fetches no remote image for a client.
+
+Each test failed before ``/v1`` existed (navi/server/openai_api.py): every request
+there was a 404 (``GET``) or 405 (``POST``)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.support.fake_llm_script import FakeToolCall, Reply
+
+ADMIN = "v1-security-admin-6e1d0b93"
+ALICE = "v1-security-alice-2fa94c7e"
+BOB = "v1-security-bob-81d3e5a0c"
+USERS = [
+    {"id": "admin", "token": ADMIN, "role": "admin"},
+    {"id": "alice", "token": ALICE, "role": "user"},
+    {"id": "bob", "token": BOB, "role": "user", "tools": ["todo", "scratchpad"]},
+]
+
+
+_clients: list[openai.OpenAI] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_clients() -> Iterator[None]:
+    yield
+    while _clients:
+        _clients.pop().close()
+
+
+def client(server: NaviServerProcess, token: str) -> openai.OpenAI:
+    api = openai.OpenAI(base_url=server.url + "/v1", api_key=token, max_retries=0, timeout=60)
+    _clients.append(api)
+    return api
+
+
+def offered(request: dict[str, Any]) -> set[str]:
+    return {tool["function"]["name"] for tool in request.get("tools") or ()}
+
+
+def sessions_of(server: NaviServerProcess, token: str) -> list[dict[str, Any]]:
+    with server.client(token=token) as http:
+        found: list[dict[str, Any]] = http.get("/sessions").json()
+        return found
+
+
+def test_another_users_session_is_never_continued(start_navi: StartNavi) -> None:
+    server = start_navi(users=USERS, canary_row=False)
+    server.llm.script(Reply(text="Your code word is kept."), Reply(text="Bob's own answer."))
+    first = [{"role": "user", "content": "My code word is heron."}]
+    raw = client(server, ALICE).chat.completions.with_raw_response.create(
+        model="navi/secretary", messages=first
+    )
+    alices = raw.headers["x-navi-session"]
+    before = server.session(alices, token=ALICE)["messages"]
+    # Bob sends the very conversation Alice holds, extended: a new session of his own.
+    extended = [
+        *first,
+        {"role": "assistant", "content": "Your code word is kept."},
+        {"role": "user", "content": "What is my code word?"},
+    ]
+    raw = client(server, BOB).chat.completions.with_raw_response.create(
+        model="navi/secretary", messages=extended
+    )
+    bobs = raw.headers["x-navi-session"]
+    assert bobs != alices
+    assert server.session(alices, token=ALICE)["messages"] == before
+    assert [s["session_id"] for s in sessions_of(server, BOB)] == [bobs]
+    assert alices not in {s["session_id"] for s in sessions_of(server, BOB)}
+    with server.client(token=BOB) as http:
+        assert http.get(f"/sessions/{alices}").status_code == 404
+    # Alice's own next request still continues hers.
+    server.llm.script(Reply(text="Heron."))
+    raw = client(server, ALICE).chat.completions.with_raw_response.create(
+        model="navi/secretary", messages=extended
+    )
+    assert raw.headers["x-navi-session"] == alices
+
+
+def test_a_run_offers_and_runs_only_the_tools_the_caller_may_use(start_navi: StartNavi) -> None:
+    server = start_navi(users=USERS, canary_row=False)
+    # Bob may use todo and scratchpad only; the model names code_exec all the same.
+    call = FakeToolCall(name="code_exec", arguments={"code": "print('code-ran-5d2a')"})
+    server.llm.script(Reply(tool_calls=[call]), Reply(text="done"))
+    raw = client(server, BOB).chat.completions.with_raw_response.create(
+        model="navi/secretary", messages=[{"role": "user", "content": "run some code"}]
+    )
+    asked = server.llm.requests
+    assert offered(asked[0]) == {"todo", "scratchpad"}
+    [tool] = server.tool_messages(raw.headers["x-navi-session"], token=BOB)
+    assert tool["success"] is False and "code-ran-5d2a" not in tool["content"]
+    assert "may not use tool code_exec" in tool["content"]
+    # Alice (role user, no grants): everything but the tools that act on the machine.
+    server.llm.script(Reply(text="ok"))
+    client(server, ALICE).chat.completions.create(
+        model="navi/server_admin", messages=[{"role": "user", "content": "hello"}]
+    )
+    alice_offered = offered(server.llm.requests[-1])
+    assert alice_offered and not {"terminal", "ssh_exec", "code_exec", "write_tool"} & alice_offered
+    # The admin gets them.
+    server.llm.script(Reply(text="ok"))
+    client(server, ADMIN).chat.completions.create(
+        model="navi/server_admin", messages=[{"role": "user", "content": "hello"}]
+    )
+    assert {"terminal", "code_exec"} <= offered(server.llm.requests[-1])
+
+
+def _too_much() -> Iterator[bytes]:
+    yield b'{"model": "navi/secretary", "messages": [{"role": "user", "content": "'
+    chunk = b"a" * (1024 * 1024)
+    for _ in range(100):
+        yield chunk
+
+
+def test_a_body_over_the_limit_is_a_413_before_it_is_read(
+    navi_process: NaviServerProcess,
+) -> None:
+    server = navi_process
+    calls = len(server.llm.requests)
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        for declared in (True, False):  # with its Content-Length, and chunked
+            headers = {"content-type": "application/json"}
+            if declared:
+                headers["content-length"] = str(100 * 1024 * 1024 + 70)
+            started = time.monotonic()
+            response = http.post("/v1/chat/completions", content=_too_much(), headers=headers)
+            assert response.status_code == 413, response.text
+            error = response.json()["error"]
+            assert error["code"] == "request_too_large" and "limit" in error["message"]
+            assert time.monotonic() - started < 10
+        assert http.get("/health").status_code == 200
+    assert len(server.llm.requests) == calls
+    assert len(sessions_of(server, "")) == 1  # the canary session only
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/secret.png",
+        "https://example.com/cat.png",
+        "file:///etc/passwd",
+        "//169.254.169.254/latest/meta-data",
+    ],
+)
+def test_a_remote_image_url_is_refused_and_never_fetched(
+    navi_process: NaviServerProcess, url: str
+) -> None:
+    server = navi_process
+    calls = len(server.llm.requests)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(server, "no-token").chat.completions.create(
+            model="navi/secretary",
+            messages=[
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "look"},
+                        {"type": "image_url", "image_url": {"url": url}},
+                    ],
+                }
+            ],
+        )
+    assert caught.value.status_code == 400
+    assert caught.value.code == "invalid_image_url"
+    assert "does not fetch remote images" in caught.value.message
+    assert len(server.llm.requests) == calls
+    assert len(sessions_of(server, "")) == 1  # nothing was created

@@ -1,0 +1,59 @@
+"""The sandbox's command line and its refusals (the escapes themselves are driven
+through a real server in tests/security/test_sandbox.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools.sandbox import SandboxSpec, SandboxUnavailable, bwrap_command, python_install
+
+
+def spec(tmp_path: Path, **kw: object) -> SandboxSpec:
+    return SandboxSpec(workdir=tmp_path, env={"PATH": "/usr/bin"}, **kw)  # type: ignore[arg-type]
+
+
+def test_no_network_unless_granted(tmp_path: Path) -> None:
+    assert "--unshare-net" in bwrap_command("bwrap", ["true"], spec(tmp_path))
+    granted = bwrap_command("bwrap", ["true"], spec(tmp_path, network=True))
+    assert "--unshare-net" not in granted
+
+
+def test_only_system_folders_and_the_call_s_own_are_mounted(tmp_path: Path) -> None:
+    files = tmp_path / "files"
+    command = bwrap_command("bwrap", ["true"], spec(tmp_path, writable=(files,)))
+    sources = {command[i + 1] for i, arg in enumerate(command) if arg.endswith("bind")}
+    assert str(files) in sources and str(tmp_path) in sources
+    for private in ("/", "/root", "/home", "/tmp", "/work", os.getcwd(), os.path.expanduser("~")):
+        assert private not in sources
+    assert {"--clearenv", "--die-with-parent", "--unshare-pid", "--proc"} <= set(command)
+    assert command[command.index("--tmpfs") + 1] == "/tmp"
+
+
+def test_a_read_only_call_has_nothing_writable(tmp_path: Path) -> None:
+    command = bwrap_command("bwrap", ["true"], spec(tmp_path, writable_workdir=False))
+    assert "--bind" not in command
+    assert command[-2:] == ["--", "true"]
+    remounts = [command[i + 1] for i, arg in enumerate(command) if arg == "--remount-ro"]
+    assert remounts == ["/tmp", "/"]
+
+
+def test_python_install_is_mounted_but_never_a_folder_holding_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert Path(sys.base_prefix) in python_install(sys.executable) or Path(
+        os.path.realpath(sys.executable)
+    ).parent.parent in python_install(sys.executable)
+    fake_home = tmp_path / "home"
+    # A venv in tmp_path, which holds the home folder: the sandbox will not mount it.
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    (tmp_path / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    fake_home.mkdir()
+    monkeypatch.setenv("HOME", str(fake_home))
+    with pytest.raises(SandboxUnavailable, match="Set CODE_EXEC_PYTHON"):
+        python_install(str(python))
