@@ -12,6 +12,7 @@ database in the data folder, and every start says so until it is moved.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -127,7 +128,6 @@ def prepare(root: Path, tools_dir: Path) -> None:
         return
     import shutil
 
-    try:
+    # Another node on a shared data folder may have made it first.
+    with contextlib.suppress(FileExistsError):
         shutil.copytree(shipped, tools_dir, ignore=shutil.ignore_patterns("__pycache__"))
-    except FileExistsError:  # another node on a shared data folder made it first
-        pass
