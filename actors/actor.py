@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from actors.errors import ActorError
@@ -77,6 +78,12 @@ class Actor(Generic[M]):
         """Start ``actor`` as a child: it is stopped before this actor stops (or
         restarts), and its failures and its end reach this actor as messages."""
         return await self.cell.spawn_child(actor, name, supervision or self.child_supervision)
+
+    def start_soon(self, func: Callable[[], Coroutine[Any, Any, object]], name: str) -> None:
+        """Run ``func()`` as a task of this actor, beside its message loop: the actor's
+        task ends only once it has returned (or cancels it, if the actor is cancelled),
+        so a graceful stop must end it (``on_stop``)."""
+        self.cell.start_soon(func, name)
 
     def stop(self, reason: str = "") -> None:
         """Stop this actor once the current message is handled."""

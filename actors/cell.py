@@ -14,6 +14,7 @@ part runs (mailbox closed, replies failed, name freed) and the cancellation goes
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +103,11 @@ class ActorCell:
         self.system._register(child)
         await self._tg.start(child.run, name=child.path)  # a name: anyio need not derive one
         return child.ref
+
+    def start_soon(self, func: Callable[[], Coroutine[Any, Any, object]], name: str) -> None:
+        if self._tg is None:
+            raise ActorStopped(self.path)
+        self._tg.start_soon(func, name=f"{self.path}/{name}")
 
     async def _stop_children(self, reason: str) -> None:
         children = list(self.children.values())

@@ -39,7 +39,7 @@ from events.writer import StreamWriter
 
 CHUNK = LLMText(text="x" * 170)  # ~200 bytes of JSON payload
 BATCH = 256  # what a streaming writer stages between flushes
-PG_BATCH = 512  # the store's transactions in one_stream (a StreamWriter's batches)
+PG_BATCH = 512  # the raw ceiling's transactions: a size a writer's batches reach
 
 
 async def one_stream(store: BaseEventStore, total: int) -> float:
@@ -47,7 +47,7 @@ async def one_stream(store: BaseEventStore, total: int) -> float:
     group-commits them (batch size, delay, boundary)."""
     start = time.perf_counter()
     writer = StreamWriter(store, "bench-one", last_seq=0)
-    async with writer.ticking():
+    async with writer.running():
         for _ in range(total):
             await writer.stage(CHUNK)
         await writer.commit()

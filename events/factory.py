@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from events.base import BaseEventStore, Clock, IdFactory, new_uuid
+from events.base import BaseEventStore
+from events.batch import Clock, IdFactory, new_uuid
 
 
 def store_for_url(

@@ -5,10 +5,10 @@ from __future__ import annotations
 import bisect
 import time
 
-from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
+from events.base import BaseEventStore
+from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.codec import encode
 from events.envelope import Recorded
-from events.planning import Guess
 
 
 class InMemoryEventStore(BaseEventStore):
@@ -21,14 +21,7 @@ class InMemoryEventStore(BaseEventStore):
         self._all: list[Recorded] = []
         self._keys: dict[tuple[str, str], tuple[int, int]] = {}
 
-    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
-        return self._commit_now(batch)
-
-    @property
-    def commits_now(self) -> bool:
-        return True
-
-    def _commit_now(self, batch: list[AppendRequest]) -> list[Planned]:
+    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
         heads = {r.stream_id: len(self._streams.get(r.stream_id, ())) for r in batch}
         keys = dict(self._keys)
         planned, new_keys = self.plan(batch, heads, len(self._all), keys)

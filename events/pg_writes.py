@@ -26,19 +26,6 @@ HEADS_AND_POSITION = (
     "ORDER BY seq DESC LIMIT 1), 0), (SELECT coalesce(max(position), 0) FROM navi_events), "
     "pg_notify($2, $3 || s)::text FROM unnest($1::text[]) AS s"
 )
-# A batch planned ahead, checked after its rows are in: the log held exactly the planned
-# last position ($1) and heads ($4) if their rows exist and nothing follows the batch's
-# own rows ($2, $5). (Anything after the planned position or a planned head would have
-# collided with the batch's rows: the COPY fails; positions and seqs have no gaps.)
-PLANNED_AHEAD_HELD = (
-    "SELECT ($1 = 0 OR EXISTS (SELECT FROM navi_events WHERE position = $1)) "
-    "AND NOT EXISTS (SELECT FROM navi_events WHERE position = $2 + 1) "
-    "AND NOT EXISTS (SELECT FROM unnest($3::text[], $4::bigint[], $5::bigint[]) AS h(s, head, "
-    "last) WHERE (h.head > 0 AND NOT EXISTS (SELECT FROM navi_events e WHERE e.stream_id = h.s "
-    "AND e.seq = h.head)) OR EXISTS (SELECT FROM navi_events e WHERE e.stream_id = h.s "
-    "AND e.seq = h.last + 1)), "
-    "(SELECT count(pg_notify($6, $7 || s)::text) FROM unnest($3::text[]) AS s)"
-)
 
 
 async def roll_back(conn: asyncpg.Connection) -> None:

@@ -12,11 +12,8 @@ and before a retry the store checks whether the failed attempt did commit after 
 had planned. The LISTEN connection reconnects too, and then forgets every cached
 stream head, since notifications sent meanwhile were missed.
 
-A write transaction is a few round trips on one connection, each a wait for the server
-during which the event loop stages and plans what comes next. While appends are queued,
-a commit's message also begins the next transaction and takes the lock for it; a batch
-planned ahead is then written first and its plan checked after, so that the server
-writes its rows while the event loop works (statements in ``events.pg_writes``).
+A write transaction is four round trips on one connection: BEGIN with the lock, the
+heads and last position (which also queues the NOTIFY), COPY of the rows, COMMIT.
 """
 
 from __future__ import annotations
@@ -36,17 +33,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
-from events.base import AppendRequest, Clock, IdFactory, Planned, new_uuid
+from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
-from events.pg_writes import (
-    BEGIN_LOCKED,
-    CHANNEL,
-    HEADS_AND_POSITION,
-    PLANNED_AHEAD_HELD,
-    WRITE_LOCK_KEY,
-    roll_back,
-)
-from events.planning import Guess
+from events.pg_writes import BEGIN_LOCKED, CHANNEL, HEADS_AND_POSITION, WRITE_LOCK_KEY, roll_back
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
 log = structlog.get_logger(__name__)
@@ -118,11 +107,8 @@ class PostgresEventStore(SqlEventStore):
         )
         self._foreign_notifies = 0
         self.reconnects = 0
-        # The writer connection whose transaction, begun by the last commit's message,
-        # holds the write lock for the next batch (see _end); and what that message
-        # sends after the COMMIT (a test makes it fail).
-        self._locked: asyncpg.Connection | None = None
-        self._begin_next = BEGIN_LOCKED
+        # The committer's connection: (SQLAlchemy's, asyncpg's), opened at the first commit.
+        self._writer: tuple[AsyncConnection, asyncpg.Connection] | None = None
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
         writer = create_async_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=True)
@@ -133,131 +119,51 @@ class PostgresEventStore(SqlEventStore):
         await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK_KEY})
 
     async def _write_batch(
-        self, driver: Any, batch: list[AppendRequest], guess: Guess | None
+        self, conn: asyncpg.Connection, batch: list[AppendRequest]
     ) -> list[Planned]:
-        conn: asyncpg.Connection = driver
-        locked = conn.is_in_transaction() and self._locked is conn
-        self._locked = None
+        """Plan ``batch`` on the heads and position read under the lock, then write it:
+        BEGIN and the lock, this read, COPY (asyncpg sends the rows right behind the
+        statement: one round trip) and COMMIT."""
+        await conn.execute(BEGIN_LOCKED)
         try:
-            if (
-                locked
-                and guess is not None
-                and all(r.idempotency_key is None and r not in self._attempted for r in batch)
-            ):
-                planned = await self._write_planned_ahead(conn, batch, guess)
-                if planned is not None:
-                    return planned
-                locked = False  # rolled back: plan it again, on what the log holds
-            if not locked:
-                await conn.execute(BEGIN_LOCKED)
-            return await self._plan_and_write(conn, batch, guess)
-        except BaseException:
-            await roll_back(conn)
-            raise
-
-    async def _write_planned_ahead(
-        self, conn: asyncpg.Connection, batch: list[AppendRequest], guess: Guess
-    ) -> list[Planned] | None:
-        """Write a batch planned ahead in the transaction (holding the lock) that the last
-        commit began: rows first, so that the server writes them while the event loop
-        plans and stages what comes next; then check the plan. ``None``: rolled back,
-        the log did not hold what the plan assumed (a batch before it failed, or another
-        process wrote between)."""
-        planned, records, _ = self.plan_in_transaction(
-            batch, guess, guess.heads, guess.position, {}
-        )
-        self._remember_attempt(planned)
-        held = True
-        if records:
-            try:
+            streams = sorted({r.stream_id for r in batch})
+            rows = await conn.fetch(HEADS_AND_POSITION, streams, CHANNEL, f"{self.node_id}:")
+            heads = {row[0]: row[1] for row in rows}
+            position = rows[0][2]
+            batch = [r for r in batch if not await self._landed_before(conn, r)]
+            used: dict[tuple[str, str], tuple[int, int]] = {}
+            keyed = [r for r in batch if r.idempotency_key is not None]
+            if keyed:
+                found = await conn.fetch(
+                    "SELECT stream_id, key, first_seq, last_seq FROM navi_idempotency "
+                    "WHERE (stream_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+                    [r.stream_id for r in keyed],
+                    [r.idempotency_key for r in keyed],
+                )
+                used = {(s, k): (f, la) for s, k, f, la in found}
+            planned, records, new_keys = self.plan_rows(batch, heads, position, used)
+            self._remember_attempt(planned)
+            if records:
                 await conn.copy_records_to_table(
                     "navi_events", records=records, columns=INSERT_COLUMNS
                 )
-            except asyncpg.UniqueViolationError:
-                held = False
-        if held:
-            last = dict(guess.heads)
-            for item in planned:
-                last[item.request.stream_id] = item.records[-1].seq
-            held = await conn.fetchval(
-                PLANNED_AHEAD_HELD,
-                guess.position,
-                guess.position + len(records),
-                list(last),
-                [guess.heads[s] for s in last],
-                list(last.values()),
-                CHANNEL,
-                f"{self.node_id}:",
-            )
-        if not held:
-            await conn.execute("ROLLBACK")
-            for request in batch:
-                self._attempted.pop(request, None)
-            return None
-        await self._end(conn, commit=bool(records))
-        return planned
-
-    async def _plan_and_write(
-        self, conn: asyncpg.Connection, batch: list[AppendRequest], guess: Guess | None
-    ) -> list[Planned]:
-        """Plan ``batch`` (or check its plan) on the heads and position read under the
-        lock, then write it: this read, COPY (asyncpg sends the rows right behind the
-        statement: one round trip) and COMMIT, after the BEGIN."""
-        streams = sorted({r.stream_id for r in batch})
-        rows = await conn.fetch(HEADS_AND_POSITION, streams, CHANNEL, f"{self.node_id}:")
-        heads = {row[0]: row[1] for row in rows}
-        position = rows[0][2]
-        written = [r for r in batch if not await self._landed_before(conn, r)]
-        if len(written) < len(batch):  # an earlier attempt did commit: plan the rest
-            batch, guess = written, None
-        used: dict[tuple[str, str], tuple[int, int]] = {}
-        keyed = [r for r in batch if r.idempotency_key is not None]
-        if keyed and (guess is None or not guess.holds(heads, position)):
-            found = await conn.fetch(
-                "SELECT stream_id, key, first_seq, last_seq FROM navi_idempotency "
-                "WHERE (stream_id, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
-                [r.stream_id for r in keyed],
-                [r.idempotency_key for r in keyed],
-            )
-            used = {(s, k): (f, la) for s, k, f, la in found}
-        planned, records, new_keys = self.plan_in_transaction(batch, guess, heads, position, used)
-        self._remember_attempt(planned)
-        if records:
-            await conn.copy_records_to_table("navi_events", records=records, columns=INSERT_COLUMNS)
-        if new_keys:
-            await conn.executemany(
-                "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) "
-                "VALUES ($1, $2, $3, $4)",
-                new_keys,
-            )
-        await self._end(conn, commit=bool(records or new_keys))
-        return planned
+            if new_keys:
+                await conn.executemany(
+                    "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) "
+                    "VALUES ($1, $2, $3, $4)",
+                    new_keys,
+                )
+            # Nothing written (stale or replayed appends): ROLLBACK drops the NOTIFY too.
+            await conn.execute("COMMIT" if records or new_keys else "ROLLBACK")
+            return planned
+        except BaseException:
+            await roll_back(conn)
+            raise
 
     def _remember_attempt(self, planned: list[Planned]) -> None:
         # If the COMMIT's answer is lost, a retry looks for these ids (_landed_before).
         for item in planned:
             self._attempted[item.request] = [rec.event_id for rec in item.records]
-
-    async def _end(self, conn: asyncpg.Connection, *, commit: bool) -> None:
-        """COMMIT, or ROLLBACK when nothing is written (stale or replayed appends; it
-        drops their NOTIFY too). While more appends are queued, the same message begins
-        the next transaction and takes the lock for it: the next batch starts with its
-        rows. (Another process waiting for the lock still gets it in turn: this commit
-        is then answered once that process's transaction is over.)"""
-        end = "COMMIT" if commit else "ROLLBACK"
-        if self._send is None or self._send.statistics().current_buffer_used == 0:
-            await conn.execute(end)
-            return
-        try:
-            await conn.execute(f"{end}; {self._begin_next}")
-        except Exception as exc:
-            if is_disconnect(exc) or not conn.is_in_transaction():
-                raise  # the COMMIT failed, or whether it did is unknown
-            # Committed; only the next transaction failed to begin (a lock_timeout, say).
-            log.warning("postgres.lock_ahead_failed", error=str(exc))
-            await roll_back(conn)
-            return
-        self._locked = conn
 
     async def _landed_before(self, conn: asyncpg.Connection, request: AppendRequest) -> bool:
         """Whether an earlier attempt of ``request``, whose COMMIT went unanswered, did
@@ -280,11 +186,31 @@ class PostgresEventStore(SqlEventStore):
         log.info("append.landed_before_reconnect", stream_id=request.stream_id, seqs=(first, last))
         return True
 
-    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
+    async def _commit_once(self, batch: list[AppendRequest]) -> list[Planned]:
+        # The committer holds one connection for as long as it works: checking one out
+        # of the pool per transaction (and resetting it after) costs more than the write.
+        assert self._write_engine is not None
+        if self._writer is None:
+            conn = await self._write_engine.connect()
+            raw = await conn.get_raw_connection()
+            self._writer = (conn, raw.driver_connection)
+        conn, driver = self._writer
+        try:
+            return await self._write_batch(driver, batch)
+        except Exception:
+            # The connection may be broken (a database restart): the next commit opens
+            # a fresh one. The failed transaction was rolled back; nothing of it stays.
+            self._writer = None
+            with anyio.CancelScope(shield=True):
+                await conn.invalidate()
+                await conn.close()
+            raise
+
+    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
         delay = 0.05
         while True:
             try:
-                planned = await super()._commit(batch, guess)
+                planned = await self._commit_once(batch)
             except Exception as exc:
                 if not is_disconnect(exc):
                     raise
@@ -394,3 +320,9 @@ class PostgresEventStore(SqlEventStore):
         if self._listen_scope is not None:
             self._listen_scope.cancel()  # the committer drains; the listener just ends
         await super().__aexit__(exc_type, exc, tb)
+
+    async def _close(self) -> None:
+        if self._writer is not None:
+            await self._writer[0].close()
+            self._writer = None
+        await super()._close()

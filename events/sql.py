@@ -10,25 +10,22 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
 import structlog
 from sqlalchemy import Row, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from events.base import AppendRequest, BaseEventStore, Clock, IdFactory, Planned, new_uuid
+from events.base import BaseEventStore
+from events.batch import ROW_COLUMNS, AppendRequest, Clock, IdFactory, NewKey, Planned, new_uuid
+from events.batch import Row as LogRow
 from events.codec import decode
 from events.envelope import Recorded
 from events.errors import EventDecodeError
-from events.planning import ROW_COLUMNS, Guess, NewKey
-from events.planning import Row as LogRow
 from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
 from events.types import Unreadable
 
 log = structlog.get_logger(__name__)
 
 _E = events_table
-# Streams whose head the planner keeps; past that it starts again from what it needs.
-MAX_HEADS_AHEAD = 10_000
 READ_COLUMNS = (
     _E.c.stream_id,
     _E.c.seq,
@@ -82,16 +79,6 @@ class SqlEventStore(BaseEventStore):
         self.url = url
         self._write_engine: AsyncEngine | None = None
         self._read_engine: AsyncEngine | None = None
-        self._writer: tuple[AsyncConnection, Any] | None = None
-        # Planning ahead (``_plan_ahead``): each stream's last seq and the last position
-        # as they will be once the batches planned so far commit; ``None`` while unknown
-        # (before a first commit, after a guess failed), until the next commit says.
-        self._heads_ahead: dict[str, int] = {}
-        self._position_ahead: int | None = None
-        # What the last transaction left: (heads of its streams, position), and whether
-        # it used its guess.
-        self._left: tuple[dict[str, int], int] = ({}, 0)
-        self._used_guess = False
 
     # ---------------------------------------------------------------- to implement
 
@@ -100,13 +87,6 @@ class SqlEventStore(BaseEventStore):
 
     async def _lock_for_write(self, conn: AsyncConnection) -> None:
         """Serialise writers (schema creation goes through it too)."""
-
-    async def _write_batch(
-        self, driver: Any, batch: list[AppendRequest], guess: Guess | None
-    ) -> list[Planned]:
-        """One write transaction on the raw driver connection: the hot path, so it skips
-        SQLAlchemy's per-statement overhead (several thread hops per statement on SQLite)."""
-        raise NotImplementedError
 
     # ---------------------------------------------------------------- lifecycle
 
@@ -142,97 +122,12 @@ class SqlEventStore(BaseEventStore):
                 )
 
     async def _close(self) -> None:
-        if self._writer is not None:
-            await self._writer[0].close()
-            self._writer = None
         for engine in (self._write_engine, self._read_engine):
             if engine is not None:
                 await engine.dispose()
         self._write_engine = self._read_engine = None
 
     # ---------------------------------------------------------------- write
-
-    async def _commit(self, batch: list[AppendRequest], guess: Guess | None) -> list[Planned]:
-        # The committer holds one connection for as long as it works: checking one out
-        # of the pool per transaction (and resetting it after) costs more than the write.
-        assert self._write_engine is not None
-        if self._writer is None:
-            conn = await self._write_engine.connect()
-            raw = await conn.get_raw_connection()
-            self._writer = (conn, raw.driver_connection)
-        conn, driver = self._writer
-        try:
-            planned = await self._write_batch(driver, batch, guess)
-        except Exception:
-            self._position_ahead = None
-            # The connection may be broken (a database restart): the next commit opens
-            # a fresh one. The failed transaction was rolled back; nothing of it stays.
-            self._writer = None
-            with anyio.CancelScope(shield=True):
-                await conn.invalidate()
-                await conn.close()
-            raise
-        self._committed(guess)
-        return planned
-
-    def _plan_ahead(self, batch: list[AppendRequest]) -> Guess | None:
-        position = self._position_ahead
-        heads: dict[str, int] = {}
-        for request in batch:
-            head = self._heads_ahead.get(request.stream_id)
-            if head is None or request.idempotency_key is not None:
-                position = None  # the log must be asked
-                break
-            heads[request.stream_id] = head
-        if position is None:
-            self._position_ahead = None  # until this batch commits
-            return None
-        planned, rows, new_keys = self.plan_rows(batch, dict(heads), position, {})
-        outcomes = [(request.error, request.replay_range) for request in batch]
-        for request in batch:
-            request.error = request.replay_range = None
-        for item in planned:
-            self._heads_ahead[item.request.stream_id] = item.records[-1].seq
-        if rows:
-            self._position_ahead = rows[-1][0]
-        return Guess(heads, position, planned, new_keys, rows, outcomes)
-
-    def plan_in_transaction(
-        self,
-        batch: list[AppendRequest],
-        guess: Guess | None,
-        heads: dict[str, int],
-        position: int,
-        used_keys: dict[tuple[str, str], tuple[int, int]],
-    ) -> tuple[list[Planned], list[tuple[Any, ...]], list[NewKey]]:
-        """The plan of ``batch``, under the write lock: its guess if the log holds what
-        the guess was planned on (``heads`` has every stream of the batch, 0 for an
-        empty one), else a new plan. Call with ``used_keys`` read only when needed."""
-        if guess is not None and guess.holds(heads, position):
-            guess.accept(batch)
-            self._used_guess = True
-            planned, rows, new_keys = guess.planned, guess.rows, guess.new_keys
-        else:
-            for request in batch:
-                request.error = request.replay_range = None
-            self._used_guess = False
-            planned, rows, new_keys = self.plan_rows(batch, dict(heads), position, used_keys)
-        left = dict(heads)
-        for item in planned:
-            left[item.request.stream_id] = item.records[-1].seq
-        self._left = (left, rows[-1][0] if rows else position)
-        return planned, rows, new_keys
-
-    def _committed(self, guess: Guess | None) -> None:
-        """After a commit: tell the planner what the log holds when it could not know."""
-        if guess is None:  # the planner waits for this commit: no batch is planned past it
-            heads, position = self._left
-            self._heads_ahead.update(heads)
-            self._position_ahead = position
-            if len(self._heads_ahead) > MAX_HEADS_AHEAD:
-                self._heads_ahead = dict(heads)
-        elif not self._used_guess:
-            self._position_ahead = None  # the batches planned after it are wrong too
 
     def plan_rows(
         self,

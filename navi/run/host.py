@@ -8,7 +8,6 @@ The session actor (navi/session/actor.py) is the host; this package never import
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -45,9 +44,6 @@ class RunHost(Protocol):
 
     async def stage(self, event: Event) -> None:
         """Check, stage and apply a chunk event (durable soon, not awaited)."""
-
-    def ticking(self) -> AbstractAsyncContextManager[None]:
-        """An async context manager flushing staged chunks while a stream runs."""
 
     async def request_stop(self, reason: str = "user") -> bool:
         """Record ``stop.requested`` (if not yet) and set the stop signal."""

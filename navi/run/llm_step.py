@@ -9,7 +9,7 @@ here: the driver holds it, and the next step's events join its commit
 from __future__ import annotations
 
 from collections.abc import Sequence
-from contextlib import AsyncExitStack, aclosing
+from contextlib import aclosing
 from typing import NamedTuple
 
 import structlog
@@ -131,25 +131,16 @@ class LLMStep:
         # at once: the chunk would be a row that no reader could ever see on its own.
         held: list[LLMToolCalls] = []
         try:
-            async with (
-                AsyncExitStack() as ticker,
-                aclosing(
-                    backend.stream_complete(
-                        messages,
-                        self.deps.builder.tool_specs(names),
-                        options,
-                        stop=host.stop_signal,
-                    )
-                ) as stream,
-            ):
-                ticking = False
+            async with aclosing(
+                backend.stream_complete(
+                    messages,
+                    self.deps.builder.tool_specs(names),
+                    options,
+                    stop=host.stop_signal,
+                )
+            ) as stream:
                 async for chunk in stream:
                     if type(chunk) is TextPiece or type(chunk) is ThinkingPiece:
-                        if not ticking:
-                            # Staged chunks are flushed every few milliseconds while the
-                            # stream runs; an answer of tool calls only needs no ticker.
-                            ticking = True
-                            await ticker.enter_async_context(host.ticking())
                         if held:
                             for event in held:
                                 await host.stage(event)

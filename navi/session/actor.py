@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from contextlib import AbstractAsyncContextManager, suppress
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import structlog
 
 from actors import Actor, ActorStopped, ChildFailed, ChildStopped, MailboxFull, Reply
 from events.base import BaseEventStore
-from events.envelope import NewEvent, Recorded
 from events.types import (
     Event,
     ImageRef,
@@ -34,32 +32,23 @@ from events.types import (
     StopRequested,
     UserMessage,
 )
-from events.writer import StreamWriter
 from navi.blobs import BlobStore
 from navi.llm.stop import StopSignal
 from navi.run import compression
 from navi.run.host import RunDeps
-from navi.run.state import IllegalTransition, RunState, transition
+from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
 from navi.session import messages as m
 from navi.session import run_actor, subtasks
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, decode_images, store_images
-from navi.session.lock import SessionLock
-from navi.session.recovery import recover
 from navi.session.state import SessionState
+from navi.session.stream import SessionStream
 from profiles import UnknownProfile, profile_hash
 
 log = structlog.get_logger(__name__)
 
 MAX_QUEUED = 16
-# The events that carry the run id of the run they start (recorded before it is active).
-_STARTS_RUN = frozenset({UserMessage, RunStarted})
-RECOVERY_PAGE = 5000
-# Turns of the event loop the stager gives up after each batch of a fast stream: enough
-# for the batch to pass the store's planner and committer, then the clients' followers
-# and senders (each takes a turn or two; tests/navi/session/test_streaming.py).
-DRAIN_TURNS = 8
 
 
 @dataclass
@@ -85,33 +74,37 @@ class SessionActor(Actor[object]):
         self.session_id = session_id
         self.deps = deps
         self.parent = parent
-        self.state = SessionState()
+        self.stream = SessionStream(deps.store, session_id, deps.clock)
         self.stop_signal = StopSignal()
-        self._writer: StreamWriter | None = None
-        # Taken on every record: uncontended, without a loop turn (a plain acquire
-        # yields once, a turn of the event loop per commit).
-        self._lock = SessionLock()
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
-        self._run_id: str | None = None
         # A re-summary asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
+    @property
+    def state(self) -> SessionState:
+        return self.stream.state
+
+    @state.setter
+    def state(self, state: SessionState) -> None:
+        self.stream.state = state
+
     async def on_start(self) -> None:
-        self.state = SessionState()
         # The state folds the session's history (a fork's: its origin's events up to
-        # the fork point, then its own); the writer appends to its own stream.
-        self._writer = await recover(
-            self.deps.store, self.session_id, self.state, page=RECOVERY_PAGE
-        )
-        self._run_id = self.state.progress.run_id if self.state.run_active else None
+        # the fork point, then its own); after a failure, the last writer first commits
+        # what it took.
+        writer = await self.stream.open()
+        self.start_soon(writer.run, "writer")
         self._run_child = None
         self.stop_signal = StopSignal()
         if self.state.run_state is RunState.STOPPING:
             self.stop_signal.set("user")
+
+    async def on_stop(self) -> None:
+        await self.stream.close()
 
     # ------------------------------------------------------------------ requests
 
@@ -223,7 +216,7 @@ class SessionActor(Actor[object]):
         profile = self.deps.run.profiles.get(profile_id)
         run_id = run_id or self.deps.new_id()
         backend = await self.deps.run.backend_for(profile)
-        self._run_id = run_id
+        self.stream.run_id = run_id
         self.stop_signal = StopSignal()
         await self.record(
             UserMessage(text=text, images=images, files=files),
@@ -246,7 +239,7 @@ class SessionActor(Actor[object]):
             return False
         if not self.state.run_active or self._run_child is not None:
             return False
-        log.info("run.resuming", session_id=self.session_id, run_id=self._run_id)
+        log.info("run.resuming", session_id=self.session_id, run_id=self.stream.run_id)
         await run_actor.spawn_run(self, resumed=True)
         return True
 
@@ -290,7 +283,7 @@ class SessionActor(Actor[object]):
         log.error(
             "run.crashed",
             session_id=self.session_id,
-            run_id=self._run_id,
+            run_id=self.stream.run_id,
             error=repr(message.error),
         )
         if self.state.run_active:
@@ -306,84 +299,20 @@ class SessionActor(Actor[object]):
             if name != self._run_child:
                 with suppress(ActorStopped, MailboxFull):
                     child.tell_nowait(m.StopRun(reason=reason), priority=True)
-        async with self._lock:
+        async with self.stream.lock:
             if self.state.run_active and self.state.run_state is not RunState.STOPPING:
-                await self._append([StopRequested(reason=reason)])
+                await self.stream.record_locked([StopRequested(reason=reason)])
         return True
 
     # ------------------------------------------------------------------ writing
 
     async def record(self, *events: Event) -> None:
-        """Check events against the run state machine, append them, wait until they are
-        durable, then apply them to the state. An illegal event changes nothing."""
-        async with self._lock:
-            await self._append(events)
-
-    async def _append(self, events: Sequence[Event]) -> None:
-        assert self._writer is not None
-        state = self.state.run_state
-        after: list[RunState] = []
-        for event in events:
-            state = transition(state, event)
-            after.append(state)
-        records = await self._writer.append(*[self._new(e) for e in events])
-        # Checked above, under the lock: nothing else is applied meanwhile.
-        for record, run_state in zip(records, after, strict=True):
-            self.state.apply(record, run_state)
+        """Check, append and apply events; returns when they are durable."""
+        await self.stream.record(*events)
 
     async def stage(self, event: Event) -> None:
-        """Stage a chunk event: applied now, durable within milliseconds.
-
-        The hot path of a stream. Checking, staging and applying happen without a
-        yield, so no other writer can come between them; the lock is taken only when
-        a ``record`` is in the middle of a commit."""
-        assert self._writer is not None
-        if self._lock.locked():
-            async with self._lock:
-                self._stage_now(event)
-        else:
-            self._stage_now(event)
-        # A stream arriving faster than it is handled never waits on the network, so
-        # it would keep the event loop for a whole read (hundreds of chunks) while the
-        # batch just sent waits to be committed and its frames to go out. So when this
-        # chunk sent a batch on its way, as the writer alone decides (full, or old), the
-        # stager gives the pipeline a few turns before it stages the next one. A slow
-        # stream pauses anyway: the writer's ticker sends its chunks meanwhile.
-        writer = self._writer
-        sent = writer.batches_sent
-        await writer.send_if_due()
-        if writer.batches_sent != sent:
-            for _ in range(DRAIN_TURNS):
-                await anyio.lowlevel.checkpoint()
-
-    def _stage_now(self, event: Event) -> None:
-        assert self._writer is not None
-        transition(self.state.run_state, event)
-        seq = self._writer.stage_nowait(self._new(event))
-        self._apply(
-            Recorded(
-                stream_id=self.session_id,
-                seq=seq,
-                position=0,
-                event_id="",
-                timestamp=self.deps.clock(),
-                event=event,
-                run_id=self._run_id,
-            )
-        )
-
-    def ticking(self) -> AbstractAsyncContextManager[None]:
-        assert self._writer is not None
-        return self._writer.ticking()
+        """Check, stage and apply a chunk event (durable soon, not awaited)."""
+        await self.stream.stage(event)
 
     async def commit(self) -> None:
-        assert self._writer is not None
-        async with self._lock:
-            await self._writer.commit()
-
-    def _new(self, event: Event) -> NewEvent:
-        in_run = self.state.run_active or type(event) in _STARTS_RUN
-        return NewEvent(event=event, run_id=self._run_id if in_run else None)
-
-    def _apply(self, record: Recorded) -> None:
-        self.state.apply(record)
+        await self.stream.commit()

@@ -18,8 +18,7 @@ import anyio.lowlevel
 import asyncpg
 import pytest
 
-from events.base import AppendRequest, Planned
-from events.planning import Guess
+from events.batch import AppendRequest, Planned
 from events.postgres import PostgresEventStore
 from events.types import LLMText
 from events.writer import StreamWriter
@@ -49,15 +48,16 @@ async def test_a_broken_writer_connection_loses_and_doubles_nothing(chaos_db: st
 
         async def write(stream: str) -> None:
             writer = StreamWriter(store, stream, last_seq=0, max_delay=0.001)
-            for i in range(per_stream):
-                await writer.stage(LLMText(text=f"{stream}:{i}"))
-                if i % 10 == 9:
-                    await writer.commit()
-                    # Writing lasts long enough for several kills however fast the
-                    # machine (15 commits a stream, each followed by this pause).
-                    await anyio.sleep(0.02)
-                await anyio.lowlevel.checkpoint()
-            await writer.commit()
+            async with writer.running():
+                for i in range(per_stream):
+                    await writer.stage(LLMText(text=f"{stream}:{i}"))
+                    if i % 10 == 9:
+                        await writer.commit()
+                        # Writing lasts long enough for several kills however fast the
+                        # machine (15 commits a stream, each followed by this pause).
+                        await anyio.sleep(0.02)
+                    await anyio.lowlevel.checkpoint()
+                await writer.commit()
 
         async def break_connections(done: anyio.Event) -> None:
             nonlocal kills
@@ -90,10 +90,8 @@ class LostAnswerStore(PostgresEventStore):
 
     lose_next = True
 
-    async def _write_batch(
-        self, driver: Any, batch: list[AppendRequest], guess: Guess | None
-    ) -> list[Planned]:
-        planned = await super()._write_batch(driver, batch, guess)
+    async def _write_batch(self, driver: Any, batch: list[AppendRequest]) -> list[Planned]:
+        planned = await super()._write_batch(driver, batch)
         if self.lose_next:
             self.lose_next = False
             raise asyncpg.ConnectionDoesNotExistError(

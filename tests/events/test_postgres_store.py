@@ -10,11 +10,12 @@ from sqlalchemy import text
 from events.base import BaseEventStore
 from events.postgres import PostgresEventStore
 from tests.events.store_contract import DurableStoreContract
+from tests.events.writer_contract import WriterContract
 
 pytestmark = pytest.mark.postgres
 
 
-class TestPostgresEventStore(DurableStoreContract):
+class TestPostgresEventStore(DurableStoreContract, WriterContract):
     @pytest.fixture(autouse=True)
     def _url(self, postgres_url: str) -> None:
         self.url = postgres_url

@@ -16,9 +16,10 @@ from events.errors import ConcurrencyError
 from events.sqlite import SqliteEventStore
 from events.types import LLMText
 from tests.events.store_contract import DurableStoreContract
+from tests.events.writer_contract import WriterContract
 
 
-class TestSqliteEventStore(DurableStoreContract):
+class TestSqliteEventStore(DurableStoreContract, WriterContract):
     @pytest.fixture(autouse=True)
     def _path(self, tmp_path: Path) -> None:
         self.path = tmp_path / "navi.db"
@@ -70,7 +71,7 @@ async def test_an_append_waits_for_another_process_without_blocking_the_loop(
         assert [r.event.text for r in await store.read("s")] == ["one", "two"]  # type: ignore[attr-defined]
 
 
-# ---------------------------------------------------------------- commits without a transaction
+# ---------------------------------------------------------------- other processes
 
 
 def _insert_foreign(path: Path, stream: str, seq: int) -> int:
@@ -92,14 +93,6 @@ def _insert_foreign(path: Path, stream: str, seq: int) -> int:
     return int(position)
 
 
-def _statements(store: SqliteEventStore) -> list[str]:
-    """Every SQL statement the store's writing connection runs from now on."""
-    seen: list[str] = []
-    assert store._conn is not None
-    store._conn.set_trace_callback(seen.append)
-    return seen
-
-
 def _whole_log(path: Path) -> list[tuple[int, str, int]]:
     conn = sqlite3.connect(path)
     try:
@@ -107,34 +100,6 @@ def _whole_log(path: Path) -> list[tuple[int, str, int]]:
         return [(int(p), str(s), int(q)) for p, s, q in rows]
     finally:
         conn.close()
-
-
-@pytest.mark.anyio
-async def test_a_small_commit_is_one_insert_without_a_transaction(tmp_path: Path) -> None:
-    """Once this store knows a stream's head (its first commit read it), a small append
-    is a single INSERT in autocommit mode: no BEGIN, no look at the heads, no COMMIT."""
-    path = tmp_path / "navi.db"
-    async with SqliteEventStore(path) as store:
-        await store.append("s", [LLMText(text="one")], expected_seq=0)
-        sql = _statements(store)
-        records = await store.append("s", [LLMText(text="two"), LLMText(text="3")], expected_seq=1)
-        assert [r.seq for r in records] == [2, 3] and [r.position for r in records] == [2, 3]
-        assert len(sql) == 1 and sql[0].startswith("INSERT INTO navi_events")
-    assert _whole_log(path) == [(1, "s", 1), (2, "s", 2), (3, "s", 3)]
-
-
-@pytest.mark.anyio
-async def test_a_new_streams_first_commit_is_one_insert_too(tmp_path: Path) -> None:
-    """A session's first event (``expected_seq`` 0 on a stream this store has not seen)
-    needs no look at the log either: UNIQUE (stream_id, seq) is the check."""
-    path = tmp_path / "navi.db"
-    async with SqliteEventStore(path) as store:
-        await store.append("a", [LLMText(text="one")], expected_seq=0)
-        sql = _statements(store)
-        records = await store.append("b", [LLMText(text="two")], expected_seq=0)
-        assert [(r.seq, r.position) for r in records] == [(1, 2)]
-        assert len(sql) == 1 and sql[0].startswith("INSERT INTO navi_events")
-    assert _whole_log(path) == [(1, "a", 1), (2, "b", 1)]
 
 
 @pytest.mark.anyio
@@ -154,29 +119,22 @@ async def test_a_stream_another_process_created_is_not_created_again(tmp_path: P
 
 
 @pytest.mark.anyio
-async def test_a_write_by_another_process_between_commits_is_detected(tmp_path: Path) -> None:
-    """Another connection writes between two of this store's commits: the INSERT planned
-    on what this store last left collides with the other's row (positions are dense) and
-    writes nothing; the commit is done again in a transaction that reads the log."""
+async def test_a_write_by_another_process_between_commits_is_seen(tmp_path: Path) -> None:
+    """Another connection writes between two of this store's commits: the next commit
+    lands after its row, since every transaction reads the heads under the lock."""
     path = tmp_path / "navi.db"
     async with SqliteEventStore(path) as store:
         await store.append("s", [LLMText(text="one")], expected_seq=0)
-        await store.append("s", [LLMText(text="two")], expected_seq=1)  # without a transaction
+        await store.append("s", [LLMText(text="two")], expected_seq=1)
         assert _insert_foreign(path, "other", 1) == 3
-        sql = _statements(store)
         records = await store.append("s", [LLMText(text="3"), LLMText(text="4")], expected_seq=2)
         assert [(r.seq, r.position) for r in records] == [(3, 4), (4, 5)]
-        assert "BEGIN IMMEDIATE" in sql  # tried without, then with a transaction
-        # What it learnt holds for the next commit without a transaction.
-        records = await store.append("s", [LLMText(text="5")], expected_seq=4)
-        assert [(r.seq, r.position) for r in records] == [(5, 6)]
     assert _whole_log(path) == [
         (1, "s", 1),
         (2, "s", 2),
         (3, "other", 1),
         (4, "s", 3),
         (5, "s", 4),
-        (6, "s", 5),
     ]
 
 
@@ -199,7 +157,7 @@ async def test_a_head_moved_by_another_process_is_read_before_refusing(tmp_path:
 
 
 @pytest.mark.anyio
-async def test_commits_without_a_transaction_keep_their_order_among_other_writers(
+async def test_two_stores_on_one_file_keep_one_dense_log(
     tmp_path: Path,
 ) -> None:
     """Two stores on one file take turns writing small batches to shared streams, so

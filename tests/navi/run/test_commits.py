@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import pytest
 
-from events.base import AppendRequest, Planned
+from events.batch import AppendRequest, Planned
 from events.envelope import Recorded
 from events.memory import InMemoryEventStore
 from events.types import Event, LLMCompleted, ToolCall, ToolRequested, ToolStarted, tag_of
@@ -37,8 +37,8 @@ class CommitLog(InMemoryEventStore):
         super().__init__(clock=lambda: float(next(ticks)))
         self.commits: list[list[str]] = []
 
-    def _commit_now(self, batch: list[AppendRequest]) -> list[Planned]:
-        planned = super()._commit_now(batch)
+    async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
+        planned = await super()._commit(batch)
         self.commits.append([r.type for item in planned for r in item.records])
         return planned
 

@@ -8,7 +8,7 @@ from events.memory import InMemoryEventStore
 from events.types import LLMText, SessionPinned, UserMessage
 from navi.replay.fork import fork
 from navi.replay.history import read_history
-from navi.session.recovery import ForkWriter, recover
+from navi.session.recovery import recover
 from navi.session.state import SessionState
 from tests.navi.replay.support import make_session, turn
 
@@ -18,8 +18,11 @@ async def test_a_plain_session_recovers_from_its_stream() -> None:
         head = await make_session(store, "s", turn("one"), turn("two"))
         state = SessionState()
         writer = await recover(store, "s", state, page=4)  # several pages
-        assert not isinstance(writer, ForkWriter)
-        assert state.last_seq == head == writer.last_seq
+        async with writer.running():
+            assert writer.offset == 0
+            assert state.last_seq == head == writer.last_seq
+            records = await writer.append(UserMessage(text="three"))
+            assert [r.seq for r in records] == [head + 1]
         assert [m.content for m in state.context.as_list()] == ["one", "answer to one",
                                                                "two", "answer to two"]  # fmt: skip
 
@@ -32,17 +35,18 @@ async def test_a_fork_recovers_from_its_history_and_appends_at_its_own_seq() -> 
         await fork(store, "origin", at, "fork")
         state = SessionState()
         writer = await recover(store, "fork", state, page=3)
-        assert isinstance(writer, ForkWriter)
+        assert writer.offset > 0
         assert state.last_seq == at == writer.last_seq
         assert [m.content for m in state.context.as_list()] == ["one", "answer to one"]
         assert state.created is not None and state.created.forked_from == "origin"
         assert state.pinned is False
 
         # Staged and appended events get history seqs; the stream stores its own.
-        assert writer.stage_nowait(UserMessage(text="three")) == at + 1
-        assert await writer.stage(LLMText(text="chunk")) == at + 2
-        records = await writer.append(LLMText(text="more"))
-        assert [r.seq for r in records] == [at + 3]
+        async with writer.running():
+            assert await writer.stage(UserMessage(text="three")) == at + 1
+            assert await writer.stage(LLMText(text="chunk")) == at + 2
+            records = await writer.append(LLMText(text="more"))
+            assert [r.seq for r in records] == [at + 3]
         stored = await store.read("fork")
         assert [r.seq for r in stored] == [1, 2, 3, 4]
         history = await read_history(store, "fork")

@@ -1,7 +1,7 @@
-"""Deciding what a batch of appends writes: each event's seq, position, id and time.
+"""A batch of appends and what it writes: each event's seq, position, id and time.
 
-Planning happens under the store's write lock (inside the transaction), or ahead of
-it as a ``Guess`` that the transaction checks against what the log holds.
+``plan`` runs in the committer's transaction, under the store's write lock, on the
+heads and last position it has just read: what it decides is what the log holds.
 """
 
 from __future__ import annotations
@@ -51,40 +51,13 @@ class EventIds:
 new_uuid = EventIds()
 
 
-class Completion:
-    """Set once; awaited by whoever waits for a commit. Its ``anyio.Event`` is made
-    only if someone waits before it is set: an append that its caller commits at once
-    (``BaseEventStore._lead``) never needs one."""
-
-    __slots__ = ("_event", "_set")
-
-    def __init__(self) -> None:
-        self._set = False
-        self._event: anyio.Event | None = None
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        self._set = True
-        if self._event is not None:
-            self._event.set()
-
-    async def wait(self) -> None:
-        if self._set:
-            return
-        if self._event is None:
-            self._event = anyio.Event()
-        await self._event.wait()
-
-
 @dataclass(eq=False)
 class AppendRequest:
     stream_id: str
     events: list[Staged]
     expected_seq: int
     idempotency_key: str | None
-    done: Completion = field(default_factory=Completion)
+    done: anyio.Event = field(default_factory=anyio.Event)
     result: list[Recorded] | None = None
     error: BaseException | None = None
     # Set by the committer when the idempotency key was already used: (first, last) seq.
@@ -93,7 +66,7 @@ class AppendRequest:
 
 @dataclass
 class Planned:
-    """The rows one request will write, decided under the store's write lock."""
+    """The records one request writes, decided under the store's write lock."""
 
     request: AppendRequest
     records: list[Recorded]
@@ -217,27 +190,3 @@ ROW_COLUMNS = (
 Row = tuple[Any, ...]
 _TYPE_AND_VERSION: dict[type[Event], tuple[str, int]] = {}
 _encode = encode_stored
-
-
-@dataclass
-class Guess:
-    """A batch planned before its transaction, on the heads and position that the
-    batches before it leave if they commit as planned. The transaction uses it only if
-    the log holds exactly those heads and that position; otherwise another writer came
-    between (another process), or an earlier batch failed, and it plans again."""
-
-    heads: dict[str, int]  # every stream of the batch, 0 for an empty one
-    position: int
-    planned: list[Planned]
-    new_keys: list[NewKey]
-    rows: list[Row]  # what a SQL store inserts
-    # Each request's error and replay range as planned; given to the requests only if
-    # the guess is used.
-    outcomes: list[tuple[BaseException | None, tuple[int, int] | None]]
-
-    def holds(self, heads: dict[str, int], position: int) -> bool:
-        return self.heads == heads and self.position == position
-
-    def accept(self, batch: list[AppendRequest]) -> None:
-        for request, (error, replay_range) in zip(batch, self.outcomes, strict=True):
-            request.error, request.replay_range = error, replay_range

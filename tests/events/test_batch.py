@@ -3,7 +3,7 @@ from __future__ import annotations
 import threading
 import uuid
 
-from events.planning import EventIds
+from events.batch import EventIds
 
 
 def test_event_ids_are_uuids_unique_across_threads() -> None:
