@@ -184,7 +184,9 @@ def _prepare(root: Path) -> None:
     (root / "home" / ".ssh" / "id_ed25519").write_text(CANARY_SSH_KEY)
 
 
-def _env(root: Path, llm_url: str, users_file: Path | None, extra: dict[str, str]) -> dict[str, str]:
+def _env(
+    root: Path, llm_url: str, users_file: Path | None, extra: dict[str, str]
+) -> dict[str, str]:
     keep = ("PATH", "LANG", "LC_ALL", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
     env = {k: v for k, v in os.environ.items() if k in keep}
     # The project root on the path: `python -m navi.cli` from another folder, and the
