@@ -13,6 +13,12 @@ const RUN_FRAMES = new Set([
   'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry',
 ]);
 
+// Frames that show the model answered (or the run ended): they end "Waiting for the model…".
+const ANSWER_FRAMES = new Set([
+  'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status', 'plan_ready',
+  'tool_started', 'tool_call', 'stream_delta', 'stream_end', 'stream_stopped', 'error',
+]);
+
 export class LiveRenderer {
   /**
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
@@ -28,6 +34,7 @@ export class LiveRenderer {
     if (RUN_FRAMES.has(frame.type) && !frame.is_subagent && !this.hooks.isRunning()) {
       this.hooks.setRunning(true);
     }
+    if (ANSWER_FRAMES.has(frame.type)) this.view.turn?.stopWaiting();
     const method = HANDLERS[frame.type];
     if (method) method.call(this, frame);
   }
@@ -48,7 +55,7 @@ export class LiveRenderer {
   }
 
   stream_start(frame) {
-    if (!frame.is_subagent) this.view.currentTurn({ fresh: true });
+    if (!frame.is_subagent) this.view.currentTurn({ fresh: true }).startWaiting();
   }
 
   thinking_delta(frame) {

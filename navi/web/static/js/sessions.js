@@ -345,7 +345,11 @@ export class Sidebar {
     const backend = health.backend || profile?.llm_backend || '';
     const model = health.model || profile?.model || '';
     const text = [backend, model].filter(Boolean).join(' · ') || (state.health ? 'server ready' : 'server unreachable');
-    this.backend.querySelector('.backend-text').textContent = text;
+    const label = this.backend.querySelector('.backend-text');
+    label.textContent = text;
+    label.title = text; // the full name, even where it wraps
+    const demo = this.backend.querySelector('.demo-notice');
+    if (demo) demo.hidden = !health.demo_model;
     this.backend.classList.toggle('offline', !state.health || state.connection === 'lost');
   }
 }

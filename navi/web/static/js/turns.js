@@ -157,10 +157,33 @@ export class Turn {
     this.agentCards = []; // spawn_agent cards, in start order
     this.subagents = new Map(); // subagent_id → Scope
     this.footer = null;
+    this.waiting = null; // the "Waiting for the model… N s" line, until the first frame
   }
 
   get isEmpty() {
-    return this.root.container.childElementCount === 0;
+    return this.root.container.childElementCount === (this.waiting ? 1 : 0);
+  }
+
+  /** A silent prefill: show that the model is working, with a seconds counter. */
+  startWaiting() {
+    if (this.waiting || !this.isEmpty) return;
+    const started = Date.now();
+    const line = planningStatus('Waiting for the model… 0 s');
+    line.el.classList.add('waiting-status');
+    line.el.dataset.testid = 'waiting';
+    const timer = setInterval(() => {
+      line.set(`Waiting for the model… ${Math.floor((Date.now() - started) / 1000)} s`);
+    }, 1000);
+    this.waiting = { el: line.el, timer };
+    this.root.container.append(line.el);
+  }
+
+  /** The first thinking/text/tool frame (or the end) replaces the waiting line. */
+  stopWaiting() {
+    if (!this.waiting) return;
+    clearInterval(this.waiting.timer);
+    this.waiting.el.remove();
+    this.waiting = null;
   }
 
   trackTool(card, scope, callId) {
