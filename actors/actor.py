@@ -89,6 +89,11 @@ class Actor(Generic[M]):
         """Stop this actor once the current message is handled."""
         self.cell.mailbox.request_stop(reason)
 
+    async def stop_requested(self) -> None:
+        """Returns once this actor is asked to stop (e.g. the system shuts down): for a
+        message whose handling may wait indefinitely and should end sooner."""
+        await self.cell.mailbox.stop_requested.wait()
+
     def defer_reply(self) -> Reply:
         """Take over the reply to the ask being handled, to complete it later (from
         another message or a child's answer). If the actor stops first, the asker

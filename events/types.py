@@ -155,7 +155,9 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     metadata: dict[str, Any] = {}
 
 
-ToolFailureReason = Literal["error", "stopped", "interrupted", "timeout"]
+# "denied": the user or the approval policy declined the call, or no one decided within
+# NAVI_APPROVAL_TIMEOUT (the error says which, in a sentence the LLM reads).
+ToolFailureReason = Literal["error", "stopped", "interrupted", "timeout", "denied"]
 
 
 class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):
@@ -163,6 +165,30 @@ class ToolFailed(Event, frozen=True, kw_only=True, tag="tool.failed"):
     name: str
     reason: ToolFailureReason = "error"
     error: str = ""
+
+
+ApprovalScope = Literal["once", "session"]
+
+
+class ToolApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
+    """The call waits for a person: ``policy`` says which rule asked (navi/run/approval.py)."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    policy: str = "ask"
+
+
+class ToolApprovalDecided(Event, frozen=True, kw_only=True, tag="tool.approval_decided"):
+    """The answer to a ``tool.approval_requested``: ``by`` is the user who decided (or
+    ``navi`` for a timeout); ``session`` scope approves the tool for the rest of the
+    session."""
+
+    call_id: str
+    approved: bool
+    scope: ApprovalScope = "once"
+    by: str = ""
+    reason: str = ""
 
 
 class ContextCompressing(Event, frozen=True, kw_only=True, tag="context.compressing"):
@@ -347,6 +373,8 @@ AnyEvent = (
     | ToolStarted
     | ToolCompleted
     | ToolFailed
+    | ToolApprovalRequested
+    | ToolApprovalDecided
     | ContextCompressing
     | ContextCompressionFailed
     | ContextCompressed

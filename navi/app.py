@@ -257,6 +257,22 @@ class Navi:
         stopped: bool = await self.sessions.ask(session_id, m.StopRun(reason=reason))
         return stopped
 
+    async def decide(
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        approved: bool,
+        scope: str = "once",
+        by: str = "",
+        reason: str = "",
+    ) -> str:
+        """A person's decision on a tool call waiting for approval (in this session or
+        one of its running subagents); answers the stream id where it was recorded."""
+        decision = m.Decide(call_id, approved, scope=scope, by=by, reason=reason)
+        recorded: str = await self.sessions.ask(session_id, decision)
+        return recorded
+
     async def run_stream(
         self,
         session_id: str,

@@ -72,6 +72,13 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # NAVI_PLANNING: "on" plans when a profile asks for it; "off" never; "auto" is "on"
     # except with the embedded model (too small to plan usefully).
     planning: str = "auto"
+    # NAVI_TOOL_APPROVAL: the approval policy of every tool a profile does not set itself
+    # ("ask" or "auto"; "": each tool's own default, navi/run/approval.py). "auto" means
+    # no prompts at all: for scripts and test rigs.
+    tool_approval: str = ""
+    # NAVI_APPROVAL_TIMEOUT: seconds a call waits for a decision before it is denied
+    # (reason "timeout"); None waits as long as it takes, across restarts.
+    approval_timeout_s: float | None = None
     # NAVI_EMBEDDED_TOOLS: offer tools to the embedded model too (off: it only chats).
     embedded_tools: bool = False
     # Several nodes on one PostgreSQL (navi/cluster, docs/deployment.md): how often each
@@ -139,6 +146,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             memory_idle_minutes=get("MEMORY_IDLE_MINUTES", _float, d.memory_idle_minutes),
             planning=get("NAVI_PLANNING", _choice("auto", "on", "off"), d.planning),
             embedded_tools=get("NAVI_EMBEDDED_TOOLS", _bool, d.embedded_tools),
+            tool_approval=get("NAVI_TOOL_APPROVAL", _choice("ask", "auto"), d.tool_approval),
+            approval_timeout_s=get("NAVI_APPROVAL_TIMEOUT", _float, d.approval_timeout_s),
             cluster_sweep_s=get("NAVI_CLUSTER_SWEEP_S", _float, d.cluster_sweep_s),
             cluster_idle_release_s=get(
                 "NAVI_CLUSTER_IDLE_RELEASE_S", _float, d.cluster_idle_release_s

@@ -7,7 +7,7 @@ so a typo in ``config.json`` is an error, not a silently ignored setting.
 from __future__ import annotations
 
 import hashlib
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -53,6 +53,9 @@ class ProfileConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fi
     # http_request, web_view and image_view may reach private (LAN) addresses, e.g. Home
     # Assistant; loopback, link-local and cloud-metadata addresses stay refused.
     allow_private_urls: bool = False
+    # Per tool, whether a person approves a call first (navi/run/approval.py): "auto",
+    # "ask" or "deny"; a tool not named keeps its own default.
+    tool_policy: dict[ToolName, Literal["auto", "ask", "deny"]] = {}
     # Context window in tokens; None means the backend's setting.
     num_ctx: ContextSize | None = None
 
@@ -61,6 +64,11 @@ class Profile(ProfileConfig, frozen=True, kw_only=True):
     """A loaded profile: its config plus the text of ``system_prompt.txt``."""
 
     system_prompt: NonEmpty
+
+    def __hash__(self) -> int:
+        # Profiles key caches (the system prompt's). A frozen Struct hashes every field,
+        # and ``tool_policy`` is a dict; equal profiles still compare field by field.
+        return hash((self.id, self.name, self.model, self.system_prompt))
 
     @property
     def subagent_tool_names(self) -> tuple[str, ...]:
@@ -73,8 +81,10 @@ class Profile(ProfileConfig, frozen=True, kw_only=True):
 
 _DEFAULTS = {
     field.name: field.default
+    if field.default_factory is msgspec.NODEFAULT
+    else field.default_factory()
     for field in msgspec.structs.fields(Profile)
-    if field.default is not msgspec.NODEFAULT
+    if field.default is not msgspec.NODEFAULT or field.default_factory is not msgspec.NODEFAULT
 }
 _hash_encoder = msgspec.json.Encoder(order="sorted")
 

@@ -40,6 +40,8 @@ def tool_result_content(event: ToolCompleted | ToolFailed) -> str:
         return f"{event.output}\nError: {event.error}" if event.output else f"Error: {event.error}"
     if event.reason == "error":
         return f"Error: {event.error}" if event.error else "Error: the call failed."
+    if event.reason == "denied":  # the error says who declined and why, in a sentence
+        return event.error or "Denied: the call was not approved."
     text = _FAILURE_TEXT[event.reason]
     return f"{text} ({event.error})" if event.error else text
 

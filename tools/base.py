@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -14,6 +14,10 @@ if TYPE_CHECKING:
 
 # The LLM sees at most this many characters of one tool result unless a tool caps lower.
 DEFAULT_OUTPUT_CAP = 20_000
+
+# A tool call's approval policy (navi/run/approval.py).
+Approval = Literal["auto", "ask", "deny"]
+APPROVALS: tuple[Approval, ...] = ("auto", "ask", "deny")
 
 
 class ToolResult(msgspec.Struct, frozen=True, kw_only=True):
@@ -96,6 +100,9 @@ class Tool(abc.ABC):
     # nothing for a stop to cut short, and a deadline would cost a timer on every call.
     instant: bool = False
     timeout_s: float = 60.0
+    # Whether a person approves a call first (navi/run/approval.py): "auto" runs at once,
+    # "ask" waits for the user, "deny" never runs. Tools that act on the machine ask.
+    approval: Approval = "auto"
 
     @abc.abstractmethod
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...
@@ -103,6 +110,10 @@ class Tool(abc.ABC):
     def is_idempotent(self, args: dict[str, Any]) -> bool:
         """Whether this particular call may be re-run; tools whose actions differ override it."""
         return self.idempotent
+
+    def approval_for(self, args: dict[str, Any]) -> Approval:
+        """This call's default approval; tools whose actions differ override it."""
+        return self.approval
 
     def timeout_for(self, args: dict[str, Any]) -> float:
         """The registry's hard limit for this call (a ``timeout_s`` argument may widen it)."""

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import structlog
 
-from tools.base import Tool, ToolError, ToolResult, cap_result, fail
+from tools.base import APPROVALS, Approval, Tool, ToolError, ToolResult, cap_result, fail
 from tools.context import ToolContext
 from tools.settings import ToolSettings
 from tools.user_tools import LoadError, UserToolSet, as_result, load_user_tools, snapshot
@@ -195,6 +195,18 @@ class ToolRegistry:
                 continue
             schemas.append(tool.schema())
         return schemas
+
+    def approval_for(self, name: str, args: dict[str, Any]) -> Approval:
+        """The tool's own default for this call; "ask" if it cannot tell (a broken
+        override must not let a call through). An unknown tool fails anyway."""
+        tool = self.get(name)
+        if tool is None:
+            return "auto"
+        try:
+            approval = tool.approval_for(args)
+        except Exception:
+            return "ask"
+        return approval if approval in APPROVALS else "ask"
 
     def is_idempotent(self, name: str, args: dict[str, Any]) -> bool:
         tool = self.get(name)

@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio.to_thread
 
-from tools.base import Tool, ToolResult, ok
+from tools.base import APPROVALS, Tool, ToolResult, ok
 from tools.context import ToolContext
 from tools.validation import check_schema
 
@@ -69,6 +69,7 @@ class CallableTool(Tool):
         idempotent: bool = False,
         timeout_s: float = 60.0,
         source: str = "",
+        approval: Any = "ask",
     ) -> None:
         self.name = name
         self.description = description
@@ -76,6 +77,7 @@ class CallableTool(Tool):
         self.idempotent = idempotent
         self.timeout_s = timeout_s
         self.source = source
+        self.approval = approval
         self._fn = fn
         self._wants_ctx = _arity(fn, name) == 2
 
@@ -125,6 +127,8 @@ def _arity(fn: Callable[..., Any], name: str) -> int:
 
 
 def _check_tool(tool: Tool) -> Tool:
+    """A loaded tool checked; a user tool asks before each call unless it declares
+    ``approval`` itself (it is code from outside, maybe written by the agent)."""
     name = getattr(tool, "name", None)
     if not isinstance(name, str) or not TOOL_NAME.match(name):
         raise ToolLoadError(
@@ -136,6 +140,13 @@ def _check_tool(tool: Tool) -> Tool:
     problems = check_schema(getattr(tool, "parameters", None))
     if problems:
         raise ToolLoadError(f"tool '{name}': " + "; ".join(problems))
+    declared = any("approval" in vars(k) for k in type(tool).__mro__ if k not in (Tool, object))
+    if not declared and "approval" not in vars(tool):
+        tool.approval = "ask"
+    if tool.approval not in APPROVALS:
+        raise ToolLoadError(
+            f"tool '{name}': approval must be one of {', '.join(APPROVALS)}, got {tool.approval!r}"
+        )
     return tool
 
 
@@ -151,6 +162,7 @@ def _from_namespace(
         idempotent=bool(getattr(obj, "idempotent", False)),
         timeout_s=float(getattr(obj, "timeout_s", default_timeout_s)),
         source=source,
+        approval=getattr(obj, "approval", "ask"),
     )
 
 

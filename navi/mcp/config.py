@@ -8,7 +8,7 @@
 
 An entry with ``command`` is a stdio server (a child process), one with ``url`` a
 Streamable HTTP server. Navi's own keys: ``profiles`` (the profiles whose runs may call
-the server's tools; absent: every profile), ``approval`` (``auto`` | ``ask``; absent:
+the server's tools; absent: every profile), ``approval`` (``auto`` | ``ask`` | ``deny``; absent:
 each tool's ``readOnlyHint`` decides), ``sandbox`` (run the stdio child in the tool
 sandbox, tools/sandbox.py) and ``network`` (the sandboxed child may use the network).
 Other keys Claude Desktop or Cursor write (``type``, ``disabled``...) are accepted.
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import msgspec
 
-Approval = Literal["auto", "ask"]
+Approval = Literal["auto", "ask", "deny"]
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 TOOL_NAME_MAX = 64

@@ -41,6 +41,7 @@ AWAITING_LLM = RunState.AWAITING_LLM
 PLANNING = RunState.PLANNING
 STREAMING = RunState.STREAMING
 EXECUTING_TOOLS = RunState.EXECUTING_TOOLS
+AWAITING_APPROVAL = RunState.AWAITING_APPROVAL
 ANSWERED = RunState.ANSWERED
 COMPRESSING = RunState.COMPRESSING
 STOPPING = RunState.STOPPING
@@ -52,6 +53,8 @@ class Step(StrEnum):
     FINISH_STOP = "finish_stop"  # open calls fail as "stopped", then run.stopped
     COMPLETE = "complete"  # run.completed with the answer
     REQUEST_TOOLS = "request_tools"  # tool.requested for the answer's calls
+    ASK_APPROVAL = "ask_approval"  # tool.approval_requested for the next open call
+    AWAIT_DECISION = "await_decision"  # until a person decides, a stop, or the timeout
     RUN_TOOLS = "run_tools"  # run the next open call(s); the result is held
     RETRY = "retry"  # after a back-off, the same iteration's next attempt
     GIVE_UP = "give_up"  # run.failed with the last error
@@ -69,6 +72,7 @@ class Loop(msgspec.Struct, frozen=True, kw_only=True):
     planned: bool = False  # planning, or the decision not to plan, is behind us
     checked: int = 0  # the iteration whose pre-call context check is done
     retries: int = 3  # failed attempts an iteration may retry (NAVI_LLM_RETRIES)
+    must_ask: bool = False  # the next open call's policy asks, and no one decided yet
 
 
 Condition = Callable[[RunProgress, Loop], bool]
@@ -91,6 +95,11 @@ def calls_unrequested(p: RunProgress, loop: Loop) -> bool:
 def calls_open(p: RunProgress, loop: Loop) -> bool:
     """A requested call has no result yet."""
     return len(p.resolved) < len(p.requested)
+
+
+def must_ask(p: RunProgress, loop: Loop) -> bool:
+    """The next open call must wait for a person's decision (navi/run/approval.py)."""
+    return loop.must_ask
 
 
 def may_retry(p: RunProgress, loop: Loop) -> bool:
@@ -145,7 +154,9 @@ RULES: tuple[Rule, ...] = (
     _rule(set(ACTIVE_STATES),            stop_signal,         Step.FINISH_STOP),
     _rule({ANSWERED},                    always,              Step.COMPLETE),
     _rule({EXECUTING_TOOLS},             calls_unrequested,   Step.REQUEST_TOOLS),
+    _rule({EXECUTING_TOOLS},             must_ask,            Step.ASK_APPROVAL),
     _rule({EXECUTING_TOOLS},             calls_open,          Step.RUN_TOOLS),
+    _rule({AWAITING_APPROVAL},           always,              Step.AWAIT_DECISION),
     _rule({AWAITING_LLM},                may_retry,           Step.RETRY),
     _rule({AWAITING_LLM},                failed,              Step.GIVE_UP),
     _rule({STREAMING},                   always,              Step.REISSUE),
@@ -160,7 +171,7 @@ RULES: tuple[Rule, ...] = (
 # Steps that only record (their events join the held outcomes' commit) and steps that
 # end the run (their events are the run's last). Every other step waits or has an
 # effect, so it commits what is held first.
-RECORD_ONLY: frozenset[Step] = frozenset({Step.REQUEST_TOOLS})
+RECORD_ONLY: frozenset[Step] = frozenset({Step.REQUEST_TOOLS, Step.ASK_APPROVAL})
 FINAL: frozenset[Step] = frozenset(
     {Step.END, Step.FINISH_STOP, Step.COMPLETE, Step.GIVE_UP, Step.OUT_OF_STEPS}
 )

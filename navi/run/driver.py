@@ -11,6 +11,9 @@ and committed with the next step's events ("Commits" in navi/run/decide.py).
 
 from __future__ import annotations
 
+import contextlib
+import math
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
@@ -22,6 +25,7 @@ from events.types import (
     RunCompleted,
     RunFailed,
     RunStopped,
+    ToolApprovalDecided,
     ToolFailed,
     ToolRequested,
 )
@@ -48,7 +52,10 @@ class RunDriver:
         self.state = host.state
         self.log = log.bind(session_id=host.session_id, run_id=self.state.progress.run_id)
         progress = self.state.progress
-        in_doubt = {c.id for c in progress.open_calls} if resumed else set()
+        # Calls a crash cut short: those that had started (a call still waiting for its
+        # approval, or for its turn, never ran).
+        in_doubt = {c.id for c in progress.open_calls if c.id in progress.started}
+        in_doubt = in_doubt if resumed else set()
         self.llm = LLMStep(host, deps)
         self.tools = ToolStep(host, deps, in_doubt=in_doubt)
         # What the driver holds, not yet recorded: the outcomes of the last effect (kept
@@ -68,6 +75,9 @@ class RunDriver:
                 planned=self.planned,
                 checked=self.checked,
                 retries=self.deps.settings.llm_retries,
+                must_ask=state is RunState.EXECUTING_TOOLS
+                and len(progress.requested) == len(progress.calls)
+                and self.tools.must_ask(progress.open_calls),
             )
             step = decide(state, progress, loop)
             if step is Step.END:
@@ -179,6 +189,33 @@ class RunDriver:
     async def _run_tools(self, p: RunProgress) -> None:
         self.hold(await self.tools.run(self.commit, p.open_calls))
 
+    async def _ask_approval(self, p: RunProgress) -> None:
+        self.decided.append(self.tools.approval_request(p.open_calls[0]))
+
+    async def _await_decision(self, p: RunProgress) -> None:
+        """Wait for a person (the wait survives restarts: the log says it waits). With
+        ``NAVI_APPROVAL_TIMEOUT``, counted from the request, a call no one decided on is
+        denied (reason ``timeout``)."""
+        await self.flush()
+        timeout = self.deps.settings.approval_timeout_s
+        waited = time.time() - p.awaiting_since
+        remaining = math.inf if timeout is None else max(0.0, timeout - waited)
+        await self.host.wait_for_decision(anyio.current_time() + remaining)
+        awaiting = self.state.progress.awaiting
+        if (
+            timeout is None
+            or awaiting is None
+            or self.state.run_state is not RunState.AWAITING_APPROVAL
+            or self.host.stop_signal.is_set()
+        ):
+            return  # decided, or stopping: the table goes on
+        with contextlib.suppress(IllegalTransition):  # a decision or a stop came first
+            await self.host.record(
+                ToolApprovalDecided(
+                    call_id=awaiting.call_id, approved=False, by="navi", reason="timeout"
+                )
+            )
+
     async def _retry(self, p: RunProgress) -> None:
         await self.flush()
         if p.last_kind != THINKING_NOT_SUPPORTED:  # asked again at once, without thinking
@@ -275,6 +312,8 @@ _CARRY_OUT: dict[Step, Callable[[RunDriver, RunProgress], Awaitable[None]]] = {
     Step.FINISH_STOP: RunDriver._finish_stop,
     Step.COMPLETE: RunDriver._complete,
     Step.REQUEST_TOOLS: RunDriver._request_tools,
+    Step.ASK_APPROVAL: RunDriver._ask_approval,
+    Step.AWAIT_DECISION: RunDriver._await_decision,
     Step.RUN_TOOLS: RunDriver._run_tools,
     Step.RETRY: RunDriver._retry,
     Step.GIVE_UP: RunDriver._give_up,

@@ -7,7 +7,7 @@ The session actor (navi/session/actor.py) is the host; this package never import
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -48,6 +48,9 @@ class RunHost(Protocol):
     async def request_stop(self, reason: str = "user") -> bool:
         """Record ``stop.requested`` (if not yet) and set the stop signal."""
 
+    async def wait_for_decision(self, deadline: float) -> None:
+        """Until the call waiting for approval is decided, a stop, or ``deadline``."""
+
     @property
     def data_owner(self) -> RunHost:
         """The session whose files, todo list and notes the tools work on: the host
@@ -71,6 +74,8 @@ class RunDeps:
     tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
         default=lambda host, call_id: {}
     )
+    # A user's own approval defaults, tool → "auto" | "ask" | "deny" (their settings).
+    user_tool_policy: Callable[[str], Mapping[str, str]] = field(default=lambda user_id: {})
     # The context window of a profile's model, as its backend tells (Navi.context_window).
     context_window: Callable[[Profile], int] = field(
         default=lambda profile: profile.num_ctx or 65536

@@ -29,10 +29,13 @@ from events.types import (
     SubagentSpawned,
     TodoItem,
     TodoUpdated,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCall,
     ToolCompleted,
     ToolFailed,
     ToolRequested,
+    ToolStarted,
 )
 
 # llm.failed's kind when the model does not think: the call is asked again without it.
@@ -71,6 +74,14 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     calls: tuple[ToolCall, ...] = ()  # the tool calls of the last answer, in order
     requested: tuple[ToolCall, ...] = ()  # their tool.requested, in order
     resolved: frozenset[str] = frozenset()  # call ids with tool.completed / tool.failed
+    started: frozenset[str] = frozenset()  # call ids with tool.started (may have run)
+    # Approvals (navi/run/approval.py): the call waiting for a person, and when it began
+    # to wait; the decisions of this step's calls; the tools approved for the session
+    # (kept across runs).
+    awaiting: ToolApprovalRequested | None = None
+    awaiting_since: float = 0.0
+    decisions: tuple[ToolApprovalDecided, ...] = ()
+    approved_tools: frozenset[str] = frozenset()
     # The todo list and the injections (navi/run/injections.py).
     failed_steps: frozenset[int] = frozenset()  # todo ids seen failed during this run
     todo_done: int = 0
@@ -88,6 +99,9 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
 
     def plan_result(self, phase: int) -> PlanResult | None:
         return next((r for r in self.plan_results if r.phase == phase), None)
+
+    def decision_of(self, call_id: str) -> ToolApprovalDecided | None:
+        return next((d for d in self.decisions if d.call_id == call_id), None)
 
     def subagent_of(self, call_id: str) -> SubagentSpawned | None:
         return next((s for s in self.subagents if s.call_id == call_id), None)
@@ -123,6 +137,7 @@ def _run_started(p: RunProgress, record: Recorded, e: RunStarted) -> RunProgress
         todo_done=p.todo_done,
         failed_steps=p.failed_steps,
         replanned=p.replanned,
+        approved_tools=p.approved_tools,
     )
 
 
@@ -140,6 +155,8 @@ def _llm_requested(p: RunProgress, record: Recorded, e: LLMRequested) -> RunProg
             calls=(),
             requested=(),
             resolved=frozenset(),
+            started=frozenset(),
+            decisions=(),
             stall=p.stall + 1,
             side_call="",
         )
@@ -181,8 +198,24 @@ def _tool_requested(p: RunProgress, record: Recorded, e: ToolRequested) -> RunPr
     return replace(p, requested=(*p.requested, call))
 
 
+def _tool_started(p: RunProgress, record: Recorded, e: ToolStarted) -> RunProgress:
+    return replace(p, started=p.started | {e.call_id})
+
+
 def _tool_resolved(p: RunProgress, record: Recorded, e: ToolCompleted | ToolFailed) -> RunProgress:
-    return replace(p, resolved=p.resolved | {e.call_id})
+    awaiting = None if p.awaiting is not None and p.awaiting.call_id == e.call_id else p.awaiting
+    return replace(p, resolved=p.resolved | {e.call_id}, awaiting=awaiting)
+
+
+def _approval_requested(p: RunProgress, record: Recorded, e: ToolApprovalRequested) -> RunProgress:
+    return replace(p, awaiting=e, awaiting_since=record.timestamp)
+
+
+def _approval_decided(p: RunProgress, record: Recorded, e: ToolApprovalDecided) -> RunProgress:
+    approved = p.approved_tools
+    if e.approved and e.scope == "session" and p.awaiting is not None:
+        approved = approved | {p.awaiting.name}
+    return replace(p, awaiting=None, decisions=(*p.decisions, e), approved_tools=approved)
 
 
 def _todo_updated(p: RunProgress, record: Recorded, e: TodoUpdated) -> RunProgress:
@@ -235,8 +268,11 @@ FOLDS: Mapping[type[Event], Fold] = {
     LLMCompleted: _llm_completed,
     LLMFailed: _llm_failed,
     ToolRequested: _tool_requested,
+    ToolStarted: _tool_started,
     ToolCompleted: _tool_resolved,
     ToolFailed: _tool_resolved,
+    ToolApprovalRequested: _approval_requested,
+    ToolApprovalDecided: _approval_decided,
     TodoUpdated: _todo_updated,
     ContextInjected: _injected,
     PlanStatus: _plan_status,

@@ -24,6 +24,10 @@ Design notes (also in docs/state-machine.md):
 - ``run.stopped`` is legal only in ``stopping``: a stop is always recorded first as
   ``stop.requested``. In ``stopping``, in-flight results may still land (chunks,
   ``llm.completed``, ``tool.completed``/``tool.failed``), but nothing new may start.
+- A tool call that needs a person's approval (navi/run/approval.py) is recorded as
+  ``tool.approval_requested``: ``executing_tools`` → ``awaiting_approval``, where nothing
+  happens but the decision (``tool.approval_decided`` → ``executing_tools``) or a stop.
+  Calls run in the order the LLM gave them, so one call at a time waits.
 - Post-turn compression runs after ``run.completed``: ``done`` → ``compressing_after_run``
   → ``done``. A ``user.message`` must wait until it ends (the session actor holds it).
   A re-summary asked for at rest (``recompress``) may also start from ``stopped`` or
@@ -47,6 +51,7 @@ class RunState(StrEnum):
     AWAITING_LLM = "awaiting_llm"  # preparing or waiting for the next LLM call
     STREAMING = "streaming"
     EXECUTING_TOOLS = "executing_tools"
+    AWAITING_APPROVAL = "awaiting_approval"  # a tool call waits for a person's decision
     ANSWERED = "answered"  # the final answer is in; run.completed comes next
     COMPRESSING = "compressing"  # inside a run, before an LLM call
     STOPPING = "stopping"
@@ -81,6 +86,7 @@ PLANNING = RunState.PLANNING
 AWAITING_LLM = RunState.AWAITING_LLM
 STREAMING = RunState.STREAMING
 EXECUTING_TOOLS = RunState.EXECUTING_TOOLS
+AWAITING_APPROVAL = RunState.AWAITING_APPROVAL
 ANSWERED = RunState.ANSWERED
 COMPRESSING = RunState.COMPRESSING
 STOPPING = RunState.STOPPING
@@ -149,9 +155,16 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
         "todo.updated":               EXECUTING_TOOLS,
         "scratchpad.updated":         EXECUTING_TOOLS,
         "context.injected":           EXECUTING_TOOLS,        # for the next LLM call
+        "tool.approval_requested":    AWAITING_APPROVAL,
         "llm.requested":              AWAITING_LLM,           # next iteration
         "context.compressing":        COMPRESSING,
         "run.completed":              DONE,                   # iteration budget spent
+        "stop.requested":             STOPPING,
+        "run.failed":                 FAILED,
+    },
+    AWAITING_APPROVAL: {
+        # One call waits; nothing else starts until a person decides (or a stop).
+        "tool.approval_decided":      EXECUTING_TOOLS,
         "stop.requested":             STOPPING,
         "run.failed":                 FAILED,
     },
@@ -223,7 +236,16 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
 INITIAL: RunState = RunState.IDLE
 # States in which a run is going: a second user message must wait, a stop has an effect.
 ACTIVE_STATES: frozenset[RunState] = frozenset(
-    {PLANNING, AWAITING_LLM, STREAMING, EXECUTING_TOOLS, ANSWERED, COMPRESSING, STOPPING}
+    {
+        PLANNING,
+        AWAITING_LLM,
+        STREAMING,
+        EXECUTING_TOOLS,
+        AWAITING_APPROVAL,
+        ANSWERED,
+        COMPRESSING,
+        STOPPING,
+    }
 )
 # States in which a new turn may start.
 RESTING_STATES: frozenset[RunState] = frozenset({IDLE, DONE, STOPPED, FAILED})

@@ -2,9 +2,11 @@
 each call with the context its tool gets.
 
 A call may not run when a crash left it open and its tool is not idempotent (it becomes
-``tool.failed(reason="interrupted")``: it may or may not have happened), or when the
-profile or the user's grants do not allow it (navi/run/permissions.py). Either way the
-failure is an outcome, held by the driver like a result.
+``tool.failed(reason="interrupted")``: it may or may not have happened), when the
+profile or the user's grants do not allow it (navi/run/permissions.py), or when its
+approval policy denies it or the user declined it (navi/run/approval.py). Either way
+the failure is an outcome, held by the driver like a result. A call whose policy asks
+runs only once a person approved it: the driver asks first (``must_ask``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from events.types import (
     NoteSaved,
     TodoItem,
     TodoUpdated,
+    ToolApprovalRequested,
     ToolCall,
     ToolCompleted,
     ToolFailed,
@@ -30,7 +33,7 @@ from events.types import (
 )
 from navi.blobs import keep_tool_image
 from navi.ids import session_folder
-from navi.run import permissions
+from navi.run import approval, permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
 from tools import ProfileInfo, ToolContext, ToolResult
@@ -80,13 +83,46 @@ class ToolStep:
 
     def _concurrent_batch(self, calls: Sequence[ToolCall]) -> list[ToolCall]:
         """Leading open calls of tools that may run side by side (``concurrent``), e.g.
-        several ``spawn_agent`` calls: subagents work in parallel. Fewer than two: none."""
-        batch = []
+        several ``spawn_agent`` calls: subagents work in parallel. Fewer than two: none.
+        A call that must wait for approval ends the batch."""
+        batch: list[ToolCall] = []
         for call in calls:
             if not getattr(self.deps.tools.get(call.name), "concurrent", False):
                 break
+            if batch and self._undecided_ask(call):
+                break
             batch.append(call)
         return batch if len(batch) > 1 else []
+
+    # ------------------------------------------------------------------ approvals
+
+    def policy(self, call: ToolCall) -> approval.Policy:
+        state = self.state
+        return approval.policy_for(
+            call,
+            tools=self.deps.tools,
+            profile=active_profile(state, self.deps),
+            operator=self.deps.settings.tool_approval,
+            user=self.deps.user_tool_policy(state.user_id),
+            approved_tools=state.progress.approved_tools,
+        )
+
+    def must_ask(self, open_calls: Sequence[ToolCall]) -> bool:
+        """The next open call waits for a person's decision that it does not have yet."""
+        return bool(open_calls) and self._undecided_ask(open_calls[0])
+
+    def approval_request(self, call: ToolCall) -> ToolApprovalRequested:
+        return ToolApprovalRequested(
+            call_id=call.id,
+            name=call.name,
+            arguments=call.arguments,
+            policy=self.policy(call).source,
+        )
+
+    def _undecided_ask(self, call: ToolCall) -> bool:
+        if self.state.progress.decision_of(call.id) is not None:
+            return False
+        return self.policy(call).approval == "ask"
 
     def _refusal(self, call: ToolCall) -> ToolFailed | None:
         """The ``tool.failed`` of a call that may not run (see the module doc), or None."""
@@ -97,6 +133,9 @@ class ToolStep:
                     call_id=call.id, name=call.name, reason="interrupted", error=INTERRUPTED
                 )
             self.log.info("tool.rerun_idempotent", tool=call.name, call_id=call.id)
+        decided = self._approval_refusal(call)
+        if decided is not None:
+            return decided
         refused = permissions.refusal(
             self.deps.builder,
             self.deps.users,
@@ -109,6 +148,24 @@ class ToolStep:
             return None
         self.log.warning("tool.refused", tool=call.name, call_id=call.id, why=refused)
         return ToolFailed(call_id=call.id, name=call.name, error=refused)
+
+    def _approval_refusal(self, call: ToolCall) -> ToolFailed | None:
+        """The ``tool.failed`` of a call its policy denies or a person declined."""
+        decision = self.state.progress.decision_of(call.id)
+        if decision is not None:
+            if decision.approved:
+                return None
+            if decision.by == "navi" and decision.reason == "timeout":
+                timeout = self.deps.settings.approval_timeout_s or 0
+                error = approval.TIMED_OUT.format(seconds=timeout)
+            else:
+                error = approval.denied_message(decision.reason)
+            return ToolFailed(call_id=call.id, name=call.name, reason="denied", error=error)
+        policy = self.policy(call)
+        if policy.approval != "deny":
+            return None
+        error = approval.POLICY_DENIED.format(source=policy.source)
+        return ToolFailed(call_id=call.id, name=call.name, reason="denied", error=error)
 
     async def _execute(self, call: ToolCall) -> Event:
         result = await self.deps.tools.execute(call.name, call.arguments, self._context(call))

@@ -13,6 +13,7 @@ from typing import Any
 
 from events.envelope import Recorded
 from events.types import (
+    TERMINAL_RUN_EVENTS,
     ContextCompressed,
     LLMCompleted,
     LLMRequested,
@@ -29,6 +30,8 @@ from events.types import (
     SubagentFinished,
     SubagentSpawned,
     TodoUpdated,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
     ToolRequested,
@@ -51,15 +54,24 @@ class FrameTranslator:
         self._tokens = 0
         self._context_tokens = 0
         self._messages = messages_projection.INITIAL
+        # ``approval_required`` frames of calls still waiting for a decision, by call id.
+        self._awaiting: dict[str, Frame] = {}
 
     def prime(self, records: list[Recorded]) -> None:
         """Take in events the client already has, sending nothing."""
         for record in records:
             self.frames(record)
 
+    def awaiting_frames(self) -> list[Frame]:
+        """The ``approval_required`` frames of calls that still wait: sent again to a
+        client that connects while they wait (it may have missed them, or lost its page)."""
+        return [dict(frame) for frame in self._awaiting.values()]
+
     def frames(self, record: Recorded) -> list[Frame]:
         if type(record.event) not in _CHUNKS:  # chunks never change the message count
             self._messages = messages_projection.evolve(self._messages, record)
+        if record.type in TERMINAL_RUN_EVENTS:
+            self._awaiting.clear()
         out = self._translate(record)
         for frame in out:
             frame["seq"] = record.seq
@@ -116,7 +128,34 @@ class FrameTranslator:
                 }
             )
             return out
+        if isinstance(e, ToolApprovalRequested):
+            waiting: Frame = {
+                "type": "approval_required",
+                "call_id": e.call_id,
+                "tool": e.name,
+                "args": e.arguments,
+                "policy": e.policy,
+                "is_subagent": sub,
+            }
+            self._awaiting[e.call_id] = waiting
+            out.append(waiting)
+            return out
+        if isinstance(e, ToolApprovalDecided):
+            self._awaiting.pop(e.call_id, None)
+            out.append(
+                {
+                    "type": "approval_decided",
+                    "call_id": e.call_id,
+                    "approved": e.approved,
+                    "scope": e.scope,
+                    "by": e.by,
+                    "reason": e.reason,
+                    "is_subagent": sub,
+                }
+            )
+            return out
         if isinstance(e, ToolCompleted | ToolFailed):
+            self._awaiting.pop(e.call_id, None)  # a stop ended the wait
             name, args = self._calls.pop(e.call_id, (e.name, {}))
             ok = isinstance(e, ToolCompleted) and e.success
             result = e.output if isinstance(e, ToolCompleted) else e.error

@@ -17,6 +17,7 @@ import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
+from navi.accounts import User
 from navi.replay.history import History, follow_history, load_history
 from navi.server.frames import Frame, FrameTranslator, coalesce
 from navi.server.http import user_of
@@ -44,6 +45,10 @@ class ClientMessage(msgspec.Struct, kw_only=True):
     images: list[str] = []
     files: list[FileRef] = []
     queue: bool = False
+    # approve / deny
+    call_id: str = ""
+    scope: str = "once"
+    reason: str = ""
 
 
 def _int_param(websocket: WebSocket, name: str) -> int | None:
@@ -75,13 +80,17 @@ async def session_socket(websocket: WebSocket) -> None:
     except SessionNotFound:
         await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
         return
-    connection = Connection(server, websocket, session_id)
+    user = user_of(websocket)  # type: ignore[arg-type]
+    connection = Connection(server, websocket, session_id, user)
     await connection.serve()
 
 
 class Connection:
-    def __init__(self, server: ServerState, websocket: WebSocket, session_id: str) -> None:
+    def __init__(
+        self, server: ServerState, websocket: WebSocket, session_id: str, user: User
+    ) -> None:
         self.server = server
+        self.user = user
         self.websocket = websocket
         self.session_id = session_id
         self.log = log.bind(session_id=session_id)
@@ -119,11 +128,13 @@ class Connection:
         translator = FrameTranslator(max_context_tokens=self.server.max_context_tokens)
         earlier = [r for r in records if r.seq <= after]
         translator.prime(earlier)
+        waiting = translator.awaiting_frames()  # sent again: the client may have lost them
         running = _running_subagents(earlier)
         sub_after = _sub_after(self.websocket)
         with self._send, self._scope:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._sender)
+                await self.push(waiting)
                 tg.start_soon(self._follow, translator, history, after, running, sub_after, tg)
                 await self._receive_loop()
                 tg.cancel_scope.cancel()
@@ -202,6 +213,7 @@ class Connection:
         )
         store = self.server.navi.store
         translator.prime(await store.read(child, to_seq=after))
+        await self.push(translator.awaiting_frames())
         running: dict[str, anyio.Event] = {}
         try:
             async with anyio.create_task_group() as tg:
@@ -244,11 +256,21 @@ class Connection:
                 )
             elif request.type == "stop":
                 await navi.stop(self.session_id)
+            elif request.type in ("approve", "deny"):
+                await navi.decide(
+                    self.session_id,
+                    request.call_id,
+                    approved=request.type == "approve",
+                    scope=request.scope,
+                    by=self.user.id,
+                    reason=request.reason,
+                )
             elif request.type == "ping":
                 await self.push([{"type": "pong"}])
             else:
                 await self._error(
-                    f"unknown message type {request.type!r}: send 'message' or 'stop'"
+                    f"unknown message type {request.type!r}: "
+                    "send 'message', 'stop', 'approve', 'deny' or 'ping'"
                 )
         except SessionError as exc:
             await self._error(exc.message)

@@ -38,8 +38,8 @@ from navi.run import compression
 from navi.run.host import RunDeps
 from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
+from navi.session import approvals, run_actor, subtasks
 from navi.session import messages as m
-from navi.session import run_actor, subtasks
 from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
 from navi.session.input import check_files, check_text, decode_images, store_images
 from navi.session.state import SessionState
@@ -76,6 +76,7 @@ class SessionActor(Actor[object]):
         self.parent = parent
         self.stream = SessionStream(deps.store, session_id, deps.clock)
         self.stop_signal = StopSignal()
+        self.decisions = approvals.DecisionWait()
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
@@ -129,6 +130,8 @@ class SessionActor(Actor[object]):
             return await self._send(message)
         if isinstance(message, m.StopRun):
             return await self.request_stop(message.reason)
+        if isinstance(message, m.Decide):
+            return await approvals.decide(self, message)
         if isinstance(message, m.Resume):
             return await self._resume()
         if isinstance(message, m.SpawnSubagent):
@@ -303,6 +306,17 @@ class SessionActor(Actor[object]):
             if self.state.run_active and self.state.run_state is not RunState.STOPPING:
                 await self.stream.record_locked([StopRequested(reason=reason)])
         return True
+
+    # ------------------------------------------------------------------ approvals
+
+    def approval_decided(self) -> None:
+        """A decision was recorded: the run's driver, waiting for it, goes on."""
+        self.decisions.wake()
+
+    async def wait_for_decision(self, deadline: float) -> None:
+        """Until the waiting call is decided, the run is stopped, or ``deadline``
+        (``anyio.current_time()``'s clock)."""
+        await self.decisions.wait(self, deadline)
 
     # ------------------------------------------------------------------ writing
 

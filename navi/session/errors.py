@@ -41,3 +41,13 @@ class QuotaExceeded(SessionError):
     """The user's images and uploads would pass ``NAVI_USER_QUOTA_MB``."""
 
     status = 413
+
+
+class ApprovalNotFound(SessionError):
+    """No call of this session (or of its running subagents) waits for this decision."""
+
+    status = 404
+
+
+class AlreadyDecided(SessionError):
+    status = 409

@@ -119,3 +119,16 @@ class Recompress:
     """Summarise the latest compressed range again (or compress now), at rest."""
 
     model: str | None = None
+
+
+@dataclass(frozen=True)
+class Decide:
+    """A person's answer to a tool call waiting for approval (``tool.approval_decided``).
+    Sent to the top-level session; a subagent's call is found in its running children.
+    Answers the stream id of the session whose call it was."""
+
+    call_id: str
+    approved: bool
+    scope: str = "once"  # "once" | "session"
+    by: str = ""
+    reason: str = ""

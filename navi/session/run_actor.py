@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+import anyio
+
 from actors import Actor, Supervision
 from navi.llm.stop import StopSignal
 from navi.run import resummary
@@ -19,10 +21,16 @@ from navi.session.errors import RunActive, SessionError
 
 if TYPE_CHECKING:
     from navi.session.actor import SessionActor
+    from navi.session.state import SessionState
 
 
 class RunActor(Actor[object]):
-    """A run: drives the loop to its end, runs the post-turn workers, then stops."""
+    """A run: drives the loop to its end, runs the post-turn workers, then stops.
+
+    Asked to stop (Navi shuts down) while the run waits for a person, or for a
+    subagent (which may wait for one), it is left as a crash would leave it: the log
+    says it waits, and the next start resumes the wait. Any other step is finished
+    first, as before."""
 
     mailbox_size = 2
 
@@ -35,12 +43,36 @@ class RunActor(Actor[object]):
         session = self.session
         driver = RunDriver(session, session.deps.run, resumed=message.resumed)
         try:
-            await driver.drive()
-            await session.commit()
-            if session.state.run_state is RunState.DONE:
-                await run_workers(session, session.deps.workers)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._leave_if_waiting, tg.cancel_scope)
+                await driver.drive()
+                await session.commit()
+                if session.state.run_state is RunState.DONE:
+                    await run_workers(session, session.deps.workers)
+                tg.cancel_scope.cancel()
         finally:
             self.stop("run ended")
+
+    async def _leave_if_waiting(self, scope: anyio.CancelScope) -> None:
+        await self.stop_requested()
+        while not _waits(self.session.state):
+            await anyio.sleep(LEAVE_POLL_S)
+        scope.cancel()
+
+
+# After a stop request, how often a run that is busy looks whether it now waits.
+LEAVE_POLL_S = 0.1
+
+
+def _waits(state: SessionState) -> bool:
+    """The run waits for a person (its own call), or for a subagent still working."""
+    if state.run_state is RunState.AWAITING_APPROVAL:
+        return True
+    progress = state.progress
+    finished = {s.call_id for s in progress.subagents_finished}
+    return state.run_state is RunState.EXECUTING_TOOLS and any(
+        s.call_id not in finished for s in progress.subagents
+    )
 
 
 class JobActor(Actor[object]):

@@ -32,6 +32,8 @@ def navi_settings(tmp_path: Path, fake_url: str, **overrides: Any) -> Settings:
         session_files_dir=str(tmp_path / "files"),
         resume_on_start=False,
         llm_retry_backoff_s=0.01,
+        # A test rig: no prompts, unless a test asks for the approvals it checks.
+        tool_approval="auto",
         llm=llm,
         tools=tools,
     )

@@ -43,6 +43,7 @@ runpy.run_path(script, run_name="__main__")
 
 class CodeExecTool(Tool):
     name = "code_exec"
+    approval = "ask"  # runs commands on the user's machine
     description = (
         "Run Python 3 code in a separate sandboxed process and return its exit code and "
         "output (stdout and stderr; use print). Each call starts fresh in its own empty "

@@ -13,7 +13,7 @@ import shutil
 import stat
 from typing import Any
 
-from tools.base import Tool, ToolError, ToolResult, cap_output, ok, truncation_marker
+from tools.base import Approval, Tool, ToolError, ToolResult, cap_output, ok, truncation_marker
 from tools.beneath import make_dirs_beneath, open_beneath
 from tools.context import ToolContext
 from tools.paths import Located, PathGuard, PathRefused, read_regular_file
@@ -54,6 +54,10 @@ class FilesystemTool(Tool):
 
     def is_idempotent(self, args: dict[str, Any]) -> bool:
         return args.get("action") in ("read", "list")
+
+    def approval_for(self, args: dict[str, Any]) -> Approval:
+        # Reading and listing change nothing; writing, mkdir and delete do.
+        return "auto" if self.is_idempotent(args) else "ask"
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         guard = PathGuard.for_context(ctx)

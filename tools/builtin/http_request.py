@@ -6,7 +6,7 @@ import contextlib
 import json
 from typing import Any
 
-from tools.base import Tool, ToolError, ToolResult, cap_output, fail, ok
+from tools.base import Approval, Tool, ToolError, ToolResult, cap_output, fail, ok
 from tools.context import ToolContext
 from tools.fetch import Fetched, fetch, policy_for
 
@@ -44,6 +44,10 @@ class HttpRequestTool(Tool):
 
     def is_idempotent(self, args: dict[str, Any]) -> bool:
         return str(args.get("method", "GET")).upper() in ("GET", "HEAD")
+
+    def approval_for(self, args: dict[str, Any]) -> Approval:
+        # A GET or HEAD reads; any other method may change something somewhere.
+        return "auto" if self.is_idempotent(args) else "ask"
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings

@@ -109,6 +109,7 @@ def generate_manual(tool: Tool) -> str:
 
 class ReloadToolsTool(_RegistryTool):
     name = "reload_tools"
+    approval = "ask"  # loads code the agent may have written into the server
     description = (
         "Reload user tools from the tools folder (after a file was added or changed) without "
         "restarting. Reports each file that failed to load and why."
@@ -135,6 +136,7 @@ async def execute(params: dict) -> str:
 
 class WriteToolTool(_RegistryTool):
     name = "write_tool"
+    approval = "ask"  # installs code that later runs in the server
     description = (
         "Install a new user tool permanently: give its name and Python source in the module "
         "format (module-level name, description, parameters JSON schema, and "

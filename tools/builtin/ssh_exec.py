@@ -135,6 +135,7 @@ class SshPool:
 
 class SshExecTool(Tool):
     name = "ssh_exec"
+    approval = "ask"  # runs commands on the user's machine
     uses_files = False
     description = (
         "Run a command on a named remote host over SSH and return its exit status and output "

@@ -43,6 +43,7 @@ def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
 
 class TerminalTool(Tool):
     name = "terminal"
+    approval = "ask"  # runs commands on the user's machine
     description = (
         "Run one command (an allowlisted program with arguments) in the session's files "
         "directory and return its exit code and output. " + NO_SHELL + " Pipes, ';', '&&', "

@@ -28,6 +28,7 @@ CASES: dict[str, tuple[RunProgress, Loop]] = {
     "next_call": (RunProgress(iterations=1, calls=(C1,), requested=(C1,), resolved=DONE_C1), READY),
     "calls_unrequested": (RunProgress(iterations=1, calls=(C1,)), READY),
     "calls_open": (RunProgress(iterations=1, calls=(C1,), requested=(C1,)), READY),
+    "must_ask": (RunProgress(iterations=1, calls=(C1,), requested=(C1,)), Loop(planned=True, checked=2, must_ask=True)),
     "call_open": (RunProgress(iterations=1, llm_open=True), READY),
     "failed_retryable": (RunProgress(iterations=1, failures=1, retryable=True), READY),
     "failed_too_often": (RunProgress(iterations=1, failures=4, retryable=True), READY),
@@ -48,6 +49,8 @@ REQUEST = Step.REQUEST_TOOLS
 RETRY = Step.RETRY
 RUN = Step.RUN_TOOLS
 STOP = Step.FINISH_STOP
+ASK = Step.ASK_APPROVAL
+WAIT = Step.AWAIT_DECISION
 
 # The states in which a run is going, in the order of EXPECTED's columns. In every other
 # state the step is ``end``. Some pairs cannot occur (a failed call while tools run):
@@ -57,27 +60,29 @@ COLUMNS = (
     RunState.PLANNING,
     RunState.STREAMING,
     RunState.EXECUTING_TOOLS,
+    RunState.AWAITING_APPROVAL,
     RunState.ANSWERED,
     RunState.COMPRESSING,
     RunState.STOPPING,
 )
 # fmt: off
 EXPECTED: dict[str, tuple[Step, ...]] = {
-    #                      awaiting_llm planning streaming executing_tools answered compressing stopping
-    "run_started":        (CHECK,       CHECK,   REISSUE,  CHECK,          COMPLETE, ABANDON,    STOP),
-    "checked":            (PLAN,        PLAN,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "planned":            (CALL,        CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "plan_ready":         (CALL,        CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "results_in":         (CHECK,       CHECK,   REISSUE,  CHECK,          COMPLETE, ABANDON,    STOP),
-    "next_call":          (CALL,        CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "calls_unrequested":  (CALL,        CALL,    REISSUE,  REQUEST,        COMPLETE, ABANDON,    STOP),
-    "calls_open":         (CALL,        CALL,    REISSUE,  RUN,            COMPLETE, ABANDON,    STOP),
-    "call_open":          (REISSUE,     CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "failed_retryable":   (RETRY,       CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "failed_too_often":   (GIVE_UP,     CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "failed_for_good":    (GIVE_UP,     CALL,    REISSUE,  CALL,           COMPLETE, ABANDON,    STOP),
-    "budget_spent":       (OUT,         CHECK,   REISSUE,  OUT,            COMPLETE, ABANDON,    STOP),
-    "stop_signal":        (STOP,        STOP,    STOP,     STOP,           STOP,     ABANDON,    STOP),
+    #                      awaiting_llm planning streaming executing_tools awaiting_approval answered compressing stopping
+    "run_started":        (CHECK,       CHECK,   REISSUE,  CHECK,          WAIT,             COMPLETE, ABANDON,    STOP),
+    "checked":            (PLAN,        PLAN,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "planned":            (CALL,        CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "plan_ready":         (CALL,        CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "results_in":         (CHECK,       CHECK,   REISSUE,  CHECK,          WAIT,             COMPLETE, ABANDON,    STOP),
+    "next_call":          (CALL,        CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "calls_unrequested":  (CALL,        CALL,    REISSUE,  REQUEST,        WAIT,             COMPLETE, ABANDON,    STOP),
+    "calls_open":         (CALL,        CALL,    REISSUE,  RUN,            WAIT,             COMPLETE, ABANDON,    STOP),
+    "must_ask":           (CALL,        CALL,    REISSUE,  ASK,            WAIT,             COMPLETE, ABANDON,    STOP),
+    "call_open":          (REISSUE,     CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "failed_retryable":   (RETRY,       CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "failed_too_often":   (GIVE_UP,     CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "failed_for_good":    (GIVE_UP,     CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "budget_spent":       (OUT,         CHECK,   REISSUE,  OUT,            WAIT,             COMPLETE, ABANDON,    STOP),
+    "stop_signal":        (STOP,        STOP,    STOP,     STOP,           STOP,             STOP,     ABANDON,    STOP),
 }
 # fmt: on
 
@@ -88,6 +93,8 @@ FIRST_EVENT = {
     Step.COMPLETE: "run.completed",
     Step.REQUEST_TOOLS: "tool.requested",
     Step.RUN_TOOLS: "tool.started",
+    Step.ASK_APPROVAL: "tool.approval_requested",
+    Step.AWAIT_DECISION: "tool.approval_decided",  # NAVI_APPROVAL_TIMEOUT's denial
     Step.RETRY: "llm.requested",
     Step.GIVE_UP: "run.failed",
     Step.REISSUE: "llm.requested",

@@ -46,6 +46,8 @@ from events.types import (
     SubagentFinished,
     SubagentSpawned,
     TodoUpdated,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCall,
     ToolCompleted,
     ToolFailed,
@@ -99,6 +101,8 @@ SAMPLES: dict[str, Event] = {
     "tool.started": ToolStarted(call_id="c1"),
     "tool.completed": ToolCompleted(call_id="c1", name="web_search", output="ok"),
     "tool.failed": ToolFailed(call_id="c1", name="web_search", reason="stopped"),
+    "tool.approval_requested": ToolApprovalRequested(call_id="c1", name="terminal"),
+    "tool.approval_decided": ToolApprovalDecided(call_id="c1", approved=True),
     "context.compressing": ContextCompressing(),
     "context.compressed": ContextCompressed(from_seq=1, to_seq=2, summary="s"),
     "context.compression_failed": ContextCompressionFailed(error="e"),
@@ -190,6 +194,44 @@ def test_a_simple_turn() -> None:
     ]  # fmt: skip
     assert [state_at(log, until_seq=r.seq).value for r in log] == expected
     assert state_at(log) is RunState.DONE
+
+
+def test_a_call_waits_for_approval_then_runs_or_stops() -> None:
+    asked = [
+        UserMessage(text="hi"),
+        RunStarted(profile_id="p"),
+        LLMRequested(),
+        LLMCompleted(tool_calls=(CALL,)),
+        ToolRequested(call_id="c1", name="web_search"),
+        ToolApprovalRequested(call_id="c1", name="web_search"),
+    ]
+    decided = [
+        ToolApprovalDecided(call_id="c1", approved=True, by="ann"),
+        ToolStarted(call_id="c1"),
+        ToolCompleted(call_id="c1", name="web_search", output="found"),
+    ]
+    log = records(asked + decided)
+    states = [state_at(log, until_seq=r.seq).value for r in log]
+    assert states[5:] == [
+        "awaiting_approval",
+        "executing_tools",
+        "executing_tools",
+        "executing_tools",
+    ]
+    # Nothing but the decision or a stop is legal while a call waits.
+    with pytest.raises(IllegalTransition):
+        state_at(records([*asked, ToolStarted(call_id="c1")]))
+    with pytest.raises(IllegalTransition):
+        state_at(records([*asked, LLMRequested(iteration=2)]))
+    stopped = records(
+        [
+            *asked,
+            StopRequested(),
+            ToolFailed(call_id="c1", name="web_search", reason="stopped"),
+            RunStopped(),
+        ]
+    )
+    assert state_at(stopped) is RunState.STOPPED
 
 
 def test_state_at_names_the_seq_of_an_illegal_event() -> None:

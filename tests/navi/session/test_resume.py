@@ -12,7 +12,13 @@ import pytest
 
 from events.envelope import NewEvent, Recorded
 from events.factory import store_for_url
-from events.types import TERMINAL_RUN_EVENTS, ToolCompleted, ToolFailed, ToolRequested
+from events.types import (
+    TERMINAL_RUN_EVENTS,
+    ToolCompleted,
+    ToolFailed,
+    ToolRequested,
+    ToolStarted,
+)
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.well_formed import assert_well_formed
@@ -97,13 +103,18 @@ async def resume_from(
     root: Path, url: str, session: str, cut: list[Recorded], fake_url: str
 ) -> list[Recorded]:
     effects = root / "effects"
-    # The effects the cut log says happened, happened; an in-doubt one too (worst case).
+    # The effects the cut log says happened, happened; a started one without its result
+    # too (the worst case for a call in doubt). A call without tool.started never ran.
+    requested: dict[str, ToolRequested] = {}
     for record in cut:
         event = record.event
         if isinstance(event, ToolRequested):
-            target = {"mark": "marks.log", "peek": "peeks.log"}[event.name]
+            requested[event.call_id] = event
+        elif isinstance(event, ToolStarted):
+            call = requested[event.call_id]
+            target = {"mark": "marks.log", "peek": "peeks.log"}[call.name]
             with open(effects / target, "a") as f:
-                f.write(event.arguments["token"] + "\n")
+                f.write(call.arguments["token"] + "\n")
     store = store_for_url(url)
     async with store:
         if cut:

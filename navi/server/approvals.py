@@ -1,0 +1,105 @@
+"""Tool calls waiting for a person, over REST (the WebSocket has its own frames).
+
+``GET /sessions/{id}/approvals`` lists the calls that wait, in this session and in its
+running subagents, as the ``approval_required`` frames a client would get;
+``POST /sessions/{id}/approvals/{call_id}`` decides one (200; 404 unknown; 409 already
+decided). Only the session's owner (or an admin) reaches either: ``sessions.get``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from events.base import BaseEventStore
+from events.envelope import Recorded
+from events.types import SubagentFinished, SubagentSpawned
+from navi.replay.history import load_history
+from navi.server.frames import Frame, FrameTranslator
+from navi.server.http import body_as, json_response, user_of
+from navi.server.state import state_of
+
+MAX_DEPTH = 8  # subagents of subagents: far more than any profile nests
+
+
+class DecisionBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    decision: Literal["approve", "deny"]
+    scope: Literal["once", "session"] = "once"
+    reason: str = msgspec.field(default="")
+
+
+async def awaiting(store: BaseEventStore, session_id: str) -> list[Frame]:
+    """The ``approval_required`` frames of every call that waits in ``session_id``'s run
+    and in its running subagents (with their seqs)."""
+    history = await load_history(store, session_id)
+    records = await history.read()
+    translator = FrameTranslator(max_context_tokens=0)
+    translator.prime(records)
+    frames = translator.awaiting_frames()
+    await _children(store, records, frames, depth=1)
+    return frames
+
+
+async def _children(
+    store: BaseEventStore, records: list[Recorded], frames: list[Frame], *, depth: int
+) -> None:
+    running: dict[str, None] = {}
+    for record in records:
+        if isinstance(record.event, SubagentSpawned):
+            running[record.event.child_stream_id] = None
+        elif isinstance(record.event, SubagentFinished):
+            running.pop(record.event.child_stream_id, None)
+    for child in running:
+        child_records = await store.read(child)
+        translator = FrameTranslator(max_context_tokens=0, is_subagent=True)
+        translator.prime(child_records)
+        frames.extend(translator.awaiting_frames())
+        if depth < MAX_DEPTH:
+            await _children(store, child_records, frames, depth=depth + 1)
+
+
+async def list_approvals(request: Request) -> Response:
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    return json_response(
+        {"session_id": session_id, "approvals": await awaiting(server.navi.store, session_id)}
+    )
+
+
+async def decide_approval(request: Request) -> Response:
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    call_id = request.path_params["call_id"]
+    user = user_of(request)
+    await server.sessions.get(session_id, user)
+    body = await body_as(request, DecisionBody)
+    approved = body.decision == "approve"
+    recorded_in = await server.navi.decide(
+        session_id,
+        call_id,
+        approved=approved,
+        scope=body.scope,
+        by=user.id,
+        reason=body.reason,
+    )
+    return json_response(
+        {
+            "session_id": session_id,
+            "call_id": call_id,
+            "approved": approved,
+            "scope": body.scope if approved else "once",
+            "by": user.id,
+            "stream_id": recorded_in,
+        }
+    )
+
+
+ROUTES = [
+    Route("/sessions/{session_id}/approvals", list_approvals, methods=["GET"]),
+    Route("/sessions/{session_id}/approvals/{call_id}", decide_approval, methods=["POST"]),
+]

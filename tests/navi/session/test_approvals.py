@@ -1,0 +1,223 @@
+"""Approvals end to end: real SQLite, the fake LLM server over real HTTP, the real run
+loop. A call whose policy asks waits, durably, for a person's decision."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from events.envelope import Recorded
+from events.types import (
+    RunStopped,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
+    ToolCompleted,
+    ToolFailed,
+)
+from navi.app import Navi
+from navi.run.state import RunState
+from navi.session.errors import AlreadyDecided, ApprovalNotFound
+from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.navi_app import navi_settings, open_navi
+
+pytestmark = pytest.mark.anyio
+
+WRITE = FakeToolCall(
+    name="filesystem", arguments={"action": "write", "path": "note.txt", "content": "hi"}
+)
+LIST = FakeToolCall(name="filesystem", arguments={"action": "list", "path": "."})
+
+
+def asking(tmp_path: Path, url: str, **overrides: Any) -> Any:
+    """Settings with the tools' own defaults (the test rig's "auto" off)."""
+    return navi_settings(tmp_path, url, planning="off", tool_approval="", **overrides)
+
+
+async def wait_for(navi: Navi, session: str, kind: str, count: int = 1) -> list[Recorded]:
+    """The session's records once ``count`` events of type ``kind`` are in."""
+    with anyio.fail_after(20):
+        while True:
+            records = await navi.store.read(session)
+            if sum(r.type == kind for r in records) >= count:
+                return records
+            await anyio.sleep(0.02)
+
+
+def events_of(records: list[Recorded], cls: type) -> list[Any]:
+    return [r.event for r in records if isinstance(r.event, cls)]
+
+
+async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None:
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[LIST, WRITE]), Reply(text="Written."))
+        async with open_navi(asking(tmp_path, fake.url)) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "tool.approval_requested")
+            (request,) = events_of(records, ToolApprovalRequested)
+            assert request.name == "filesystem" and request.arguments["action"] == "write"
+            assert request.policy == "filesystem's default"
+            # The read-only call ran before it; the write did not run.
+            assert [e.name for e in events_of(records, ToolCompleted)] == ["filesystem"]
+            assert not (tmp_path / "files" / session / "note.txt").exists()
+            await anyio.sleep(0.2)
+            assert len(fake.requests) == 1, "the LLM is not called while a call waits"
+            actor_state = await _state(navi, session)
+            assert actor_state is RunState.AWAITING_APPROVAL
+
+            await navi.decide(session, request.call_id, approved=True, by="local")
+            records = await wait_for(navi, session, "run.completed")
+            (decision,) = events_of(records, ToolApprovalDecided)
+            assert decision.approved and decision.by == "local" and decision.scope == "once"
+            assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
+            assert len(events_of(records, ToolCompleted)) == 2
+            with pytest.raises(AlreadyDecided):
+                await navi.decide(session, request.call_id, approved=False, by="local")
+            with pytest.raises(ApprovalNotFound):
+                await navi.decide(session, "no-such-call", approved=True, by="local")
+
+
+async def test_a_denial_with_a_reason_reaches_the_llm(tmp_path: Path) -> None:
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]), Reply(text="Understood, I will not write."))
+        async with open_navi(asking(tmp_path, fake.url)) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "tool.approval_requested")
+            (request,) = events_of(records, ToolApprovalRequested)
+            await navi.decide(
+                session, request.call_id, approved=False, by="local", reason="not in there"
+            )
+            records = await wait_for(navi, session, "run.completed")
+            (failed,) = events_of(records, ToolFailed)
+            assert failed.reason == "denied"
+            assert failed.error == "The user declined this call: not in there"
+            assert not (tmp_path / "files" / session / "note.txt").exists()
+        tool_messages = [m for m in fake.requests[1]["messages"] if m["role"] == "tool"]
+        assert "The user declined this call: not in there" in tool_messages[0]["content"]
+
+
+async def test_approve_for_the_session_runs_later_calls_without_asking(tmp_path: Path) -> None:
+    second = FakeToolCall(
+        name="filesystem", arguments={"action": "write", "path": "b.txt", "content": "b"}
+    )
+    async with FakeLLMServer() as fake:
+        fake.script(
+            Reply(tool_calls=[WRITE]),
+            Reply(text="One."),
+            Reply(tool_calls=[second]),
+            Reply(text="Two."),
+        )
+        async with open_navi(asking(tmp_path, fake.url)) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "tool.approval_requested")
+            (request,) = events_of(records, ToolApprovalRequested)
+            await navi.decide(session, request.call_id, approved=True, scope="session", by="ann")
+            await wait_for(navi, session, "run.completed")
+            await navi.send(session, "and another")
+            records = await wait_for(navi, session, "run.completed", count=2)
+            assert len(events_of(records, ToolApprovalRequested)) == 1
+            assert (tmp_path / "files" / session / "b.txt").read_text() == "b"
+
+
+async def test_a_profile_that_denies_a_tool(tmp_path: Path) -> None:
+    profiles = tmp_path / "profiles"
+    _profile(profiles, "careful", {"filesystem": "deny"})
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]), Reply(text="Not allowed."))
+        env = {"PROFILES_DIR": str(profiles)}
+        async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
+            session = await navi.create_session("careful")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "run.completed")
+            assert not events_of(records, ToolApprovalRequested)
+            (failed,) = events_of(records, ToolFailed)
+            assert failed.reason == "denied" and "profile careful" in failed.error
+
+
+async def test_a_stop_while_waiting_ends_the_run(tmp_path: Path) -> None:
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]))
+        async with open_navi(asking(tmp_path, fake.url)) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            await wait_for(navi, session, "tool.approval_requested")
+            assert await navi.stop(session)
+            records = await wait_for(navi, session, "run.stopped")
+            (failed,) = events_of(records, ToolFailed)
+            assert failed.reason == "stopped"
+            assert isinstance(records[-1].event, RunStopped)
+
+
+async def test_no_decision_within_the_timeout_denies(tmp_path: Path) -> None:
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]), Reply(text="Nobody answered."))
+        async with open_navi(asking(tmp_path, fake.url, approval_timeout_s=0.3)) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "run.completed")
+            (decision,) = events_of(records, ToolApprovalDecided)
+            assert not decision.approved and decision.by == "navi"
+            (failed,) = events_of(records, ToolFailed)
+            assert failed.reason == "denied" and "within 0.3 s" in failed.error
+
+
+async def test_the_wait_survives_a_restart_and_the_call_runs_once(tmp_path: Path) -> None:
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written after the restart."))
+        settings = asking(tmp_path, fake.url)
+        async with open_navi(settings) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "tool.approval_requested")
+            (request,) = events_of(records, ToolApprovalRequested)
+        # Navi is gone; a new one resumes the run: it is still waiting, not asked again.
+        resuming = navi_settings(tmp_path, fake.url, planning="off", tool_approval="")
+        async with open_navi(_resume(resuming)) as navi:
+            with anyio.fail_after(10):
+                while await _state(navi, session) is not RunState.AWAITING_APPROVAL:
+                    await anyio.sleep(0.02)
+            await anyio.sleep(0.2)
+            records = await navi.store.read(session)
+            assert len(events_of(records, ToolApprovalRequested)) == 1
+            assert not events_of(records, ToolCompleted)
+            await navi.decide(session, request.call_id, approved=True, by="local")
+            records = await wait_for(navi, session, "run.completed")
+            (done,) = events_of(records, ToolCompleted)
+            assert done.call_id == request.call_id
+            assert not events_of(records, ToolFailed)
+            assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
+
+
+# ---------------------------------------------------------------- helpers
+
+
+async def _state(navi: Navi, session: str) -> RunState:
+    from navi.run.state import state_at
+
+    return state_at(await navi.store.read(session))
+
+
+def _resume(settings: Any) -> Any:
+    import msgspec
+
+    return msgspec.structs.replace(settings, resume_on_start=True)
+
+
+def _profile(root: Path, profile_id: str, policy: dict[str, str]) -> None:
+    import json
+
+    folder = root / profile_id
+    folder.mkdir(parents=True)
+    config = {
+        "id": profile_id,
+        "name": profile_id.title(),
+        "enabled_tools": ["filesystem"],
+        "tool_policy": policy,
+    }
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "system_prompt.txt").write_text("You are careful.")
