@@ -55,9 +55,13 @@ class RunActor(Actor[object]):
 
     async def _leave_if_waiting(self, scope: anyio.CancelScope) -> None:
         await self.stop_requested()
-        while not _waits(self.session.state):
+        # A step in hand (an LLM call, a tool) is finished first; looked at a few times a
+        # second, the run is left as soon as it waits.
+        while True:
+            if _waits(self.session.state):
+                scope.cancel()
+                return
             await anyio.sleep(LEAVE_POLL_S)
-        scope.cancel()
 
 
 # After a stop request, how often a run that is busy looks whether it now waits.
