@@ -9,7 +9,9 @@ One ``SessionSummary`` per session stream (a stream that starts with ``session.c
 - ``message_count`` counts what the ``messages`` projection shows (a test checks they
   agree); ``preview`` is the last 60 characters (white space collapsed) of the last user
   or assistant message with text. A stopped answer's partial text counts as a message
-  but does not change the preview (that would rewrite the list on every chunk).
+  but does not change the preview (that would rewrite the list on every chunk); so does
+  the partial answer a retry superseded, when it is the one kept, and the message that
+  carries a run's end when its last message is not an answer.
 - ``last_active`` is the time of the stream's last event, not counting chunks (a
   boundary event always follows them) and the bookkeeping events ``session.pinned``,
   ``session.renamed``, ``session.deleted``, ``note.*``.
@@ -95,6 +97,8 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
     title_fixed: bool  # set by session.created or session.renamed: messages do not change it
     llm_purpose: str = "loop"
     has_partial: bool = False  # a tool-loop answer is being streamed
+    had_partial: bool = False  # a retry superseded a partial answer (messages keeps it aside)
+    answer_last: bool = False  # the last message shown is the model's answer
 
 
 class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,7 +139,7 @@ def _counted(entry: SessionEntry, text: str) -> SessionEntry:
 
 def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: UserMessage = record.event  # type: ignore[assignment]
-    entry = _counted(entry, event.text)
+    entry = replace(_counted(entry, event.text), answer_last=False)
     if entry.title_fixed or entry.summary.title:
         return entry
     return replace(entry, summary=replace(entry.summary, title=cut_title(event.text)))
@@ -144,7 +148,8 @@ def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:
 def _on_llm_requested(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: LLMRequested = record.event  # type: ignore[assignment]
     if event.purpose == "loop":
-        return replace(entry, llm_purpose="loop", has_partial=False)
+        had = entry.had_partial or entry.has_partial
+        return replace(entry, llm_purpose="loop", has_partial=False, had_partial=had)
     return replace(entry, llm_purpose=event.purpose)
 
 
@@ -152,7 +157,9 @@ def _on_llm_completed(entry: SessionEntry, record: Recorded) -> SessionEntry:
     if entry.llm_purpose != "loop":
         return entry
     event: LLMCompleted = record.event  # type: ignore[assignment]
-    entry = replace(_counted(entry, event.content), has_partial=False)
+    entry = replace(
+        _counted(entry, event.content), has_partial=False, had_partial=False, answer_last=True
+    )
     tokens = event.prompt_tokens + event.completion_tokens
     if not tokens:
         return entry
@@ -160,18 +167,22 @@ def _on_llm_completed(entry: SessionEntry, record: Recorded) -> SessionEntry:
 
 
 def _on_tool_result(entry: SessionEntry, record: Recorded) -> SessionEntry:
-    return _counted(entry, "")
+    return replace(_counted(entry, ""), answer_last=False)
 
 
 def _on_plan_ready(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: PlanReady = record.event  # type: ignore[assignment]
-    return _counted(entry, event.plan)
+    return replace(_counted(entry, event.plan), answer_last=False)
 
 
 def _on_run_ended(entry: SessionEntry, record: Recorded) -> SessionEntry:
-    if entry.has_partial:
+    # As the messages projection: the partial answer shown (or the one a retry
+    # superseded) is a message; the run's end goes on it, or on the answer, or on one more.
+    if entry.has_partial or entry.had_partial or not entry.answer_last:
         entry = _counted(entry, "")
-    return replace(entry, llm_purpose="loop", has_partial=False)
+    return replace(
+        entry, llm_purpose="loop", has_partial=False, had_partial=False, answer_last=True
+    )
 
 
 def _on_compressed(entry: SessionEntry, record: Recorded) -> SessionEntry:
@@ -305,11 +316,16 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
         return state  # a subagent's stream, or not a session's
     if isinstance(event, Chunk):
         # Only the first text/thinking chunk of a tool-loop answer matters (a partial answer).
-        if entry.has_partial or entry.llm_purpose != "loop":
+        if entry.llm_purpose != "loop":
             return state
-        if not isinstance(event, LLMText | LLMThinking) or not event.text:
+        if isinstance(event, LLMText | LLMThinking):
+            if entry.has_partial or not event.text:
+                return state
+            updated = replace(entry, has_partial=True, had_partial=False)
+        elif entry.had_partial:  # the next attempt answered with tool calls
+            updated = replace(entry, had_partial=False)
+        else:
             return state
-        updated = replace(entry, has_partial=True)
     else:
         updated = _HANDLERS.get(type(event), _unchanged)(entry, record)
         if record.type not in _NOT_ACTIVITY:

@@ -89,6 +89,7 @@ class LLMStep:
         request = LLMRequested(
             iteration=iteration,
             attempt=attempt,
+            max_attempts=self.deps.settings.llm_retries + 1,
             model=options.model or backend.model,
             tools=tuple(names),
             options={
