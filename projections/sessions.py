@@ -5,6 +5,7 @@ One ``SessionSummary`` per session stream (a stream that starts with ``session.c
 - ``title``: ``session.created``'s title, else the first user message cut to 60
   characters; ``session.renamed`` sets it for good.
 - ``profile_id`` follows ``profile.switched``; ``pinned`` follows ``session.pinned``;
+  ``model`` follows ``session.model_chosen`` (the chat's model picker);
   ``deleted`` is set by ``session.deleted`` (the list leaves it out; the log keeps it).
 - ``message_count`` counts what the ``messages`` projection shows (a test checks they
   agree); ``preview`` is the last 60 characters (white space collapsed) of the last user
@@ -53,6 +54,7 @@ from events.types import (
     RunStopped,
     SessionCreated,
     SessionDeleted,
+    SessionModelChosen,
     SessionPinned,
     SessionRenamed,
     ToolCompleted,
@@ -68,7 +70,14 @@ PREVIEW_LENGTH = 60
 
 # Events that are bookkeeping, not activity: they do not move ``last_active``.
 _NOT_ACTIVITY: frozenset[str] = frozenset(
-    {"session.pinned", "session.renamed", "session.deleted", "note.saved", "note.deleted"}
+    {
+        "session.pinned",
+        "session.renamed",
+        "session.deleted",
+        "session.model_chosen",
+        "note.saved",
+        "note.deleted",
+    }
 )
 
 
@@ -85,6 +94,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     context_token_count: int
     forked_from: str | None = None
     forked_at_seq: int | None = None
+    model: str = ""  # the chat's model picker (session.model_chosen); "": the profile's
     deleted: bool = False
     error: str | None = None  # the first event of the session the fold could not take
 
@@ -194,6 +204,11 @@ def _on_profile_switched(entry: SessionEntry, record: Recorded) -> SessionEntry:
     return replace(entry, summary=replace(entry.summary, profile_id=event.profile_id))
 
 
+def _on_model_chosen(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: SessionModelChosen = record.event  # type: ignore[assignment]
+    return replace(entry, summary=replace(entry.summary, model=event.model))
+
+
 def _on_pinned(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: SessionPinned = record.event  # type: ignore[assignment]
     return replace(entry, summary=replace(entry.summary, pinned=event.pinned))
@@ -227,6 +242,7 @@ _HANDLERS: dict[type, _Handler] = {
     ContextCompressed: _on_compressed,
     ProfileSwitched: _on_profile_switched,
     SessionPinned: _on_pinned,
+    SessionModelChosen: _on_model_chosen,
     SessionRenamed: _on_renamed,
     SessionDeleted: _on_deleted,
 }

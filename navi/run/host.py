@@ -20,6 +20,7 @@ from navi.llm.base import LLMBackend
 from navi.llm.stop import StopSignal
 from navi.run.context_builder import ContextBuilder
 from profiles import Profile, ProfileRegistry
+from projections.user_settings import UserSettings
 from tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -75,6 +76,12 @@ class RunDeps:
     context_window: Callable[[Profile], int] = field(
         default=lambda profile: profile.num_ctx or 65536
     )
+    # A user's saved settings (navi/user_settings.py): thinking on/off, approval defaults.
+    user_settings: Callable[[str], Awaitable[UserSettings]] = field(default=lambda user_id: _none())
+
+
+async def _none() -> UserSettings:
+    return UserSettings()
 
 
 def active_profile(state: SessionState, deps: RunDeps) -> Profile:
