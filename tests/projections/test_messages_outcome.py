@@ -179,3 +179,28 @@ def test_a_plan_never_carries_the_run_end_and_old_clients_see_known_fields() -> 
     encoded = msgspec.json.decode(msgspec.json.encode(end))
     assert encoded["role"] == "assistant" and encoded["content"] == "I stopped after 1 steps"
     assert {"stopped", "error", "thinking_seconds"}.isdisjoint(encoded)  # defaults are left out
+
+
+def test_failed_attempts_become_llm_failed_frames_saying_whether_a_retry_follows() -> None:
+    log = records(
+        [
+            SessionCreated(profile_id="p"),
+            UserMessage(text="q"),
+            RunStarted(profile_id="p"),
+            LLMRequested(attempt=1, max_attempts=2),
+            LLMFailed(error="reset", retryable=True),
+            LLMRequested(attempt=2, max_attempts=2),
+            LLMFailed(error="refused", retryable=True),
+            RunFailed(error="refused"),
+        ]
+    )
+    frames = FrameTranslator(max_context_tokens=100)
+    wanted = ("llm_failed", "stream_retry", "error")
+    out = [f for r in log for f in frames.frames(r) if f["type"] in wanted]
+    assert [(f["type"], f.get("attempt"), f.get("retrying")) for f in out] == [
+        ("llm_failed", 1, True),
+        ("stream_retry", 2, None),
+        ("llm_failed", 2, False),
+        ("error", None, None),
+    ]
+    assert out[1]["max_attempts"] == 2 and out[0]["error"] == "reset"
