@@ -27,6 +27,7 @@ from events.event_base import (
 from events.event_base import (
     ToolCall as ToolCall,
 )
+from events.settings_events import SettingsUpdated as SettingsUpdated
 
 # ---------------------------------------------------------------- sessions
 
@@ -52,6 +53,12 @@ class SessionRenamed(Event, frozen=True, kw_only=True, tag="session.renamed"):
 
 class SessionDeleted(Event, frozen=True, kw_only=True, tag="session.deleted"):
     pass
+
+
+class SessionModelChosen(Event, frozen=True, kw_only=True, tag="session.model_chosen"):
+    """The model the chat's next runs use (the picker); "" is the profile's default."""
+
+    model: str = ""
 
 
 class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
@@ -101,6 +108,8 @@ class ContextInjected(Event, frozen=True, kw_only=True, tag="context.injected"):
 class LLMRequested(Event, frozen=True, kw_only=True, tag="llm.requested"):
     iteration: int = 0
     attempt: int = 1
+    # How many attempts a failing call may make (NAVI_LLM_RETRIES + 1); 0: not said.
+    max_attempts: int = 0
     purpose: Literal["loop", "plan", "compress", "memory"] = "loop"
     model: str = ""
     tools: tuple[str, ...] = ()
@@ -358,6 +367,7 @@ AnyEvent = (
     | SessionPinned
     | SessionRenamed
     | SessionDeleted
+    | SessionModelChosen
     | UserMessage
     | RunStarted
     | PlanStatus
@@ -389,6 +399,7 @@ AnyEvent = (
     | ScratchpadUpdated
     | NoteSaved
     | NoteDeleted
+    | SettingsUpdated
     | MemoryFactLearned
     | MemoryFactEdited
     | MemoryFactForgotten

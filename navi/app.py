@@ -23,6 +23,7 @@ from events.types import (
     RunCompleted,
     RunFailed,
     RunMode,
+    SettingsUpdated,
     tag_of,
 )
 from navi.accounts import Users
@@ -34,6 +35,7 @@ from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError
 from navi.llm.selection import select_backend
+from navi.llm.settings import LLMSettingsError, server_llm_settings
 from navi.mcp import McpManager
 from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.run.compression import CompressionWorker
@@ -45,6 +47,7 @@ from navi.session.actor import SessionDeps
 from navi.session.errors import SessionError
 from navi.session.manager import SessionManager
 from navi.session_tools import SessionTools
+from navi.user_settings import SERVER, SettingsService
 from profiles import Profile, ProfileRegistry
 from tools import ToolRegistry, create_registry
 
@@ -57,6 +60,17 @@ MCP_RESUME_WAIT_S = 5.0
 
 class RunFailedError(SessionError):
     status = 502
+
+
+async def _first_backend(settings: Settings, saved_url: str) -> LLMBackend:
+    """The backend at start-up: at the URL saved on the settings page, if any and it can
+    be used, else as the environment says (a bad saved URL must not keep Navi down)."""
+    if saved_url:
+        try:
+            return await select_backend(server_llm_settings(settings.llm, saved_url))
+        except (LLMError, LLMSettingsError) as exc:
+            log.warning("llm.saved_backend_url_unusable", url=saved_url, error=str(exc))
+    return await select_backend(settings.llm)
 
 
 @dataclass
@@ -76,6 +90,10 @@ class Navi:
     _backends: dict[tuple[str, str | None], LLMBackend] = field(default_factory=dict)
     # The context window of each profile's model, learnt from its backend (backend_for).
     _windows: dict[str, int] = field(default_factory=dict)
+    # What users saved on the settings page (navi/user_settings.py).
+    user_settings: SettingsService | None = None
+    # Backends a new backend URL replaced: runs already streaming finish on them.
+    _retired: list[LLMBackend] = field(default_factory=list)
 
     # ------------------------------------------------------------------ start-up
 
@@ -103,7 +121,6 @@ class Navi:
             log.warning("profile.invalid", path=str(problem.path), problem=str(problem))
         tools = create_registry(settings.tools)
         store = store or store_for_url(settings.database_url)
-        llm = backend or await select_backend(settings.llm)
         # The placement (navi/cluster) outlives the actors: on PostgreSQL it holds the
         # locks that say this node owns their sessions.
         async with (
@@ -113,6 +130,10 @@ class Navi:
             anyio.create_task_group() as tg,
         ):
             navi: Navi
+            user_settings = SettingsService(store)
+            # The backend URL an admin saved on the settings page wins over the environment.
+            saved_url = (await user_settings.get(SERVER)).backend_url
+            llm = backend or await _first_backend(settings, saved_url)
             memory = MemoryService(store)
             blobs = BlobStore(settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024)
             mcp = McpManager(
@@ -133,6 +154,7 @@ class Navi:
                 blobs=blobs,
                 tool_hooks=session_tools.hooks,
                 context_window=lambda p: navi.context_window(p),
+                user_settings=user_settings.get,
             )
             # Compression first: a later worker sees the compressed context.
             post_turn: tuple[Worker, ...] = (CompressionWorker(run_deps), *workers)
@@ -156,6 +178,7 @@ class Navi:
                 blobs=blobs,
                 mcp=mcp,
                 clock=clock,
+                user_settings=user_settings,
             )
             for tool in [*session_tools.tools(), *memory_tools(memory)]:
                 tools.register_builtin(tool)
@@ -186,8 +209,11 @@ class Navi:
                     blobs.close()
                     for other in navi._backends.values():
                         await other.aclose()
-                    if backend is None:
-                        await llm.aclose()
+                    if backend is None:  # ours: the first, and any a new URL replaced
+                        for used in {
+                            id(b): b for b in (llm, *navi._retired, navi.backend)
+                        }.values():
+                            await used.aclose()
 
     async def backend_for(self, profile: Profile) -> LLMBackend:
         """The default backend, unless the profile names another one (its model's
@@ -195,6 +221,21 @@ class Navi:
         backend = await self._backend_for(profile)
         self._windows[profile.id] = await backend.context_window(profile.model, profile.num_ctx)
         return backend
+
+    async def use_backend_url(self, url: str) -> LLMBackend:
+        """Talk to the LLM server at ``url`` from the next call on ("": the environment's
+        again), chosen as at start-up; the choice is kept in the server's settings.
+        Raises ``LLMSettingsError`` for a URL that is not one."""
+        if self.settings.llm.backend == "embedded":
+            raise LLMSettingsError("the embedded backend has no URL (NAVI_LLM_BACKEND=embedded)")
+        new = await select_backend(server_llm_settings(self.settings.llm, url))
+        if self.user_settings is not None:
+            await self.user_settings.update(SERVER, SettingsUpdated(backend_url=url))
+        self._retired.append(self.backend)
+        self.backend = new
+        self._windows.clear()
+        await self.backend_for(self.profiles.get(self.profiles.default_id))
+        return new
 
     def context_window(self, profile: Profile | None = None) -> int:
         """The context window, in tokens, of the model the profile's turns use (the

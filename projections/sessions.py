@@ -5,11 +5,14 @@ One ``SessionSummary`` per session stream (a stream that starts with ``session.c
 - ``title``: ``session.created``'s title, else the first user message cut to 60
   characters; ``session.renamed`` sets it for good.
 - ``profile_id`` follows ``profile.switched``; ``pinned`` follows ``session.pinned``;
+  ``model`` follows ``session.model_chosen`` (the chat's model picker);
   ``deleted`` is set by ``session.deleted`` (the list leaves it out; the log keeps it).
 - ``message_count`` counts what the ``messages`` projection shows (a test checks they
   agree); ``preview`` is the last 60 characters (white space collapsed) of the last user
   or assistant message with text. A stopped answer's partial text counts as a message
-  but does not change the preview (that would rewrite the list on every chunk).
+  but does not change the preview (that would rewrite the list on every chunk); so does
+  the partial answer a retry superseded, when it is the one kept, and the message that
+  carries a run's end when its last message is not an answer.
 - ``last_active`` is the time of the stream's last event, not counting chunks (a
   boundary event always follows them) and the bookkeeping events ``session.pinned``,
   ``session.renamed``, ``session.deleted``, ``note.*``.
@@ -51,6 +54,7 @@ from events.types import (
     RunStopped,
     SessionCreated,
     SessionDeleted,
+    SessionModelChosen,
     SessionPinned,
     SessionRenamed,
     ToolCompleted,
@@ -66,7 +70,14 @@ PREVIEW_LENGTH = 60
 
 # Events that are bookkeeping, not activity: they do not move ``last_active``.
 _NOT_ACTIVITY: frozenset[str] = frozenset(
-    {"session.pinned", "session.renamed", "session.deleted", "note.saved", "note.deleted"}
+    {
+        "session.pinned",
+        "session.renamed",
+        "session.deleted",
+        "session.model_chosen",
+        "note.saved",
+        "note.deleted",
+    }
 )
 
 
@@ -83,6 +94,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     context_token_count: int
     forked_from: str | None = None
     forked_at_seq: int | None = None
+    model: str = ""  # the chat's model picker (session.model_chosen); "": the profile's
     deleted: bool = False
     error: str | None = None  # the first event of the session the fold could not take
 
@@ -95,6 +107,8 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
     title_fixed: bool  # set by session.created or session.renamed: messages do not change it
     llm_purpose: str = "loop"
     has_partial: bool = False  # a tool-loop answer is being streamed
+    had_partial: bool = False  # a retry superseded a partial answer (messages keeps it aside)
+    answer_last: bool = False  # the last message shown is the model's answer
 
 
 class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
@@ -135,7 +149,7 @@ def _counted(entry: SessionEntry, text: str) -> SessionEntry:
 
 def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: UserMessage = record.event  # type: ignore[assignment]
-    entry = _counted(entry, event.text)
+    entry = replace(_counted(entry, event.text), answer_last=False)
     if entry.title_fixed or entry.summary.title:
         return entry
     return replace(entry, summary=replace(entry.summary, title=cut_title(event.text)))
@@ -144,7 +158,8 @@ def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:
 def _on_llm_requested(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: LLMRequested = record.event  # type: ignore[assignment]
     if event.purpose == "loop":
-        return replace(entry, llm_purpose="loop", has_partial=False)
+        had = entry.had_partial or entry.has_partial
+        return replace(entry, llm_purpose="loop", has_partial=False, had_partial=had)
     return replace(entry, llm_purpose=event.purpose)
 
 
@@ -152,7 +167,9 @@ def _on_llm_completed(entry: SessionEntry, record: Recorded) -> SessionEntry:
     if entry.llm_purpose != "loop":
         return entry
     event: LLMCompleted = record.event  # type: ignore[assignment]
-    entry = replace(_counted(entry, event.content), has_partial=False)
+    entry = replace(
+        _counted(entry, event.content), has_partial=False, had_partial=False, answer_last=True
+    )
     tokens = event.prompt_tokens + event.completion_tokens
     if not tokens:
         return entry
@@ -160,18 +177,22 @@ def _on_llm_completed(entry: SessionEntry, record: Recorded) -> SessionEntry:
 
 
 def _on_tool_result(entry: SessionEntry, record: Recorded) -> SessionEntry:
-    return _counted(entry, "")
+    return replace(_counted(entry, ""), answer_last=False)
 
 
 def _on_plan_ready(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: PlanReady = record.event  # type: ignore[assignment]
-    return _counted(entry, event.plan)
+    return replace(_counted(entry, event.plan), answer_last=False)
 
 
 def _on_run_ended(entry: SessionEntry, record: Recorded) -> SessionEntry:
-    if entry.has_partial:
+    # As the messages projection: the partial answer shown (or the one a retry
+    # superseded) is a message; the run's end goes on it, or on the answer, or on one more.
+    if entry.has_partial or entry.had_partial or not entry.answer_last:
         entry = _counted(entry, "")
-    return replace(entry, llm_purpose="loop", has_partial=False)
+    return replace(
+        entry, llm_purpose="loop", has_partial=False, had_partial=False, answer_last=True
+    )
 
 
 def _on_compressed(entry: SessionEntry, record: Recorded) -> SessionEntry:
@@ -181,6 +202,11 @@ def _on_compressed(entry: SessionEntry, record: Recorded) -> SessionEntry:
 def _on_profile_switched(entry: SessionEntry, record: Recorded) -> SessionEntry:
     event: ProfileSwitched = record.event  # type: ignore[assignment]
     return replace(entry, summary=replace(entry.summary, profile_id=event.profile_id))
+
+
+def _on_model_chosen(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    event: SessionModelChosen = record.event  # type: ignore[assignment]
+    return replace(entry, summary=replace(entry.summary, model=event.model))
 
 
 def _on_pinned(entry: SessionEntry, record: Recorded) -> SessionEntry:
@@ -216,6 +242,7 @@ _HANDLERS: dict[type, _Handler] = {
     ContextCompressed: _on_compressed,
     ProfileSwitched: _on_profile_switched,
     SessionPinned: _on_pinned,
+    SessionModelChosen: _on_model_chosen,
     SessionRenamed: _on_renamed,
     SessionDeleted: _on_deleted,
 }
@@ -305,11 +332,16 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
         return state  # a subagent's stream, or not a session's
     if isinstance(event, Chunk):
         # Only the first text/thinking chunk of a tool-loop answer matters (a partial answer).
-        if entry.has_partial or entry.llm_purpose != "loop":
+        if entry.llm_purpose != "loop":
             return state
-        if not isinstance(event, LLMText | LLMThinking) or not event.text:
+        if isinstance(event, LLMText | LLMThinking):
+            if entry.has_partial or not event.text:
+                return state
+            updated = replace(entry, has_partial=True, had_partial=False)
+        elif entry.had_partial:  # the next attempt answered with tool calls
+            updated = replace(entry, had_partial=False)
+        else:
             return state
-        updated = replace(entry, has_partial=True)
     else:
         updated = _HANDLERS.get(type(event), _unchanged)(entry, record)
         if record.type not in _NOT_ACTIVITY:

@@ -37,6 +37,17 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     is_summary: bool = False
     success: bool | None = None
     is_subagent: bool = False
+    # What the live page showed about this answer, for a history that shows the same
+    # (display history only; each from event timestamps, never the clock):
+    # how long the model thought before it answered ("Thought for 3 s" / "briefly"),
+    thinking_seconds: float | None = None
+    # how the run ended when this is its last message: stopped, or failed with ``error``,
+    stopped: bool = False
+    error: str | None = None
+    # and a completed run's figures, as in its ``stream_end`` frame.
+    elapsed_seconds: float | None = None
+    tool_call_count: int | None = None
+    token_count: int | None = None
 
 
 def iso_time(timestamp: float) -> str:

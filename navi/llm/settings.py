@@ -31,7 +31,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import msgspec
 
-__all__ = ["BackendKind", "LLMSettings", "LLMSettingsError", "normalize_ollama_host"]
+__all__ = [
+    "BackendKind",
+    "LLMSettings",
+    "LLMSettingsError",
+    "normalize_ollama_host",
+    "server_llm_settings",
+]
 
 BackendKind = Literal["auto", "ollama", "openai", "embedded"]
 BACKEND_KINDS: tuple[BackendKind, ...] = ("auto", "ollama", "openai", "embedded")
@@ -192,3 +198,16 @@ def _parse_openai_url(name: str, raw: str) -> str:
     if parts.path in ("", "/"):
         text += "/v1"
     return text
+
+
+def server_llm_settings(settings: LLMSettings, url: str) -> LLMSettings:
+    """The settings with the LLM server at ``url`` ("": as they are): OpenAI's base URL
+    for ``NAVI_LLM_BACKEND=openai``, else Ollama's host. :class:`LLMSettingsError` if
+    ``url`` is not such a URL."""
+    if not url:
+        return settings
+    if settings.backend == "openai":
+        return msgspec.structs.replace(
+            settings, openai_base_url=_parse_openai_url("the backend URL", url)
+        )
+    return msgspec.structs.replace(settings, ollama_host=_parse_ollama_host("the backend URL", url))

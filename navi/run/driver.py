@@ -68,6 +68,7 @@ class RunDriver:
     # ------------------------------------------------------------------ the loop
 
     async def drive(self) -> None:
+        await self.tools.refresh()
         while True:
             state, progress = self.view()
             loop = Loop(
@@ -181,6 +182,7 @@ class RunDriver:
         await self.commit([RunCompleted(content=p.answer, iterations=p.iterations)])
 
     async def _request_tools(self, p: RunProgress) -> None:
+        await self.tools.refresh()
         self.decided.extend(
             ToolRequested(call_id=c.id, name=c.name, arguments=c.arguments, step=p.iterations)
             for c in p.unrequested_calls

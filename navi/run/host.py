@@ -7,7 +7,7 @@ The session actor (navi/session/actor.py) is the host; this package never import
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -20,6 +20,7 @@ from navi.llm.base import LLMBackend
 from navi.llm.stop import StopSignal
 from navi.run.context_builder import ContextBuilder
 from profiles import Profile, ProfileRegistry
+from projections.user_settings import UserSettings
 from tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -74,12 +75,16 @@ class RunDeps:
     tool_hooks: Callable[[RunHost, str], dict[str, Hook | None]] = field(
         default=lambda host, call_id: {}
     )
-    # A user's own approval defaults, tool → "auto" | "ask" | "deny" (their settings).
-    user_tool_policy: Callable[[str], Mapping[str, str]] = field(default=lambda user_id: {})
     # The context window of a profile's model, as its backend tells (Navi.context_window).
     context_window: Callable[[Profile], int] = field(
         default=lambda profile: profile.num_ctx or 65536
     )
+    # A user's saved settings (navi/user_settings.py): thinking on/off, approval defaults.
+    user_settings: Callable[[str], Awaitable[UserSettings]] = field(default=lambda user_id: _none())
+
+
+async def _none() -> UserSettings:
+    return UserSettings()
 
 
 def active_profile(state: SessionState, deps: RunDeps) -> Profile:

@@ -30,6 +30,7 @@ from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, Too
 from navi.run import permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
+from projections.user_settings import UserSettings
 
 log = structlog.get_logger(__name__)
 
@@ -85,10 +86,12 @@ class LLMStep:
             # The small packaged model cannot drive tools (it loops on them), and their
             # schemas triple its prompt: it chats unless NAVI_EMBEDDED_TOOLS=true.
             names = []
-        options = self._options(profile, think_off=think_off)
+        saved = await self.deps.user_settings(self.state.user_id)
+        options = self._options(profile, saved, think_off=think_off)
         request = LLMRequested(
             iteration=iteration,
             attempt=attempt,
+            max_attempts=self.deps.settings.llm_retries + 1,
             model=options.model or backend.model,
             tools=tuple(names),
             options={
@@ -100,12 +103,18 @@ class LLMStep:
         )
         return Call(profile, backend, subagent, names, options, request)
 
-    def _options(self, profile: Profile, *, think_off: bool) -> LLMOptions:
+    def _options(self, profile: Profile, saved: UserSettings, *, think_off: bool) -> LLMOptions:
+        # The user's setting (on, off) wins over the profile's; a retry may turn it off.
         think: bool | str | None = False
-        if profile.think_enabled and not think_off:
+        if think_off or saved.think == "off":
+            think = False
+        elif saved.think == "on":
+            think = self.deps.settings.llm.think or True
+        elif profile.think_enabled:
             think = self.deps.settings.llm.think
         return LLMOptions(
-            model=profile.model,
+            # The chat's model picker, else the profile's model, else the backend's.
+            model=self.state.chosen_model or profile.model,
             temperature=profile.temperature,
             num_ctx=profile.num_ctx or self.deps.settings.llm.num_ctx,
             think=think,

@@ -68,8 +68,11 @@ IGNORED: frozenset[str] = frozenset(
         "session.pinned",
         "session.renamed",
         "session.deleted",
+        "session.model_chosen",  # used by the next LLM call, never changes a run's state
         "note.saved",
         "note.deleted",
+        # Settings live in the settings streams (``settings:<user>``), never in a run.
+        "settings.updated",
         # Memory events live in the memory streams (``memory:<user>``), never in a run.
         "memory.fact_learned",
         "memory.fact_edited",

@@ -59,6 +59,14 @@ class ToolStep:
         self.in_doubt = in_doubt
         self._info: tuple[Profile, ProfileInfo] | None = None  # of the profile last used
         self._files: tuple[str, Path, str] | None = None  # owner, files folder, its name
+        # The user's own approval defaults (their settings page), read by ``refresh``.
+        self.user_policy: Mapping[str, str] = {}
+
+    async def refresh(self) -> None:
+        """Read the user's approval defaults again: when the run starts (or resumes) and
+        for each answer with calls (a change on the settings page applies from there)."""
+        saved = await self.deps.user_settings(self.state.user_id)
+        self.user_policy = dict(saved.tool_policy)
 
     async def run(self, commit: Commit, open_calls: Sequence[ToolCall]) -> list[Event]:
         """Run the next open call, or the leading calls that may run side by side;
@@ -103,7 +111,7 @@ class ToolStep:
             tools=self.deps.tools,
             profile=active_profile(state, self.deps),
             operator=self.deps.settings.tool_approval,
-            user=self.deps.user_tool_policy(state.user_id),
+            user=self.user_policy,
             approved_tools=state.progress.approved_tools,
         )
 

@@ -18,7 +18,16 @@ from starlette.routing import Mount, Route, WebSocketRoute
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
-from navi.server import approvals, bodies, openai_api, openai_errors, replay_routes, routes
+from navi.server import (
+    approvals,
+    bodies,
+    llm_routes,
+    openai_api,
+    openai_errors,
+    replay_routes,
+    routes,
+    settings_routes,
+)
 from navi.server.auth import AuthMiddleware, Users, WsTickets
 from navi.server.auth_routes import ROUTES as AUTH_ROUTES
 from navi.server.blobs import get_blob
@@ -121,6 +130,8 @@ def create_app(
         routes=[
             *routes.ROUTES,
             *approvals.ROUTES,
+            *llm_routes.ROUTES,
+            *settings_routes.ROUTES,
             *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),

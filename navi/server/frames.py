@@ -16,6 +16,7 @@ from events.types import (
     TERMINAL_RUN_EVENTS,
     ContextCompressed,
     LLMCompleted,
+    LLMFailed,
     LLMRequested,
     LLMText,
     LLMThinking,
@@ -56,6 +57,7 @@ class FrameTranslator:
         self._messages = messages_projection.INITIAL
         # ``approval_required`` frames of calls still waiting for a decision, by call id.
         self._awaiting: dict[str, Frame] = {}
+        self._llm_call = LLMRequested()  # the last one: its purpose, attempt and maximum
 
     def prime(self, records: list[Recorded]) -> None:
         """Take in events the client already has, sending nothing."""
@@ -103,10 +105,18 @@ class FrameTranslator:
             self._end_thinking(out)
             return out
         if isinstance(e, LLMRequested):
+            self._llm_call = e
             if e.purpose == "loop" and e.attempt > 1 and not sub:
                 # An interrupted call is asked again: drop the partial answer shown so far.
                 self._end_thinking(out)
-                out.append({"type": "stream_retry", "attempt": e.attempt})
+                out.append(
+                    {"type": "stream_retry", "attempt": e.attempt, "max_attempts": e.max_attempts}
+                )
+            return out
+        if isinstance(e, LLMFailed):
+            if self._llm_call.purpose == "loop" and not sub:
+                self._end_thinking(out)
+                out.append(self._llm_failed(e))
             return out
         if isinstance(e, LLMCompleted):
             self._end_thinking(out)
@@ -241,6 +251,19 @@ class FrameTranslator:
             out.append(self._stream_end(record, "", False))
             return out
         return out
+
+    def _llm_failed(self, e: LLMFailed) -> Frame:
+        """An attempt failed; ``retrying``: another follows after a back-off (else the
+        run fails, and an ``error`` frame says so)."""
+        call = self._llm_call
+        left = call.max_attempts == 0 or call.attempt < call.max_attempts
+        return {
+            "type": "llm_failed",
+            "error": e.error,
+            "attempt": call.attempt,
+            "max_attempts": call.max_attempts,
+            "retrying": e.retryable and left,
+        }
 
     def _stream_end(self, record: Recorded, content: str, normally: bool) -> Frame:
         count = len(self._messages.messages(with_streaming=False))

@@ -123,6 +123,11 @@ async def create_session(request: Request) -> Response:
     session_id = await server.navi.create_session(
         body.profile_id, user_id=user.id, title=body.title
     )
+    if server.navi.user_settings is not None:
+        # The model the settings page names for new chats, in the chat's own log.
+        model = (await server.navi.user_settings.get(user.id)).model
+        if model:
+            await server.navi.sessions.ask(session_id, m.ChooseModel(model=model))
     summary = await server.sessions.get(session_id, user)
     server.on_session_created()
     return json_response(

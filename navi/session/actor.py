@@ -27,6 +27,7 @@ from events.types import (
     RunStarted,
     SessionCreated,
     SessionDeleted,
+    SessionModelChosen,
     SessionPinned,
     SessionRenamed,
     StopRequested,
@@ -142,6 +143,9 @@ class SessionActor(Actor[object]):
             profile = self.deps.run.profiles.get(message.profile_id)
             await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
             return profile.id
+        if isinstance(message, m.ChooseModel):
+            await self.record(SessionModelChosen(model=message.model))
+            return message.model
         if isinstance(message, m.Pin):
             pinned = message.pinned
             if pinned is None:
@@ -229,7 +233,7 @@ class SessionActor(Actor[object]):
                 mode=mode,
                 max_iterations=profile.max_iterations,
                 backend=backend.name,
-                model=profile.model or backend.model,
+                model=self.state.chosen_model or profile.model or backend.model,
             ),
         )
         await run_actor.spawn_run(self, resumed=False)

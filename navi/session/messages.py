@@ -41,6 +41,11 @@ class SwitchProfile:
 
 
 @dataclass(frozen=True)
+class ChooseModel:
+    model: str  # "": the profile's
+
+
+@dataclass(frozen=True)
 class Pin:
     pinned: bool | None = None  # None toggles
 

@@ -16,6 +16,7 @@ from events.types import (
     ScratchpadUpdated,
     SessionCreated,
     SessionDeleted,
+    SessionModelChosen,
     SessionPinned,
     TodoItem,
     TodoUpdated,
@@ -36,6 +37,7 @@ _OWN = frozenset(
         SessionCreated,
         SessionDeleted,
         SessionPinned,
+        SessionModelChosen,
         NoteSaved,
         NoteDeleted,
         ScratchpadUpdated,
@@ -57,6 +59,7 @@ class SessionState:
         self.created: SessionCreated | None = None
         self.deleted = False
         self.pinned = False
+        self.chosen_model = ""  # the chat's model picker; "": the profile's
         self.last_timestamp = 0.0
 
     def check(self, record: Recorded) -> RunState:
@@ -92,6 +95,8 @@ class SessionState:
             self.deleted = True
         elif isinstance(event, SessionPinned):
             self.pinned = event.pinned
+        elif isinstance(event, SessionModelChosen):
+            self.chosen_model = event.model
         elif isinstance(event, NoteSaved):
             self.notes_by_id[event.note_id] = event.text
         elif isinstance(event, NoteDeleted):

@@ -177,7 +177,7 @@ def test_a_stop_mid_stream_keeps_the_partial_text() -> None:
     assert final.streaming is None
 
 
-def test_a_failed_run_keeps_the_partial_text_but_not_an_empty_one() -> None:
+def test_a_failed_run_keeps_the_partial_text_and_not_an_empty_one() -> None:
     failed = messages_of(
         [
             UserMessage(text="q"),
@@ -197,7 +197,11 @@ def test_a_failed_run_keeps_the_partial_text_but_not_an_empty_one() -> None:
             RunFailed(error="boom"),
         ]
     )
-    assert [m.content for m in empty.messages()] == ["q"]
+    # Nothing of the answer was shown: a message of its own says how the run ended.
+    assert [(m.role, m.content, m.error) for m in empty.messages()] == [
+        ("user", "q", None),
+        ("assistant", "", "boom"),
+    ]
 
 
 def test_deleted_and_subagent_sessions() -> None:

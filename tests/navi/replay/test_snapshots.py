@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from msgspec.structs import replace
@@ -98,7 +99,7 @@ async def test_load_messages_starts_from_the_latest_snapshot(store: BaseEventSto
     # A (doctored) snapshot at 50 is where the next load starts from.
     planted = fold_until(MESSAGES, log, 50)
     fake = Message(role="system", content="planted", created_at="x", seq=0)
-    doctored = MessagesState(finished=Vec([fake, *planted.finished]))
+    doctored = msgspec.structs.replace(planted, finished=Vec([fake, *planted.finished]))
     codec = CODECS["messages"]
     await snapshots_for(store).save(
         "s", 50, {"messages": (codec.schema_version, codec.full_payload(doctored))}

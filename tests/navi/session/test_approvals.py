@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from events.envelope import Recorded
+from events.settings_events import SettingsUpdated
 from events.types import (
     RunStopped,
     ToolApprovalDecided,
@@ -137,6 +138,21 @@ async def test_a_profile_that_denies_a_tool(tmp_path: Path) -> None:
             assert not events_of(records, ToolApprovalRequested)
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "denied" and "profile careful" in failed.error
+
+
+async def test_the_users_own_defaults_apply(tmp_path: Path) -> None:
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written at once."))
+        async with open_navi(asking(tmp_path, fake.url)) as navi:
+            assert navi.user_settings is not None
+            await navi.user_settings.update(
+                "local", SettingsUpdated(tool_policy={"filesystem": "auto"})
+            )
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "run.completed")
+            assert not events_of(records, ToolApprovalRequested)
+            assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
 
 
 async def test_a_stop_while_waiting_ends_the_run(tmp_path: Path) -> None:

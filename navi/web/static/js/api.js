@@ -86,6 +86,14 @@ export const api = {
   switchProfile: (sessionId, profileId) =>
     request('PATCH', `/sessions/${id(sessionId)}/profile`, { json: { profile_id: profileId } }),
   uploadFile,
+  // The model picker, the footer's status dot and the settings page.
+  chooseModel: (sessionId, model) =>
+    request('PATCH', `/sessions/${id(sessionId)}/model`, { json: { model } }),
+  llmStatus: () => request('GET', '/llm/status'),
+  llmModels: (profileId) => request('GET', '/llm/models', { query: { profile_id: profileId } }),
+  tools: () => request('GET', '/agents/tools'),
+  settings: () => request('GET', '/settings'),
+  saveSettings: (changes) => request('PATCH', '/settings', { json: changes }),
   // Replay and debugging (docs/replay.md).
   sessionState: (sessionId, at) => request('GET', `/sessions/${id(sessionId)}/state`, { query: { at } }),
   llmRequest: (sessionId, seq) => request('GET', `/sessions/${id(sessionId)}/llm-requests/${seq}`),

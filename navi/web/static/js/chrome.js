@@ -5,6 +5,7 @@
 import { $ } from './dom.js';
 import { exportChat } from './export.js';
 import { icon } from './icons.js';
+import { mountSettingsButton } from './settings.js';
 import { mountShortcuts } from './shortcuts.js';
 import { profileById, state, subscribe } from './state.js';
 import { mountThemeSwitch, toggleTheme } from './theme.js';
@@ -67,6 +68,7 @@ export function mountChrome({ view, composer, stop, newChat, openReplay }) {
   });
 
   mountThemeSwitch($('#sidebar-prefs'));
+  mountSettingsButton($('#settings-button'), { onError: (message) => view.error(message) });
   const showShortcuts = mountShortcuts({
     newChat,
     focusSearch: () => {

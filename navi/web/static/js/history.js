@@ -3,6 +3,7 @@
 // their tool message (paired by tool_call_id).
 
 import { notice } from './cards.js';
+import { runStats } from './live.js';
 import { Turn } from './turns.js';
 
 /**
@@ -13,11 +14,12 @@ export function renderHistory(view, messages, { running = false } = {}) {
   view.reset();
   let turn = null;
   let lastText = '';
+  let stats = [];
   const close = () => {
     if (!turn) return;
     turn.settle();
     turn.abandonTools('no result: the run ended before this call finished');
-    turn.finish({ content: lastText });
+    turn.finish({ content: lastText, stats });
   };
 
   for (const message of messages || []) {
@@ -25,6 +27,7 @@ export function renderHistory(view, messages, { running = false } = {}) {
       close();
       turn = null;
       lastText = '';
+      stats = [];
       view.addUser({
         content: message.content || '', images: message.images || [], files: message.files || [], seq: message.seq,
       });
@@ -46,7 +49,8 @@ export function renderHistory(view, messages, { running = false } = {}) {
         scope.showPlan(message.content || '', { open: false });
         continue;
       }
-      scope.reasoning(message.thinking);
+      // A subagent's thinking came whole (turn_thinking): "Reasoning", as it was live.
+      scope.reasoning(message.thinking, message.is_subagent ? undefined : message.thinking_seconds);
       if (message.content) {
         scope.text = null; // a new assistant message starts its own text block
         scope.setText(message.content);
@@ -55,6 +59,8 @@ export function renderHistory(view, messages, { running = false } = {}) {
       for (const call of message.tool_calls || []) {
         scope.toolStarted(call.name, call.arguments, call.id, { history: true });
       }
+      showRunEnd(turn, message);
+      if (Number.isFinite(message.elapsed_seconds)) stats = runStats(message);
     } else if (message.role === 'tool') {
       scope.toolFinished(message.name || 'tool', undefined, message.content,
         message.success !== false, message.tool_call_id, { history: true });
@@ -64,6 +70,20 @@ export function renderHistory(view, messages, { running = false } = {}) {
   if (running) return turn;
   close();
   return turn;
+}
+
+/** How the run ended, where its last message says so: as the live frames showed it. */
+function showRunEnd(turn, message) {
+  if (message.is_subagent) return;
+  if (message.stopped) {
+    turn.settle();
+    turn.abandonTools('stopped');
+    turn.root.notice('Stopped', 'stopped');
+  }
+  if (message.error) {
+    turn.settle();
+    turn.error(message.error, { runError: true });
+  }
 }
 
 /** The highest log seq the history covers (when the server does not say `last_seq`). */

@@ -10,7 +10,7 @@ import { callIdOf } from './turns.js';
 // reload mid-run, stream_start is in the past).
 const RUN_FRAMES = new Set([
   'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status',
-  'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry',
+  'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed',
 ]);
 
 // Frames that show the model answered (or the run ended): they end "Waiting for the model…".
@@ -22,7 +22,9 @@ const ANSWER_FRAMES = new Set([
 export class LiveRenderer {
   /**
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
-   *         setTodo(items), runEnded()}
+   *         setTodo(items), runEnded(), llm(status, detail)}
+   *  llm() tells the footer's dot what the model's server is doing: 'waiting',
+   *  'answering', 'retrying', 'failed' or 'idle'.
    */
   constructor(view, hooks) {
     this.view = view;
@@ -34,7 +36,10 @@ export class LiveRenderer {
     if (RUN_FRAMES.has(frame.type) && !frame.is_subagent && !this.hooks.isRunning()) {
       this.hooks.setRunning(true);
     }
-    if (ANSWER_FRAMES.has(frame.type)) this.view.turn?.stopWaiting();
+    if (ANSWER_FRAMES.has(frame.type)) {
+      this.view.turn?.stopWaiting();
+      if (!frame.is_subagent && frame.type !== 'error') this.hooks.llm?.('answering');
+    }
     const method = HANDLERS[frame.type];
     if (method) method.call(this, frame);
   }
@@ -55,7 +60,9 @@ export class LiveRenderer {
   }
 
   stream_start(frame) {
-    if (!frame.is_subagent) this.view.currentTurn({ fresh: true }).startWaiting();
+    if (frame.is_subagent) return;
+    this.view.currentTurn({ fresh: true }).startWaiting();
+    this.hooks.llm?.('waiting');
   }
 
   thinking_delta(frame) {
@@ -91,9 +98,28 @@ export class LiveRenderer {
     this.scope(frame).textDelta(frame.delta || '');
   }
 
-  /** The server re-issued an interrupted LLM call: its chunks start over. */
+  /** The server asked the model again (after a failure or a restart): what the lost
+   *  attempt streamed is superseded, and the turn waits for the new one. */
   stream_retry(frame) {
     this.scope(frame).dropAttempt();
+    if (frame.is_subagent) return;
+    const of = frame.max_attempts ? `/${frame.max_attempts}` : '';
+    this.view.currentTurn().startWaiting(`Retrying ${frame.attempt}${of} · `);
+    this.hooks.llm?.('retrying', `attempt ${frame.attempt}${of}`);
+  }
+
+  /** An attempt failed; `retrying`: another follows after a back-off (else an error
+   *  frame ends the run). */
+  llm_failed(frame) {
+    if (frame.is_subagent) return;
+    const turn = this.view.currentTurn();
+    if (frame.retrying) {
+      turn.retrying(frame);
+      this.hooks.llm?.('retrying', frame.error || '');
+    } else {
+      turn.stopWaiting();
+      this.hooks.llm?.('failed', frame.error || '');
+    }
   }
 
   stream_end(frame) {
@@ -107,7 +133,7 @@ export class LiveRenderer {
     const current = turn || this.view.currentTurn();
     current.root.setText(frame.content || '');
     current.abandonTools('no result');
-    current.finish({ content: frame.content || '', stats: stats(frame) });
+    current.finish({ content: frame.content || '', stats: runStats(frame) });
     this.endRun();
   }
 
@@ -130,7 +156,7 @@ export class LiveRenderer {
       this.scope(frame).error(message);
       return;
     }
-    this.view.error(message);
+    this.view.error(message, { runError: Boolean(frame.fatal) });
     if (this.view.turn) this.view.turn.settle();
     if (this.hooks.isRunning()) this.endRun();
   }
@@ -154,6 +180,7 @@ export class LiveRenderer {
   }
 
   endRun() {
+    this.hooks.llm?.('idle');
     this.view.turn = null;
     this.hooks.setRunning(false);
     this.hooks.runEnded();
@@ -163,11 +190,12 @@ export class LiveRenderer {
 // The frame types drawn here, each by the method of the same name.
 const HANDLERS = Object.fromEntries([
   'user_message', 'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking',
-  'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'stream_end',
+  'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'stream_end',
   'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
 ].map((type) => [type, LiveRenderer.prototype[type]]));
 
-function stats(frame) {
+/** The figures under an answer: a stream_end frame's, or a history message's. */
+export function runStats(frame) {
   const parts = [];
   if (frame.elapsed_seconds >= 0.05) parts.push(formatSeconds(frame.elapsed_seconds));
   if (frame.tool_call_count) parts.push(`${frame.tool_call_count} tool call${frame.tool_call_count === 1 ? '' : 's'}`);

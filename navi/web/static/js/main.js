@@ -12,6 +12,8 @@ import { $ } from './dom.js';
 import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
 import { highestSeq, renderHistory } from './history.js';
 import { LiveRenderer } from './live.js';
+import { llmActivity, mountLLMStatus } from './llm_status.js';
+import { mountModelPicker } from './model_picker.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
 import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
@@ -76,6 +78,7 @@ const live = new LiveRenderer(view, {
     update({ profileId });
   },
   setTodo: (items) => update({ todo: items }),
+  llm: llmActivity,
   runEnded: () => {
     sidebar.refresh();
     composer.focus();
@@ -96,6 +99,8 @@ subscribe('sessions', mountVersions(view.inner, {
 }));
 
 mountProfileSwitcher($('#profile-select'), changeProfile);
+mountModelPicker($('#model-select'), { ensureSession });
+mountLLMStatus($('#backend-info'));
 mountContextMeter($('#context-meter'));
 mountConnectionBanner($('#connection-banner'));
 mountTodoDock($('#todo-dock'));
@@ -136,7 +141,7 @@ async function openSession(sessionId) {
   disconnect();
   if (sessionId && sessionId.startsWith(REPLAY)) return openReplay(sessionId.slice(REPLAY.length));
   leaveReplay();
-  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null });
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, chatModel: '' });
   composer.showError(null);
   if (!sessionId) {
     update({ profileId: rememberedProfile() });
@@ -162,6 +167,7 @@ async function openSession(sessionId) {
   const running = Boolean(session.run_active ?? session.running ?? false);
   update({
     profileId: session.profile_id || state.profileId,
+    chatModel: session.model || '',
     contextTokens: session.context_token_count ?? null,
     maxContextTokens: session.max_context_tokens ?? null,
     todo: Array.isArray(session.todo) ? session.todo : [],

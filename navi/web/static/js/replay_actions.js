@@ -1,4 +1,5 @@
-// "Edit and resend" on a user message and "Regenerate" under an answer. Both are forks
+// "Edit and resend" on a user message, "Regenerate" under an answer and "Retry" on a
+// failed turn's error. All are forks
 // (POST /sessions/{id}/fork): a new chat whose history is this one's up to just before
 // that message, where the message (edited, or as it was) is sent again; the original
 // chat stays as it is. Messages are found by their log seq (`data-seq`), so this works
@@ -88,6 +89,17 @@ export function mountForkActions(container, { sessionId, onFork }) {
         title: 'Regenerate (in a new chat)', 'aria-label': 'Regenerate this answer',
         onclick: () => run(footer, Number(user.dataset.seq), null),
       }, icon('regenerate')));
+    }
+    // A failed turn: Retry sends its message again, as regenerate does.
+    for (const block of container.querySelectorAll('.message.assistant .error-block.run-error')) {
+      if (block.querySelector('[data-action="retry"]')) continue;
+      const user = previousUser(block.closest('.message.assistant'));
+      if (!user) continue;
+      block.append(h('button', {
+        type: 'button', class: 'button small', 'data-action': 'retry', text: 'Retry',
+        title: 'Send this message again (a new version of the chat; this one stays)',
+        onclick: () => run(block, Number(user.dataset.seq), null),
+      }));
     }
   };
 

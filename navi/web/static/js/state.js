@@ -12,6 +12,8 @@ export const state = {
   contextTokens: null,
   maxContextTokens: null,
   todo: [], // [{id, text, status}] from todo_updated
+  chatModel: '', // the chat's model picker (GET /sessions/{id} → model); '': the profile's
+  llm: { activity: 'idle', detail: '', probe: null, answeredAt: 0 }, // the footer's dot
 };
 
 const listeners = new Map();

@@ -36,6 +36,7 @@ export class Scope {
       this.planning.el.remove();
       this.planning = null;
     }
+    if (kind !== 'notice' && kind !== 'error') this.dropSuperseded();
     if (kind !== 'text') this.text = null;
     this.container.append(el);
     this.lastKind = kind;
@@ -55,9 +56,13 @@ export class Scope {
     this.thinking = null;
   }
 
-  /** A whole reasoning block (turn_thinking, or an assistant message's thinking). */
-  reasoning(text) {
-    if (text) this.add(thinkingBlock({ text, label: 'Reasoning' }).el, 'thinking');
+  /** A whole reasoning block (turn_thinking, or an assistant message's thinking);
+   *  with `seconds` (history: how long it streamed) labelled as it was live. */
+  reasoning(text, seconds) {
+    if (!text) return;
+    const block = thinkingBlock({ text, label: 'Reasoning' });
+    if (Number.isFinite(seconds)) block.end(seconds);
+    this.add(block.el, 'thinking');
   }
 
   planningStatus(phase, label) {
@@ -116,18 +121,23 @@ export class Scope {
     this.add(this.text.el, 'text');
   }
 
-  /** An LLM call was re-issued (after a restart): drop what its lost attempt streamed. */
+  /** An LLM call failed or is asked again: what its attempt streamed is superseded. It
+   *  stays on screen, dimmed, until the next attempt says something (then it goes), or
+   *  the run ends first (then it stays: the messages projection keeps it too). */
   dropAttempt() {
+    this.thinkingEnd();
+    if (this.text) this.text.view.flush();
     this.thinking = null;
     this.text = null;
-    while (this.lastKind === 'text' || this.lastKind === 'thinking') {
-      const last = this.container.lastElementChild;
-      if (!last || !last.matches('.text-block, .thinking')) break;
-      last.remove();
-      const previous = this.container.lastElementChild;
-      this.lastKind = previous?.matches('.text-block') ? 'text'
-        : previous?.matches('.thinking') ? 'thinking' : 'other';
+    for (let el = this.container.lastElementChild; el; el = el.previousElementSibling) {
+      if (el.matches('.planning-status, .notice, .error-block')) continue;
+      if (!el.matches('.text-block, .thinking')) break;
+      el.classList.add('superseded');
     }
+  }
+
+  dropSuperseded() {
+    for (const el of this.container.querySelectorAll(':scope > .superseded')) el.remove();
   }
 
   notice(text, kind) {
@@ -140,6 +150,7 @@ export class Scope {
 
   settle() {
     this.thinkingEnd();
+    for (const el of this.container.querySelectorAll(':scope > .superseded')) el.classList.remove('superseded');
     if (this.planning) {
       this.planning.el.remove();
       this.planning = null;
@@ -164,16 +175,30 @@ export class Turn {
     return this.root.container.childElementCount === (this.waiting ? 1 : 0);
   }
 
-  /** A silent prefill: show that the model is working, with a seconds counter. */
-  startWaiting() {
-    if (this.waiting || !this.isEmpty) return;
+  /** An attempt failed and will be retried: its partial answer dims, and a line says
+   *  why and which attempt comes next. */
+  retrying({ error = '', attempt = 1, max_attempts: max = 0 } = {}) {
+    this.root.dropAttempt();
+    const next = max ? `${attempt + 1}/${max}` : `${attempt + 1}`;
+    const line = planningStatus(`The model's server failed${error ? `: ${error}` : ''} · retrying ${next}…`);
+    line.el.classList.add('waiting-status', 'retry-status');
+    line.el.dataset.testid = 'retrying';
+    this.stopWaiting();
+    this.waiting = { el: line.el, timer: null };
+    this.root.container.append(line.el);
+  }
+
+  /** A silent prefill: show that the model is working, with a seconds counter. A retry
+   *  (`prefix`: "Retrying 2/4 · ") shows it whatever the turn already holds. */
+  startWaiting(prefix = '') {
+    if (!prefix && (this.waiting || !this.isEmpty)) return;
+    this.stopWaiting();
     const started = Date.now();
-    const line = planningStatus('Waiting for the model… 0 s');
+    const label = () => `${prefix}Waiting for the model… ${Math.floor((Date.now() - started) / 1000)} s`;
+    const line = planningStatus(label());
     line.el.classList.add('waiting-status');
-    line.el.dataset.testid = 'waiting';
-    const timer = setInterval(() => {
-      line.set(`Waiting for the model… ${Math.floor((Date.now() - started) / 1000)} s`);
-    }, 1000);
+    line.el.dataset.testid = prefix ? 'retrying' : 'waiting';
+    const timer = setInterval(() => line.set(label()), 1000);
     this.waiting = { el: line.el, timer };
     this.root.container.append(line.el);
   }
@@ -247,7 +272,10 @@ export class Turn {
     this.el.querySelector('.turn-body').append(this.footer);
   }
 
-  error(message, options) {
-    this.root.add(errorBlock(message, options), 'error');
+  /** An error in the turn; `runError`: the run failed here (a Retry button joins it). */
+  error(message, { runError = false, ...options } = {}) {
+    const block = errorBlock(message, options);
+    if (runError) block.classList.add('run-error');
+    this.root.add(block, 'error');
   }
 }
