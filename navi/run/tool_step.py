@@ -128,9 +128,11 @@ class ToolStep:
         )
 
     def _undecided_ask(self, call: ToolCall) -> bool:
+        """Its policy asks, no one decided yet, and it could run if approved (a call the
+        profile or the user's grants refuse is refused at once, never asked about)."""
         if self.state.progress.decision_of(call.id) is not None:
             return False
-        return self.policy(call).approval == "ask"
+        return self.policy(call).approval == "ask" and self._permission_refusal(call) is None
 
     def _refusal(self, call: ToolCall) -> ToolFailed | None:
         """The ``tool.failed`` of a call that may not run (see the module doc), or None."""
@@ -144,7 +146,14 @@ class ToolStep:
         decided = self._approval_refusal(call)
         if decided is not None:
             return decided
-        refused = permissions.refusal(
+        refused = self._permission_refusal(call)
+        if refused is None:
+            return None
+        self.log.warning("tool.refused", tool=call.name, call_id=call.id, why=refused)
+        return ToolFailed(call_id=call.id, name=call.name, error=refused)
+
+    def _permission_refusal(self, call: ToolCall) -> str | None:
+        return permissions.refusal(
             self.deps.builder,
             self.deps.users,
             call.name,
@@ -152,10 +161,6 @@ class ToolStep:
             subagent=is_subagent(self.state),
             user_id=self.state.user_id,
         )
-        if refused is None:
-            return None
-        self.log.warning("tool.refused", tool=call.name, call_id=call.id, why=refused)
-        return ToolFailed(call_id=call.id, name=call.name, error=refused)
 
     def _approval_refusal(self, call: ToolCall) -> ToolFailed | None:
         """The ``tool.failed`` of a call its policy denies or a person declined."""

@@ -3,7 +3,7 @@
 ``GET /sessions/{id}/approvals`` lists the calls that wait, in this session and in its
 running subagents, as the ``approval_required`` frames a client would get;
 ``POST /sessions/{id}/approvals/{call_id}`` decides one (200; 404 unknown; 409 already
-decided). Only the session's owner (or an admin) reaches either: ``sessions.get``.
+decided). Only the session's owner, or an admin, reaches either.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ async def _children(
 async def list_approvals(request: Request) -> Response:
     server = state_of(request)
     session_id = request.path_params["session_id"]
-    await server.sessions.get(session_id, user_of(request))
+    await server.sessions.get(session_id, user_of(request), admin_too=True)
     return json_response(
         {"session_id": session_id, "approvals": await awaiting(server.navi.store, session_id)}
     )
@@ -76,7 +76,7 @@ async def decide_approval(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     call_id = request.path_params["call_id"]
     user = user_of(request)
-    await server.sessions.get(session_id, user)
+    await server.sessions.get(session_id, user, admin_too=True)
     body = await body_as(request, DecisionBody)
     approved = body.decision == "approve"
     recorded_in = await server.navi.decide(

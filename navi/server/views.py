@@ -70,14 +70,20 @@ class SessionsView:
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
         return mine
 
-    async def get(self, session_id: str, user: User) -> SessionSummary:
-        """The session, if it exists, is not deleted and belongs to ``user``; an id that
-        is not a UUID is not found, whatever the log holds."""
+    async def get(
+        self, session_id: str, user: User, *, admin_too: bool = False
+    ) -> SessionSummary:
+        """The session, if it exists, is not deleted and belongs to ``user`` (or, with
+        ``admin_too``, ``user`` is an admin: who may decide a waiting tool call); an id
+        that is not a UUID is not found, whatever the log holds."""
         if not is_uuid(session_id):
             raise SessionNotFound(session_id)
         state = await self.refresh()
         summary = state.get(session_id)
-        if summary is None or summary.deleted or summary.user_id != user.id:
+        owner = summary is not None and (
+            summary.user_id == user.id or (admin_too and user.role == "admin")
+        )
+        if summary is None or summary.deleted or not owner:
             raise SessionNotFound(session_id)
         return summary
 

@@ -156,6 +156,8 @@ class ServerConfig:
             LLM_STREAM_CHUNK_TIMEOUT="5",
             NAVI_CLUSTER_SWEEP_S="0.5",
             MEMORY_IDLE_MINUTES="600",
+            # The chaos tools (user tools) would ask before each call: no one answers here.
+            NAVI_TOOL_APPROVAL="auto",
         )
         env.update(self.extra_env)
         return env

@@ -207,6 +207,9 @@ def _env(
         LLM_RETRIES="0",
         LLM_RETRY_BACKOFF_S="0.05",
         MEMORY_IDLE_MINUTES="600",
+        # Most of this suite tries what a call can do once it runs (as if a person
+        # approved it); tests of the approvals themselves set "" (the tools' defaults).
+        NAVI_TOOL_APPROVAL="auto",
     )
     if users_file is not None:
         env["NAVI_USERS_FILE"] = str(users_file)

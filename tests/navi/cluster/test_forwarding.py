@@ -181,3 +181,44 @@ async def test_an_idle_session_is_let_go_and_claimed_again_when_needed(
             with anyio.fail_after(10):
                 end = await a.wait_for_end(session, again)
             assert end.type == "run.completed"
+
+
+async def test_an_approval_decided_on_the_other_node_reaches_the_owner(
+    tmp_path: Path, cluster_db: str
+) -> None:
+    from events.types import ToolApprovalDecided, ToolApprovalRequested, ToolCompleted
+    from navi.session.errors import ApprovalNotFound
+    from tests.support.fake_llm import FakeToolCall
+
+    write = FakeToolCall(
+        name="filesystem", arguments={"action": "write", "path": "n.txt", "content": "x"}
+    )
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[write]), Reply(text="Written."))
+        settings = {
+            "database_url": cluster_db,
+            "cluster_sweep_s": 0.2,
+            "tool_approval": "",
+            "planning": "off",
+        }
+        async with (
+            open_navi(navi_settings(tmp_path / "a", fake.url, **settings), background=True) as a,
+            open_navi(navi_settings(tmp_path / "b", fake.url, **settings), background=True) as b,
+        ):
+            session = await a.create_session()
+            await a.send(session, "write it")
+            await wait_for(a, session, "tool.approval_requested")
+            records = await a.store.read(session)
+            request = next(r.event for r in records if isinstance(r.event, ToolApprovalRequested))
+            with pytest.raises((ApprovalNotFound, ForwardedRefusal)) as refused:
+                await b.decide(session, "no-such-call", approved=True, by="local")
+            assert getattr(refused.value, "status", 404) == 404
+            assert await b.decide(session, request.call_id, approved=True, by="local") == session
+            assert session not in cluster_of(b).ownership.held
+            await wait_for(a, session, "run.completed")
+            records = await a.store.read(session)
+            decided = [r.event for r in records if isinstance(r.event, ToolApprovalDecided)]
+            assert [d.approved for d in decided] == [True]
+            assert [r.event.call_id for r in records if isinstance(r.event, ToolCompleted)] == [
+                request.call_id
+            ]

@@ -237,3 +237,41 @@ def _profile(root: Path, profile_id: str, policy: dict[str, str]) -> None:
     }
     (folder / "config.json").write_text(json.dumps(config))
     (folder / "system_prompt.txt").write_text("You are careful.")
+
+
+async def test_a_subagents_request_is_decided_through_its_top_level_session(
+    tmp_path: Path,
+) -> None:
+    profiles = tmp_path / "profiles"
+    tools = ["spawn_agent", "filesystem"]
+    folder = profiles / "lead"
+    folder.mkdir(parents=True)
+    config = {"id": "lead", "name": "Lead", "enabled_tools": tools, "subagent_tools": tools}
+    (folder / "config.json").write_text(__import__("json").dumps(config))
+    (folder / "system_prompt.txt").write_text("You lead.")
+    spawn = FakeToolCall(name="spawn_agent", arguments={"task": "write the note"})
+    async with FakeLLMServer() as fake:
+        fake.script(
+            Reply(tool_calls=[spawn]),  # the parent
+            Reply(tool_calls=[WRITE]),  # the subagent
+            Reply(text="Child: written."),
+            Reply(text="Parent: the child wrote it."),
+        )
+        env = {"PROFILES_DIR": str(profiles)}
+        async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
+            session = await navi.create_session("lead")
+            await navi.send(session, "delegate the note")
+            records = await wait_for(navi, session, "subagent.spawned")
+            child = next(r.event.child_stream_id for r in records if r.type == "subagent.spawned")
+            child_records = await wait_for(navi, child, "tool.approval_requested")
+            (request,) = events_of(child_records, ToolApprovalRequested)
+            # Pending, seen from the top-level session as the REST route lists it.
+            from navi.server.approvals import awaiting
+
+            (frame,) = await awaiting(navi.store, session)
+            assert frame["call_id"] == request.call_id and frame["is_subagent"] is True
+            assert frame["subagent_id"] == child
+            recorded_in = await navi.decide(session, request.call_id, approved=True, by="local")
+            assert recorded_in == child
+            await wait_for(navi, session, "run.completed")
+            assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"

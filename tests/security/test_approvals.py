@@ -1,0 +1,205 @@
+"""Approvals as an attacker meets them, on a real ``navi serve`` with the tools' own
+defaults (no NAVI_TOOL_APPROVAL): a page the LLM read tells it to run code, and the
+code does not run until the user says so; nobody but the session's owner (or an admin)
+can see or decide the request; bad decisions get clear errors and lose nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.support.fake_llm_script import FakeToolCall, Reply
+
+ALICE = {"id": "alice", "token": "alice-token-5e1d-4c2a9b", "role": "user", "tools": ["code_exec"]}
+BOB = {"id": "bob", "token": "bob-token-77c0-91de3f", "role": "user", "tools": ["code_exec"]}
+ADMIN = {"id": "root", "token": "root-token-a9f3-0b7e61", "role": "admin"}
+ASK = {"NAVI_TOOL_APPROVAL": "", "NAVI_UNSANDBOXED_TOOLS": "1"}
+
+
+def _marker_code(path: str) -> FakeToolCall:
+    code = f"open({path!r}, 'w').write('ran')\nprint('done')"
+    return FakeToolCall(name="code_exec", arguments={"code": code})
+
+
+def _turn_in_background(server: NaviServerProcess, sid: str, token: str | None) -> threading.Thread:
+    def turn() -> None:
+        with contextlib.suppress(httpx.HTTPError):  # a test may kill the server meanwhile
+            server.send(sid, "summarise that page", token=token)
+
+    thread = threading.Thread(target=turn)
+    thread.start()
+    return thread
+
+
+def _pending(
+    server: NaviServerProcess, sid: str, token: str | None, wait_s: float = 20
+) -> list[Any]:
+    deadline = time.monotonic() + wait_s
+    with server.client(token=token) as http:
+        while time.monotonic() < deadline:
+            approvals: list[Any] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]
+            if approvals:
+                return approvals
+            time.sleep(0.05)
+    raise AssertionError("no approval request came")
+
+
+def test_code_a_hostile_page_asked_for_waits_and_never_runs_when_denied(
+    start_navi: StartNavi,
+) -> None:
+    server = start_navi(env=ASK)
+    marker = server.root / "outside" / "hostile-code-ran"
+    sid = server.create_session("secretary")
+    server.llm.script(
+        Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="I did not run it.")
+    )
+    turn = _turn_in_background(server, sid, None)
+    [request] = _pending(server, sid, None)
+    assert request["type"] == "approval_required" and request["tool"] == "code_exec"
+    assert request["policy"] == "code_exec's default"
+    time.sleep(0.5)
+    assert not marker.exists(), "the code ran without a decision"
+    with server.client() as http:
+        decided = http.post(
+            f"/sessions/{sid}/approvals/{request['call_id']}",
+            json={"decision": "deny", "reason": "that page is not mine"},
+        )
+        assert decided.status_code == 200, decided.text
+        # Decided once: a second decision is refused, the run is not touched.
+        again = http.post(
+            f"/sessions/{sid}/approvals/{request['call_id']}", json={"decision": "approve"}
+        )
+        assert again.status_code == 409, again.text
+    turn.join(30)
+    assert not marker.exists()
+    [tool] = server.tool_messages(sid)
+    assert tool["success"] is False
+    assert "The user declined this call: that page is not mine" in tool["content"]
+
+
+def test_only_the_owner_or_an_admin_sees_and_decides(start_navi: StartNavi) -> None:
+    server = start_navi(users=[ALICE, BOB, ADMIN], env=ASK, canary_row=False)
+    marker = server.root / "outside" / "alice-code-ran"
+    sid = server.create_session("secretary", token=ALICE["token"])
+    server.llm.script(Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="ok"))
+    turn = _turn_in_background(server, sid, ALICE["token"])
+    [request] = _pending(server, sid, ALICE["token"])
+    call = request["call_id"]
+    with server.client(token=BOB["token"]) as bob:
+        assert bob.get(f"/sessions/{sid}/approvals").status_code == 404
+        refused = bob.post(f"/sessions/{sid}/approvals/{call}", json={"decision": "approve"})
+        assert refused.status_code == 404, refused.text
+        # Bob's own session does not reach Alice's call either.
+        own = server.create_session("secretary", token=BOB["token"])
+        other = bob.post(f"/sessions/{own}/approvals/{call}", json={"decision": "approve"})
+        assert other.status_code == 404, other.text
+    with server.client(token="") as anonymous:
+        assert anonymous.get(f"/sessions/{sid}/approvals").status_code == 401
+    time.sleep(0.3)
+    assert not marker.exists()
+    # Still waiting for Alice; an admin may decide.
+    assert _pending(server, sid, ALICE["token"])[0]["call_id"] == call
+    with server.client(token=ADMIN["token"]) as admin:
+        approved = admin.post(f"/sessions/{sid}/approvals/{call}", json={"decision": "approve"})
+        assert approved.status_code == 200, approved.text
+        assert approved.json()["by"] == "root"
+    turn.join(30)
+    assert marker.read_text() == "ran"
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status"),
+    [
+        (b'{"decision": "maybe"}', {"content-type": "application/json"}, 422),
+        (b'{"decision": "approve", "scope": "forever"}', {"content-type": "application/json"}, 422),
+        (b'{"decision": "approve", "extra": 1}', {"content-type": "application/json"}, 422),
+        (b"not json", {"content-type": "application/json"}, 400),
+        (b'{"decision": "approve"}', {"content-type": "text/plain"}, 415),
+        (
+            b'{"decision": "approve"}',
+            {"content-type": "application/json", "origin": "https://evil.example"},
+            403,
+        ),
+        (
+            json.dumps({"decision": "deny", "reason": "x" * 2_000_000}).encode(),
+            {"content-type": "application/json"},
+            413,
+        ),
+    ],
+    ids=[
+        "bad-decision",
+        "bad-scope",
+        "unknown-field",
+        "not-json",
+        "text-plain",
+        "foreign-origin",
+        "oversized",
+    ],
+)
+def test_bad_decisions_get_clear_errors_and_the_wait_goes_on(
+    start_navi: StartNavi, body: bytes, headers: dict[str, str], status: int
+) -> None:
+    server = start_navi(env=ASK, canary_row=False)
+    marker = server.root / "outside" / "bad-decision-ran"
+    sid = server.create_session("secretary")
+    server.llm.script(Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="ok"))
+    turn = _turn_in_background(server, sid, None)
+    [request] = _pending(server, sid, None)
+    url = f"{server.url}/sessions/{sid}/approvals/{request['call_id']}"
+    response = httpx.post(url, content=body, headers=headers, timeout=30)
+    assert response.status_code == status, response.text
+    assert "Traceback" not in response.text
+    with server.client() as http:
+        unknown = http.post(f"/sessions/{sid}/approvals/no-such-call", json={"decision": "approve"})
+        assert unknown.status_code == 404 and "no-such-call" in unknown.text
+    # Nothing was decided: the call still waits, and a proper decision still works.
+    assert _pending(server, sid, None)[0]["call_id"] == request["call_id"]
+    assert not marker.exists()
+    with server.client() as http:
+        ok = http.post(f"/sessions/{sid}/approvals/{request['call_id']}", json={"decision": "deny"})
+        assert ok.status_code == 200, ok.text
+    turn.join(30)
+    assert not marker.exists()
+
+
+def test_a_sigkill_while_waiting_neither_runs_nor_asks_twice(start_navi: StartNavi) -> None:
+    server = start_navi(env=ASK, canary_row=False)
+    effects = server.root / "outside" / "effects.log"
+    code = f"open({str(effects)!r}, 'a').write('ran\\n')\nprint('done')"
+    sid = server.create_session("secretary")
+    server.llm.script(
+        Reply(tool_calls=[FakeToolCall(name="code_exec", arguments={"code": code})]),
+        Reply(text="Ran it once."),
+    )
+    turn = _turn_in_background(server, sid, None)
+    [request] = _pending(server, sid, None)
+    server.stop(signal.SIGKILL)
+    turn.join(30)
+    server.start()
+    # Still waiting, the same request, asked once; nothing ran.
+    [again] = _pending(server, sid, None)
+    assert again["call_id"] == request["call_id"] and again["seq"] == request["seq"]
+    assert not effects.exists()
+    with server.client() as http:
+        decided = http.post(
+            f"/sessions/{sid}/approvals/{request['call_id']}", json={"decision": "approve"}
+        )
+        assert decided.status_code == 200, decided.text
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            events = http.get(f"/sessions/{sid}/events").text
+            if '"run.completed"' in events:
+                break
+            time.sleep(0.1)
+    types = [json.loads(line)["type"] for line in events.splitlines()]
+    assert types.count("tool.approval_requested") == 1
+    assert types.count("tool.approval_decided") == 1
+    assert effects.read_text() == "ran\n"
