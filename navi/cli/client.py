@@ -83,6 +83,7 @@ def _missing_sqlite_file(url: str) -> str | None:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     from navi.llm.diagnose import diagnose_llm
+    from navi.run.approval import approval_report
     from profiles import ProfileRegistry
     from tools import create_registry
     from tools.sandbox import sandbox_report
@@ -113,6 +114,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             line(level == "ok", sandbox)
         if settings.tools.allow_private_urls:
             sys.stdout.write(f"! warning: {PRIVATE_URLS_WARNING}\n")
+        level, approvals = approval_report(settings.tool_approval)
+        if level == "warning":
+            sys.stdout.write(f"! warning: {approvals}\n")
+        else:
+            line(True, approvals)
         tools = create_registry(settings.tools)
         line(not tools.load_errors, f"tools: {len(tools.names())} loaded")
         for error in tools.load_errors:

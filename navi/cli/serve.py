@@ -85,6 +85,7 @@ def _log_sandbox(settings: Settings) -> None:
     """Say at start-up whether code_exec and terminal run sandboxed (a warning if not)."""
     import structlog
 
+    from navi.run.approval import approval_report
     from tools.sandbox import sandbox_report
 
     level, text = sandbox_report(settings.tools.unsandboxed_tools)
@@ -95,6 +96,8 @@ def _log_sandbox(settings: Settings) -> None:
         log.warning("tools.sandbox", status=text)
     if settings.tools.allow_private_urls:
         log.warning("tools.outbound", status=PRIVATE_URLS_WARNING)
+    level, text = approval_report(settings.tool_approval)
+    (log.info if level == "ok" else log.warning)("tools.approval", status=text)
 
 
 def freeze_startup_objects() -> None:

@@ -61,6 +61,22 @@ def policy_for(
     return policy
 
 
+def approval_report(operator: str) -> tuple[str, str]:
+    """What ``navi serve`` logs at start-up and ``navi doctor`` prints: ("ok" | "warning",
+    the sentence)."""
+    if operator == "auto":
+        return "warning", (
+            "NAVI_TOOL_APPROVAL=auto: tools run WITHOUT asking anyone (code_exec, terminal, "
+            "file writes, external tools); meant for scripts and test rigs"
+        )
+    if operator == "ask":
+        return "ok", "approvals: every tool call waits for a person (NAVI_TOOL_APPROVAL=ask)"
+    return "ok", (
+        "approvals: code_exec, terminal, ssh_exec, file writes, non-GET http_request, "
+        "write_tool, reload_tools and external tools ask first"
+    )
+
+
 def denied_message(reason: str) -> str:
     """What the LLM reads when the user declined a call."""
     said = reason.strip()

@@ -47,6 +47,8 @@ from events.types import (
     ToolCall,
     ToolCompleted,
     ToolFailed,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolRequested,
     ToolStarted,
     UserMessage,
@@ -265,6 +267,17 @@ class _Log:
             for index, call in enumerate(calls):
                 if index == answered:
                     return self.stop(calls[index:])
+                asked = draw(st.sampled_from(["no", "no", "no", "approved", "denied", "stop"]))
+                if asked != "no":
+                    self.add(ToolApprovalRequested(call_id=call.id, name=call.name))
+                    if asked == "stop":  # stopped while it waited
+                        return self.stop(calls[index:])
+                    self.add(
+                        ToolApprovalDecided(call_id=call.id, approved=asked == "approved", by="u")
+                    )
+                    if asked == "denied":
+                        self.add(ToolFailed(call_id=call.id, name=call.name, reason="denied"))
+                        continue
                 self.add(ToolStarted(call_id=call.id, name=call.name))
                 if call.name == "spawn_agent":
                     self.add(SubagentSpawned(child_stream_id="child", call_id=call.id, task="t"))
