@@ -70,9 +70,7 @@ class SessionsView:
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
         return mine
 
-    async def get(
-        self, session_id: str, user: User, *, admin_too: bool = False
-    ) -> SessionSummary:
+    async def get(self, session_id: str, user: User, *, admin_too: bool = False) -> SessionSummary:
         """The session, if it exists, is not deleted and belongs to ``user`` (or, with
         ``admin_too``, ``user`` is an admin: who may decide a waiting tool call); an id
         that is not a UUID is not found, whatever the log holds."""
