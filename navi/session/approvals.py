@@ -42,9 +42,16 @@ async def decide(session: SessionActor, message: m.Decide) -> str:
             await session.stream.record_locked([decision])
             session.approval_decided()
             return session.session_id
-    if await _was_asked(session, message.call_id):
-        raise AlreadyDecided(f"call {message.call_id!r} was already decided or has ended")
-    return await _ask_subagents(session, message)
+    # Call ids are unique within a stream only: a running subagent's waiting call comes
+    # before an old call of this session with the same id.
+    try:
+        return await _ask_subagents(session, message)
+    except ApprovalNotFound:
+        if await _was_asked(session, message.call_id):
+            raise AlreadyDecided(
+                f"call {message.call_id!r} was already decided or has ended"
+            ) from None
+        raise
 
 
 async def _was_asked(session: SessionActor, call_id: str) -> bool:
@@ -58,6 +65,7 @@ async def _was_asked(session: SessionActor, call_id: str) -> bool:
 
 
 async def _ask_subagents(session: SessionActor, message: m.Decide) -> str:
+    decided: AlreadyDecided | None = None
     for name, child in session.children.items():
         if name == session._run_child or child.is_stopped:
             continue
@@ -66,11 +74,16 @@ async def _ask_subagents(session: SessionActor, message: m.Decide) -> str:
         except (ActorStopped, MailboxFull, TimeoutError):
             continue
         if isinstance(reply, m.Refusal):
+            if isinstance(reply.error, AlreadyDecided):
+                decided = reply.error  # another child may still wait on the same id
+                continue
             if isinstance(reply.error, ApprovalNotFound):
                 continue
             raise reply.error
         if isinstance(reply, str):
             return reply
+    if decided is not None:
+        raise decided
     raise ApprovalNotFound(f"no call {message.call_id!r} waits for approval in this session")
 
 
