@@ -157,6 +157,28 @@ def test_deny_with_a_reason_tells_the_model_why(
     ui.shot("declined")
 
 
+def test_esc_stops_the_run_and_never_denies(
+    navi_page: NaviPage, llm: LLMScript, navi_server: Any
+) -> None:
+    llm(Reply(tool_calls=[write("note.txt")]), Reply(text="not reached"))
+    ui = navi_page.open()
+    page = ui.page
+    ui.send("Write a note")
+    panel = approval(ui)
+    expect(panel.get_by_role("button", name="Approve", exact=True)).to_be_focused()
+    page.keyboard.press("Escape")
+    ui.wait_idle()
+    done = page.locator('[data-testid="approval"].decided')
+    expect(done).to_have_class(re.compile(r"\bended\b"))
+    expect(done).to_have_text("Not decided: the run ended while this call waited")
+    expect(page.locator(".notice.stopped")).to_be_visible()
+    assert not written(navi_server, ui.session_id, "note.txt").exists()
+    assert len(llm.loop_requests) == 1  # no decision reached the model
+    records = navi_server.fake_llm.requests
+    assert not any("declined" in json.dumps(r) for r in records)
+    expect(page).not_to_have_title(re.compile("Approval needed"))
+
+
 def test_a_reload_while_a_call_waits_shows_it_again_once(
     navi_page: NaviPage, llm: LLMScript, navi_server: Any
 ) -> None:
