@@ -157,6 +157,31 @@ def test_deny_with_a_reason_tells_the_model_why(
     ui.shot("declined")
 
 
+def test_a_decision_taken_elsewhere_updates_the_card(
+    navi_page: NaviPage, llm: LLMScript, navi_server: Any
+) -> None:
+    """Another tab, ``navi approvals`` or ``navi chat`` decides: the page follows."""
+    import httpx
+
+    llm(Reply(tool_calls=[write("note.txt")]), Reply(text="Fine."))
+    ui = navi_page.open()
+    page = ui.page
+    ui.send("Write a note")
+    call_id = approval(ui).get_attribute("data-call-id")
+    answer = httpx.post(
+        f"{navi_server.url}/sessions/{ui.session_id}/approvals/{call_id}",
+        json={"decision": "deny", "reason": "from the terminal"},
+        timeout=10,
+    )
+    assert answer.status_code == 200, answer.text
+    ui.wait_idle()
+    expect(page.locator('[data-testid="approval"].decided')).to_have_text(
+        "Declined by local: from the terminal"
+    )
+    expect(page.locator(".approval-error")).to_have_count(0)
+    expect(page.locator("#prompt")).to_be_focused()
+
+
 def test_esc_stops_the_run_and_never_denies(
     navi_page: NaviPage, llm: LLMScript, navi_server: Any
 ) -> None:
