@@ -19,9 +19,14 @@ One ``SessionSummary`` per session stream (a stream that starts with ``session.c
 - ``context_token_count``: prompt + completion tokens of the last tool-loop
   ``llm.completed``; 0 after a compression, as in the original Navi (the ``context``
   projection of the session has a better estimate).
+- ``pending_approvals``: how many tool calls wait for a person's decision, in the
+  session's run and in its subagents' (``tool.approval_requested``, until the call's
+  ``tool.approval_decided``, ``tool.completed`` or ``tool.failed``, or the run's end): the
+  web client marks such a session in its list, including one that is not open.
 
-Subagent streams (``session.created`` with ``parent_stream_id``) are not listed, and
-events of streams that never had ``session.created`` are ignored.
+Subagent streams (``session.created`` with ``parent_stream_id``) are not listed; their
+approval events count in their top-level session's ``pending_approvals`` (nothing else
+of theirs does). Events of streams that never had ``session.created`` are ignored.
 
 One bad record never breaks the list (it is every user's): an event the fold cannot take
 (a time no calendar has, such as ``1e300``, or a stored payload that cannot be decoded,
@@ -57,6 +62,9 @@ from events.types import (
     SessionModelChosen,
     SessionPinned,
     SessionRenamed,
+    SubagentFinished,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
     Unreadable,
@@ -95,6 +103,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     forked_from: str | None = None
     forked_at_seq: int | None = None
     model: str = ""  # the chat's model picker (session.model_chosen); "": the profile's
+    pending_approvals: int = 0  # tool calls waiting for a person (here or in a subagent)
     deleted: bool = False
     error: str | None = None  # the first event of the session the fold could not take
 
@@ -109,12 +118,16 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
     has_partial: bool = False  # a tool-loop answer is being streamed
     had_partial: bool = False  # a retry superseded a partial answer (messages keeps it aside)
     answer_last: bool = False  # the last message shown is the model's answer
+    # The calls waiting for a person, as "<stream id>/<call id>" (subagents' included).
+    awaiting: frozenset[str] = frozenset()
 
 
 class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
     # Never mutated: an update makes a new dict (personal use: tens to thousands of sessions).
     entries: dict[str, SessionEntry] = msgspec.field(default_factory=dict)
     subagent_streams: frozenset[str] = frozenset()
+    # A subagent's stream → its top-level session (whose approvals it asks for).
+    roots: dict[str, str] = msgspec.field(default_factory=dict)
     damaged: frozenset[str] = frozenset()  # sessions with an ``error``
 
     def get(self, session_id: str) -> SessionSummary | None:
@@ -145,6 +158,32 @@ def _counted(entry: SessionEntry, text: str) -> SessionEntry:
         entry,
         summary=replace(summary, message_count=summary.message_count + 1, preview=preview),
     )
+
+
+def _awaiting(entry: SessionEntry, awaiting: frozenset[str]) -> SessionEntry:
+    if awaiting == entry.awaiting:
+        return entry
+    summary = replace(entry.summary, pending_approvals=len(awaiting))
+    return replace(entry, awaiting=awaiting, summary=summary)
+
+
+def _approval_event(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    """A call of ``record``'s stream (the session's or a subagent's) starts or stops
+    waiting for a person; the end of a run ends its stream's waits."""
+    event = record.event
+    if isinstance(event, ToolApprovalRequested):
+        return _awaiting(entry, entry.awaiting | {f"{record.stream_id}/{event.call_id}"})
+    if isinstance(event, ToolApprovalDecided | ToolCompleted | ToolFailed):
+        return _awaiting(entry, entry.awaiting - {f"{record.stream_id}/{event.call_id}"})
+    if isinstance(event, SubagentFinished):
+        ended = f"{event.child_stream_id}/"
+    elif isinstance(event, RunCompleted | RunStopped | RunFailed):
+        if record.stream_id == entry.summary.session_id:
+            return _awaiting(entry, frozenset())  # the session's run ends its subagents too
+        ended = f"{record.stream_id}/"
+    else:
+        return entry
+    return _awaiting(entry, frozenset(k for k in entry.awaiting if not k.startswith(ended)))
 
 
 def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:
@@ -252,7 +291,12 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
     event: SessionCreated = record.event  # type: ignore[assignment]
     stream_id = record.stream_id
     if event.parent_stream_id is not None:
-        return replace(state, subagent_streams=state.subagent_streams | {stream_id})
+        root = state.roots.get(event.parent_stream_id, event.parent_stream_id)
+        return replace(
+            state,
+            subagent_streams=state.subagent_streams | {stream_id},
+            roots={**state.roots, stream_id: root},
+        )
     if stream_id in state.entries:
         return state  # a second session.created does not reset a session
     created_at = iso_time(record.timestamp)
@@ -329,7 +373,15 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
         return _on_created(state, record)
     entry = state.entries.get(record.stream_id)
     if entry is None:
-        return state  # a subagent's stream, or not a session's
+        root = state.roots.get(record.stream_id)
+        if root is None or root not in state.entries:
+            return state  # not a session's stream
+        # A subagent's: only its approvals show, in its top-level session's summary.
+        before = state.entries[root]
+        after = _approval_event(before, record)
+        if after is before:
+            return state
+        return replace(state, entries={**state.entries, root: after})
     if isinstance(event, Chunk):
         # Only the first text/thinking chunk of a tool-loop answer matters (a partial answer).
         if entry.llm_purpose != "loop":
@@ -344,6 +396,7 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
             return state
     else:
         updated = _HANDLERS.get(type(event), _unchanged)(entry, record)
+        updated = _approval_event(updated, record)
         if record.type not in _NOT_ACTIVITY:
             updated = replace(
                 updated,

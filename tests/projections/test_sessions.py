@@ -20,6 +20,13 @@ from events.types import (
     SessionPinned,
     SessionRenamed,
     StopRequested,
+    SubagentFinished,
+    SubagentSpawned,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
+    ToolCompleted,
+    ToolFailed,
+    ToolRequested,
     UserMessage,
 )
 from projections.fold import fold, fold_until_position
@@ -111,6 +118,69 @@ def test_listing_order_deleted_and_subagents() -> None:
     before_pin, after_pin = state.get("old"), after.get("old")
     assert before_pin is not None and after_pin is not None
     assert after_pin.pinned and after_pin.last_active == before_pin.last_active
+
+
+def _pending(log: list[Recorded], upto: int) -> int:
+    summary = fold(SESSIONS, log[:upto]).get("s1")
+    assert summary is not None
+    return summary.pending_approvals
+
+
+def test_pending_approvals_count_calls_that_wait_here_and_in_subagents() -> None:
+    """The web client marks a listed session by ``pending_approvals``: a request counts
+    until its decision, its call's result, or the end of its run; a subagent's counts
+    in its top-level session (even a subagent's subagent's)."""
+    mine = [
+        SessionCreated(profile_id="p"),
+        UserMessage(text="go"),
+        RunStarted(profile_id="p"),
+        ToolRequested(call_id="a", name="terminal"),
+        ToolApprovalRequested(call_id="a", name="terminal"),  # 5: one waits
+        ToolRequested(call_id="b", name="code_exec"),
+        ToolApprovalRequested(call_id="b", name="code_exec"),  # 7: two wait
+        ToolApprovalDecided(call_id="a", approved=True, by="ann"),  # 8: one
+        ToolCompleted(call_id="a", name="terminal", output="ok"),
+        ToolFailed(call_id="b", name="code_exec", reason="stopped"),  # 10: none
+        SubagentSpawned(child_stream_id="kid", call_id="c", task="t"),
+    ]
+    kid = [
+        SessionCreated(profile_id="p", parent_stream_id="s1"),
+        ToolApprovalRequested(call_id="k", name="terminal"),  # the kid's request
+    ]
+    grandkid = [
+        SessionCreated(profile_id="p", parent_stream_id="kid"),
+        ToolApprovalRequested(call_id="g", name="terminal"),  # and the grandkid's
+        LLMText(text="chunks of a subagent change nothing"),
+    ]
+    tail = [SubagentFinished(child_stream_id="kid", call_id="c"), RunCompleted(content="")]
+    log = [
+        *records(mine, stream_id="s1"),
+        *records(kid, stream_id="kid", start_position=20),
+        *records(grandkid, stream_id="grandkid", start_position=30),
+        *records(tail, stream_id="s1", start_seq=12, start_position=40),
+        *records(
+            [SessionCreated(profile_id="p", user_id="bob"), *mine[1:5]],
+            stream_id="other",
+            start_position=50,
+        ),
+    ]
+    assert [_pending(log, n) for n in (4, 5, 7, 8, 9, 10, 11)] == [0, 1, 2, 1, 1, 0, 0]
+    assert _pending(log, 13) == 1
+    with_kids = fold(SESSIONS, log[:15])
+    assert with_kids.get("s1").pending_approvals == 2  # type: ignore[union-attr]
+    assert with_kids.get("kid") is None and with_kids.roots["grandkid"] == "s1"
+    chunk_state = fold(SESSIONS, log[15:16], with_kids)
+    assert chunk_state is with_kids  # a subagent's chunk: nothing to copy
+    # The subagent finished (its waits with it; its subagent's run has not ended in this
+    # log), then the top-level run ended.
+    assert _pending(log, 17) == 1
+    state = fold(SESSIONS, log)
+    assert state.get("s1").pending_approvals == 0  # type: ignore[union-attr]
+    # Another user's session counts its own, and only its own.
+    assert state.get("other").pending_approvals == 1  # type: ignore[union-attr]
+    # The run's end ends every wait, its subagents' included.
+    ended = records([RunStopped()], stream_id="s1", start_seq=12, start_position=60)
+    assert fold(SESSIONS, ended, with_kids).get("s1").pending_approvals == 0  # type: ignore[union-attr]
 
 
 def test_a_fork_names_its_origin_and_a_repeat_creation_changes_nothing() -> None:

@@ -83,6 +83,9 @@ export const api = {
     request('PATCH', `/sessions/${id(sessionId)}`, { json: { title } }),
   deleteSession: (sessionId) => request('DELETE', `/sessions/${id(sessionId)}`),
   stopRun: (sessionId) => request('POST', `/sessions/${id(sessionId)}/stop`),
+  // A tool call that waits for the user: {decision: 'approve'|'deny', scope?, reason?}.
+  decideApproval: (sessionId, callId, decision) =>
+    request('POST', `/sessions/${id(sessionId)}/approvals/${id(callId)}`, { json: decision }),
   switchProfile: (sessionId, profileId) =>
     request('PATCH', `/sessions/${id(sessionId)}/profile`, { json: { profile_id: profileId } }),
   uploadFile,

@@ -248,6 +248,17 @@ export function toolCard(tool, args) {
     setArgs(value) {
       if (value && Object.keys(value).length) argsSection.pre.textContent = pretty(value);
     },
+    /** A block shown under the head, folded or not (the approval panel). */
+    attach(block) {
+      el.insertBefore(block, body);
+    },
+    /** The call waits for a person, not for the tool: a shield instead of the spinner. */
+    setAwaiting(awaiting) {
+      el.classList.toggle('awaiting', awaiting);
+      if (done) return;
+      status.replaceChildren(awaiting ? icon('shield') : spinner());
+      status.title = awaiting ? 'waiting for your approval' : '';
+    },
     complete(result, success) {
       done = true;
       el.classList.remove('running');

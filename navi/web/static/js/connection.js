@@ -136,6 +136,13 @@ export class Connection {
   }
 
   isNew(frame) {
+    const fresh = this.isNewSeq(frame);
+    // A call that still waits for the user is sent again on every connect, with its old
+    // seq: the page may have lost it (a reload). approvals.js knows it by its call_id.
+    return fresh || frame.type === 'approval_required';
+  }
+
+  isNewSeq(frame) {
     if (!Number.isInteger(frame.seq)) return true; // not from the log (an error reply)
     if (frame.is_subagent) {
       if (!frame.subagent_id) return true;

@@ -11,6 +11,7 @@ import { callIdOf } from './turns.js';
 const RUN_FRAMES = new Set([
   'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status',
   'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed',
+  'approval_required', 'approval_decided',
 ]);
 
 // Frames that show the model answered (or the run ended): they end "Waiting for the model…".
@@ -22,9 +23,10 @@ const ANSWER_FRAMES = new Set([
 export class LiveRenderer {
   /**
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
-   *         setTodo(items), runEnded(), llm(status, detail)}
+   *         setTodo(items), runEnded(), llm(status, detail), approvals}
    *  llm() tells the footer's dot what the model's server is doing: 'waiting',
    *  'answering', 'retrying', 'failed' or 'idle'.
+   *  approvals: the Approvals of approvals.js (calls that wait for the user).
    */
   constructor(view, hooks) {
     this.view = view;
@@ -92,6 +94,16 @@ export class LiveRenderer {
   tool_call(frame) {
     this.scope(frame).toolFinished(frame.tool, frame.args, frame.result, frame.success !== false,
       callIdOf(frame));
+    this.hooks.approvals?.settled(frame);
+  }
+
+  /** A call waits for the user (again, after a reconnect: approvals.js knows it). */
+  approval_required(frame) {
+    this.hooks.approvals?.required(frame, this.scope(frame));
+  }
+
+  approval_decided(frame) {
+    this.hooks.approvals?.decided(frame);
   }
 
   stream_delta(frame) {
@@ -180,6 +192,7 @@ export class LiveRenderer {
   }
 
   endRun() {
+    this.hooks.approvals?.endAll();
     this.hooks.llm?.('idle');
     this.view.turn = null;
     this.hooks.setRunning(false);
@@ -192,6 +205,7 @@ const HANDLERS = Object.fromEntries([
   'user_message', 'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking',
   'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'stream_end',
   'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
+  'approval_required', 'approval_decided',
 ].map((type) => [type, LiveRenderer.prototype[type]]));
 
 /** The figures under an answer: a stream_end frame's, or a history message's. */

@@ -2,6 +2,7 @@
 // its history, its live connection, sending, stopping and switching profiles.
 
 import { api } from './api.js';
+import { Approvals } from './approvals.js';
 import { imageToSend } from './cards.js';
 import { closeSidebar, mountChrome } from './chrome.js';
 import { Composer } from './composer.js';
@@ -17,12 +18,12 @@ import { mountModelPicker } from './model_picker.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
 import { Sidebar, provisionalTitle, sessionTitle } from './sessions.js';
+import { rememberProfile, rememberedProfile } from './profile_memory.js';
 import { profileById, state, subscribe, update } from './state.js';
+import { setTitle } from './title.js';
 import { mountVersions } from './versions.js';
 
-const PROFILE_KEY = 'navi.profile';
 const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
-const FOCUS_REFRESH_MS = 5000;
 
 const app = $('#app');
 const view = new ConversationView($('#conversation'), $('#conversation-inner'), $('#jump-bottom'));
@@ -64,6 +65,8 @@ const composer = new Composer({
   ensureSession,
 });
 
+const approvals = new Approvals({ onReleased: () => composer.focus() });
+
 const live = new LiveRenderer(view, {
   isRunning: () => state.running,
   setRunning: (running) => update({ running }),
@@ -79,6 +82,7 @@ const live = new LiveRenderer(view, {
   },
   setTodo: (items) => update({ todo: items }),
   llm: llmActivity,
+  approvals,
   runEnded: () => {
     sidebar.refresh();
     composer.focus();
@@ -139,13 +143,14 @@ async function openSession(sessionId) {
   const token = ++loading;
   route = sessionId;
   disconnect();
+  approvals.reset();
   if (sessionId && sessionId.startsWith(REPLAY)) return openReplay(sessionId.slice(REPLAY.length));
   leaveReplay();
   update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, chatModel: '' });
   composer.showError(null);
   if (!sessionId) {
     update({ profileId: rememberedProfile() });
-    document.title = 'Navi';
+    setTitle('Navi');
     showEmpty();
     composer.focus();
     return;
@@ -178,7 +183,7 @@ async function openSession(sessionId) {
   if (!messages.length && !running) showEmpty();
   update({ running });
   const listed = state.sessions.find((s) => s.session_id === sessionId);
-  document.title = listed ? `${sessionTitle(listed)} · Navi` : 'Navi';
+  setTitle(listed ? `${sessionTitle(listed)} · Navi` : 'Navi');
   connect(sessionId, Number.isInteger(session.last_seq) ? session.last_seq : highestSeq(messages));
   view.scrollToBottom();
   composer.focus();
@@ -193,7 +198,7 @@ function openReplay(sessionId) {
   $('#replay-button').hidden = true;
   const listed = state.sessions.find((s) => s.session_id === sessionId);
   const title = listed ? sessionTitle(listed) : '';
-  document.title = `Replay${title ? ` · ${title}` : ''} · Navi`;
+  setTitle(`Replay${title ? ` · ${title}` : ''} · Navi`);
   return replay.open(sessionId, title);
 }
 
@@ -240,18 +245,6 @@ function connect(sessionId, after) {
 }
 
 // ---------------------------------------------------------------- actions
-
-function rememberedProfile() {
-  let saved = null;
-  try {
-    saved = localStorage.getItem(PROFILE_KEY);
-  } catch {
-    saved = null;
-  }
-  if (saved && profileById(saved)) return saved;
-  if (state.profileId && profileById(state.profileId)) return state.profileId;
-  return state.profiles[0]?.id || null;
-}
 
 /** The current session's id, creating the session first on a new chat. */
 async function ensureSession() {
@@ -319,14 +312,6 @@ async function stop() {
   }
 }
 
-function rememberProfile(profileId) {
-  try {
-    localStorage.setItem(PROFILE_KEY, profileId);
-  } catch {
-    // No storage: the choice lasts for this page.
-  }
-}
-
 /** The profile picker: a new chat takes it; an ongoing chat asks the server to switch. */
 async function changeProfile(profileId) {
   if (!profileId || profileId === state.profileId) return;
@@ -384,16 +369,9 @@ mountChrome({
   openReplay: () => navigate(`${REPLAY}${state.sessionId}`),
 });
 
-let lastFocusRefresh = 0;
-window.addEventListener('focus', () => {
-  if (Date.now() - lastFocusRefresh < FOCUS_REFRESH_MS) return;
-  lastFocusRefresh = Date.now();
-  sidebar.refresh();
-});
-
 subscribe('sessions', () => {
   const listed = state.sessions.find((s) => s.session_id === state.sessionId);
-  if (listed) document.title = `${sessionTitle(listed)} · Navi`;
+  if (listed && !app.classList.contains('replaying')) setTitle(`${sessionTitle(listed)} · Navi`);
 });
 
 window.addEventListener('hashchange', onLocationChange);

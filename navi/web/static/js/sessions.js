@@ -1,6 +1,7 @@
 // The sidebar: sessions (pinned first, then by last activity, grouped by day), search by
 // title and content, rename (double-click or the pencil), pin/unpin, delete with
-// confirmation, new chat, and the backend.
+// confirmation, new chat, the backend, and a mark on chats with tool calls that wait for
+// the user's approval (also chats not open: the list is fetched again now and then).
 
 import { api } from './api.js';
 import { confirmDialog } from './dialogs.js';
@@ -9,6 +10,10 @@ import { icon } from './icons.js';
 import { profileById, state, subscribe, update } from './state.js';
 
 const SEARCH_DELAY_MS = 250;
+const FOCUS_REFRESH_MS = 5000;
+// Another chat's run may start waiting for an approval while this page shows another
+// one: the list (with `pending_approvals`) is fetched again this often while visible.
+const POLL_MS = 15_000;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 const TITLE_CHARS = 60;
@@ -77,8 +82,20 @@ export function foldVersions(list, activeId) {
     if (members.length === 1) return members[0];
     const shown = members.find((s) => s.session_id === activeId) ||
       members.reduce((a, b) => (lastActive(b) > lastActive(a) ? b : a));
-    return { ...shown, versions: members.length };
+    const elsewhere = members.reduce((sum, s) => sum + (s === shown ? 0 : s.pending_approvals || 0), 0);
+    return { ...shown, versions: members.length, pending_elsewhere: elsewhere };
   });
+}
+
+/** The mark of a chat with tool calls waiting for the user: the open chat counts its
+ *  live requests (approvals.js), the others what the list says. */
+function approvalMark(session, active) {
+  const own = active ? state.approvals : session.pending_approvals || 0;
+  const count = own + (session.pending_elsewhere || 0);
+  if (!count) return null;
+  const words = count === 1 ? '1 tool call waits for your approval' : `${count} tool calls wait for your approval`;
+  return h('span', { class: 'approval-badge', role: 'img', title: words, 'aria-label': words, 'data-testid': 'approval-badge' },
+    icon('shield'), h('span', { text: String(count), 'aria-hidden': 'true' }));
 }
 
 function matches(session, query) {
@@ -112,19 +129,37 @@ export class Sidebar {
         this.searchChanged();
       }
     });
-    subscribe(['sessions', 'sessionId'], () => this.render());
+    subscribe(['sessions', 'sessionId', 'approvals'], () => this.render());
+    this.watch();
     subscribe(['health', 'profileId', 'profiles', 'connection'], () => this.renderBackend());
   }
 
-  async refresh() {
+  /** `quiet`: a background poll, which neither shows a failure nor redraws the same list. */
+  async refresh({ quiet = false } = {}) {
     try {
       const sessions = await api.listSessions();
+      const list = Array.isArray(sessions) ? sessions : [];
+      if (quiet && JSON.stringify(list) === JSON.stringify(state.sessions)) return;
       this.loaded = true;
       this.showError(null);
-      update({ sessions: Array.isArray(sessions) ? sessions : [] });
+      update({ sessions: list });
     } catch (error) {
-      this.showError(`Could not load chats: ${error.message}`, () => this.refresh());
+      if (!quiet) this.showError(`Could not load chats: ${error.message}`, () => this.refresh());
     }
+  }
+
+  /** Fetch the list again when the window gets the focus, and every POLL_MS while the
+   *  page is visible. */
+  watch() {
+    let last = 0;
+    window.addEventListener('focus', () => {
+      if (Date.now() - last < FOCUS_REFRESH_MS) return;
+      last = Date.now();
+      this.refresh();
+    });
+    setInterval(() => {
+      if (this.loaded && document.visibilityState === 'visible') this.refresh({ quiet: true });
+    }, POLL_MS);
   }
 
   showError(message, retry) {
@@ -236,6 +271,7 @@ export class Sidebar {
     session.pinned && icon('pin', 'icon pin-mark'),
     session.forked_from && this.lineage(session),
     session.versions > 1 && h('span', { class: 'version-badge', title: `${session.versions} versions`, text: String(session.versions) }),
+    approvalMark(session, active),
     h('span', { class: 'session-text' },
       h('span', { class: 'session-title', text: sessionTitle(session) }),
       match && h('span', { class: 'session-match', text: match })));

@@ -12,6 +12,7 @@ export const state = {
   contextTokens: null,
   maxContextTokens: null,
   todo: [], // [{id, text, status}] from todo_updated
+  approvals: 0, // tool calls of the open chat that wait for the user's decision
   chatModel: '', // the chat's model picker (GET /sessions/{id} → model); '': the profile's
   llm: { activity: 'idle', detail: '', probe: null, answeredAt: 0 }, // the footer's dot
 };
