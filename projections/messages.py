@@ -48,6 +48,8 @@ from events.types import (
     RunStopped,
     SessionCreated,
     SessionDeleted,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCall,
     ToolCompleted,
     ToolFailed,
@@ -56,7 +58,7 @@ from events.types import (
 )
 from projections.fold import Projection
 from projections.tool_results import tool_result_content, tool_succeeded
-from projections.types import Message, iso_time
+from projections.types import ApprovalNote, Message, iso_time
 from projections.vec import Vec
 
 _NO_CHUNKS: Vec[str] = Vec()
@@ -111,6 +113,9 @@ class MessagesState(msgspec.Struct, frozen=True, kw_only=True):
     run_started: float = 0.0
     run_tool_calls: int = 0
     run_tokens: int = 0
+    # Calls that asked for approval (call id, when), and their decisions, until the result.
+    asked: tuple[tuple[str, float], ...] = ()
+    decided: tuple[tuple[str, ApprovalNote], ...] = ()
 
     def messages(self, *, with_streaming: bool = True) -> list[Message]:
         """The display history; with the in-progress assistant message last, if any."""
@@ -241,9 +246,37 @@ def _on_tool_requested(state: MessagesState, record: Recorded) -> MessagesState:
     return replace(state, run_tool_calls=state.run_tool_calls + 1)
 
 
+def _on_approval_requested(state: MessagesState, record: Recorded) -> MessagesState:
+    event: ToolApprovalRequested = record.event  # type: ignore[assignment]
+    return replace(state, asked=(*state.asked, (event.call_id, record.timestamp)))
+
+
+def _on_approval_decided(state: MessagesState, record: Recorded) -> MessagesState:
+    event: ToolApprovalDecided = record.event  # type: ignore[assignment]
+    since = next((t for c, t in state.asked if c == event.call_id), record.timestamp)
+    note = ApprovalNote(
+        approved=event.approved,
+        by=event.by,
+        scope=event.scope,
+        reason=event.reason,
+        waited_seconds=round(max(0.0, record.timestamp - since), 3),
+    )
+    asked = tuple(a for a in state.asked if a[0] != event.call_id)
+    return replace(state, asked=asked, decided=(*state.decided, (event.call_id, note)))
+
+
 def _on_tool_result(state: MessagesState, record: Recorded) -> MessagesState:
     event: ToolCompleted | ToolFailed = record.event  # type: ignore[assignment]
+    note = None
+    if state.decided or state.asked:
+        note = next((n for c, n in state.decided if c == event.call_id), None)
+        state = replace(
+            state,
+            asked=tuple(a for a in state.asked if a[0] != event.call_id),
+            decided=tuple(d for d in state.decided if d[0] != event.call_id),
+        )
     message = Message(
+        approval=note,
         role="tool",
         content=tool_result_content(event),
         tool_call_id=event.call_id,
@@ -339,6 +372,8 @@ _HANDLERS: dict[type, _Handler] = {
     LLMCompleted: _on_llm_completed,
     RunStarted: _on_run_started,
     ToolRequested: _on_tool_requested,
+    ToolApprovalRequested: _on_approval_requested,
+    ToolApprovalDecided: _on_approval_decided,
     ToolCompleted: _on_tool_result,
     ToolFailed: _on_tool_result,
     PlanReady: _on_plan_ready,

@@ -13,6 +13,17 @@ from events.types import FileRef, ImageRef, ToolCall
 Role = Literal["user", "assistant", "tool", "system"]
 
 
+class ApprovalNote(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A tool call a person decided on (``tool.approval_decided``), as its result shows
+    it: who, how, why, and how long the call waited (from event timestamps)."""
+
+    approved: bool
+    by: str
+    scope: str = "once"
+    reason: str = ""
+    waited_seconds: float = 0.0
+
+
 class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """One message of the display history or of the LLM context.
 
@@ -48,6 +59,8 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     elapsed_seconds: float | None = None
     tool_call_count: int | None = None
     token_count: int | None = None
+    # a tool result whose call a person decided on (display history only)
+    approval: ApprovalNote | None = None
 
 
 def iso_time(timestamp: float) -> str:

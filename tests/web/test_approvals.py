@@ -104,6 +104,11 @@ def test_approve_with_enter_runs_the_call_and_the_marks_go(
     expect(badge).to_have_count(0)
     expect(page.locator("#prompt")).to_be_focused()  # the keyboard goes back to the composer
     ui.shot("approved")
+    # After a reload the history says so too (the tool message's `approval`).
+    page.reload()
+    expect(page.locator('[data-testid="approval"].decided.approved')).to_have_text(
+        "Approved by local"
+    )
 
 
 def test_approve_for_this_session_lets_the_next_call_run_without_asking(

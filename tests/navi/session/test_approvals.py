@@ -275,3 +275,32 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
             assert recorded_in == child
             await wait_for(navi, session, "run.completed")
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
+
+
+async def test_the_history_shows_who_decided_and_how_long_the_call_waited(
+    tmp_path: Path,
+) -> None:
+    from projections import messages as messages_projection
+    from projections.fold import fold
+
+    async with FakeLLMServer() as fake:
+        fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written."))
+        async with open_navi(asking(tmp_path, fake.url)) as navi:
+            session = await navi.create_session("secretary")
+            await navi.send(session, "write a note")
+            records = await wait_for(navi, session, "tool.approval_requested")
+            (request,) = events_of(records, ToolApprovalRequested)
+            await anyio.sleep(0.3)
+            await navi.decide(
+                session, request.call_id, approved=True, scope="session", by="ann", reason="ok"
+            )
+            records = await wait_for(navi, session, "run.completed")
+    history = fold(messages_projection.MESSAGES, records).messages()
+    (tool,) = [m for m in history if m.role == "tool"]
+    assert tool.approval is not None
+    assert (tool.approval.approved, tool.approval.by, tool.approval.scope) == (
+        True,
+        "ann",
+        "session",
+    )
+    assert tool.approval.reason == "ok" and tool.approval.waited_seconds >= 0.3

@@ -46,6 +46,15 @@ export function outcomeText({ approved, scope, by, reason }) {
   return `Declined${who}${reason ? `: ${reason}` : ''}`;
 }
 
+/** The line a decided call's card keeps in the history (a message's `approval`). */
+export function decidedNote(approval) {
+  const waited = approval.waited_seconds >= 1 ? ` after ${Math.round(approval.waited_seconds)} s` : '';
+  const kind = approval.approved ? 'approved' : 'declined';
+  return h('div', {
+    class: `approval decided ${kind}`, 'data-testid': 'approval', text: outcomeText(approval) + waited,
+  });
+}
+
 /**
  * request: an approval_required frame. onDecide({approved, scope, reason}) sends the
  * decision (approvals.js). Returns {el, focus(), busy(on), failed(message),

@@ -2,6 +2,7 @@
 // blocks live frames use: thinking collapsed, plans collapsed, tool cards completed by
 // their tool message (paired by tool_call_id).
 
+import { decidedNote } from './approval_card.js';
 import { notice } from './cards.js';
 import { runStats } from './live.js';
 import { Turn } from './turns.js';
@@ -62,8 +63,10 @@ export function renderHistory(view, messages, { running = false } = {}) {
       showRunEnd(turn, message);
       if (Number.isFinite(message.elapsed_seconds)) stats = runStats(message);
     } else if (message.role === 'tool') {
-      scope.toolFinished(message.name || 'tool', undefined, message.content,
+      const card = scope.toolFinished(message.name || 'tool', undefined, message.content,
         message.success !== false, message.tool_call_id, { history: true });
+      // A call a person decided on says so, as its live card did.
+      if (message.approval) card.attach(decidedNote(message.approval));
     }
   }
 
