@@ -2,9 +2,10 @@
 
 Frames come only from durable events and carry their ``seq``. ``?after=<seq>``
 replays what a client missed, then goes live (no gap, no duplicate, across server
-restarts: the log is the source). Events of subagents are followed from their own
-streams and marked ``is_subagent``. Each connection has a bounded send queue and a
-send timeout: a client that stops reading is closed (4008) while the run goes on.
+restarts: the log is the source); ``&seen=<n>`` resumes inside event ``seq``. Events
+of subagents are followed from their own streams and marked ``is_subagent``. Each
+connection has a bounded send queue and a send timeout: a client that stops reading is
+closed (4008) while the run goes on.
 """
 
 from __future__ import annotations
@@ -127,11 +128,21 @@ class Connection:
             after = history.head
         translator = FrameTranslator(max_context_tokens=self.server.max_context_tokens)
         earlier = [r for r in records if r.seq <= after]
-        translator.prime(earlier)
+        # One event can give several frames, all with its seq (the thinking_end and the
+        # first text after the thinking, say), and a connection can be cut between them:
+        # ``?seen=`` counts those of event ``after`` the client has; it gets the rest first.
+        seen = _int_param(self.websocket, "seen")
+        rest: list[Frame] = []
+        if seen is not None and earlier and earlier[-1].seq == after:
+            translator.prime(earlier[:-1])
+            rest = translator.frames(earlier[-1])[seen:]
+        else:
+            translator.prime(earlier)
         waiting = translator.awaiting_frames()  # sent again: the client may have lost them
         running = _running_subagents(earlier)
         sub_after = _sub_after(self.websocket)
         with self._send, self._scope:
+            await self.push(rest)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._sender)
                 await self.push(waiting)

@@ -250,7 +250,8 @@ async def send_message(ws_base: str, session_id: str, text: str, *, queue: bool 
 
 class Watcher:
     """A client of one session that reconnects (to any of ``bases``, in turn) with
-    ``?after=<last seq>`` whenever its connection drops, and keeps every frame."""
+    ``?after=<last seq>&seen=<its frames so far>`` whenever its connection drops (a kill
+    can fall between two frames of one event), and keeps every frame."""
 
     def __init__(self, session_id: str, bases: list[str], *, runs: int = 1) -> None:
         self.session_id = session_id
@@ -259,6 +260,7 @@ class Watcher:
         self.frames: list[dict[str, Any]] = []
         self.sub_frames: list[dict[str, Any]] = []
         self.last_seq = 0
+        self.seen = 0  # frames of event last_seq it has
         self.connections = 0
         self.ended = anyio.Event()
         self._ends = 0
@@ -272,7 +274,7 @@ class Watcher:
         turn = 0
         while True:
             base = self.bases[turn % len(self.bases)]
-            url = f"{base}/ws/sessions/{self.session_id}?after={self.last_seq}"
+            url = f"{base}/ws/sessions/{self.session_id}?after={self.last_seq}&seen={self.seen}"
             try:
                 async with connect(url, open_timeout=3, close_timeout=0.5, max_size=None) as ws:
                     self.connections += 1
@@ -290,6 +292,7 @@ class Watcher:
         if "seq" not in frame:
             return
         self.frames.append(frame)
+        self.seen = self.seen + 1 if frame["seq"] == self.last_seq else 1
         self.last_seq = frame["seq"]
         if frame["type"] in END_FRAMES:  # a failed run: an error, then stream_end
             self._ends += 1

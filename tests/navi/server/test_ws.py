@@ -112,6 +112,26 @@ async def test_reconnect_with_after_gets_exactly_what_was_missed(tmp_path: Path)
     assert coalesce(first + rest) == coalesce(everything)
 
 
+async def test_reconnect_inside_an_event_gets_the_rest_of_its_frames(
+    navi_server: RunningServer,
+) -> None:
+    # The first text after the thinking gives two frames with one seq: thinking_end and
+    # stream_delta. A client cut off between them (a server killed there) has the seq.
+    navi_server.fake_llm.script(Reply(thinking="Hmm, easy.", text="Four."))
+    sid = new_session(navi_server)
+    url = f"{navi_server.ws_url}/ws/sessions/{sid}"
+    async with connect(url) as ws:
+        await ws.send(json.dumps({"type": "message", "content": "2+2?"}))
+        first = await frames_until(ws, "thinking_end")
+    cut = first[-1]["seq"]
+    async with connect(f"{url}?after={cut}&seen=1") as ws:
+        rest = await frames_until(ws, "stream_end")
+    async with connect(f"{url}?after=0") as ws:
+        everything = await frames_until(ws, "stream_end")
+    assert rest[0] == {"type": "stream_delta", "delta": "Four.", "seq": cut}
+    assert coalesce(first + rest) == coalesce(everything)
+
+
 async def test_reconnect_after_a_server_restart_loses_nothing(tmp_path: Path) -> None:
     with navi_server_for(tmp_path) as server:
         server.fake_llm.script(Reply(text="before the restart"))
