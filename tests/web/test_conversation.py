@@ -336,3 +336,20 @@ def test_a_second_tab_sees_the_conversation_live(
         second.shot()
     finally:
         other.close()
+
+
+def test_the_first_words_after_thinking_show_while_streaming(
+    navi_page: NaviPage, llm: LLMScript
+) -> None:
+    # thinking_end and the first text after the thinking come from one event, with one
+    # seq: the page must show both frames (it once dropped the second until stream_end).
+    llm(Reply(thinking="Hmm.", text=["First words. ", "then more"], stall_after=3))
+    ui = navi_page.open()
+    page = ui.page
+    ui.send("Think, then say something")
+    expect(page.locator(".message.assistant .text-block").last).to_have_text(
+        "First words. then more"
+    )
+    expect(page.locator("#stop-button")).to_be_visible()  # still streaming (stalled)
+    page.locator("#stop-button").click()
+    ui.wait_idle()

@@ -3,6 +3,10 @@
 // connection is lost (a server restart included) — so nothing is lost either.
 // Subagent frames carry the seq of the subagent's own stream (`subagent_id`): they are
 // counted per subagent and resumed with `?sub_after=<id>:<seq>,…`.
+// One event may give several frames with its seq (thinking_end and the first text after
+// the thinking; a fatal error and its stream_end): frames on one connection come in
+// order, so one with the last seq is new too; `?seen=<n>` tells a reconnect how many of
+// that event's frames the page has, and it sends the rest.
 
 import { askToken, wsTicket } from './auth.js';
 
@@ -22,6 +26,7 @@ export class Connection {
   constructor(sessionId, { after = 0, onFrame, onStatus, probe }) {
     this.sessionId = sessionId;
     this.lastSeq = after;
+    this.seenAtLast = 0; // frames of event lastSeq seen (0: its frames came with the history)
     this.subSeq = new Map(); // subagent_id → highest seq seen of that stream
     this.onFrame = onFrame;
     this.onStatus = onStatus;
@@ -78,6 +83,7 @@ export class Connection {
   url(ticket) {
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
     const params = new URLSearchParams({ after: String(this.lastSeq) });
+    if (this.seenAtLast) params.set('seen', String(this.seenAtLast));
     if (this.subSeq.size) {
       // The most recent subagents are the ones that may still run.
       const recent = [...this.subSeq].slice(-MAX_SUB_AFTER);
@@ -136,10 +142,14 @@ export class Connection {
   }
 
   isNew(frame) {
-    const fresh = this.isNewSeq(frame);
     // A call that still waits for the user is sent again on every connect, with its old
     // seq: the page may have lost it (a reload). approvals.js knows it by its call_id.
-    return fresh || frame.type === 'approval_required';
+    // (Its event gives that one frame only: at or below the seq seen, it is the resend.)
+    if (frame.type === 'approval_required' && Number.isInteger(frame.seq)) {
+      const known = frame.is_subagent ? (this.subSeq.get(frame.subagent_id) ?? 0) : this.lastSeq;
+      if (frame.seq <= known) return true;
+    }
+    return this.isNewSeq(frame);
   }
 
   isNewSeq(frame) {
@@ -147,13 +157,18 @@ export class Connection {
     if (frame.is_subagent) {
       if (!frame.subagent_id) return true;
       const seen = this.subSeq.get(frame.subagent_id) ?? 0;
-      if (frame.seq <= seen) return false;
+      if (frame.seq < seen) return false;
       this.subSeq.delete(frame.subagent_id); // re-insert: keeps the map in recency order
       this.subSeq.set(frame.subagent_id, frame.seq);
       return true;
     }
-    if (frame.seq <= this.lastSeq) return false;
-    this.lastSeq = frame.seq;
+    if (frame.seq < this.lastSeq) return false;
+    if (frame.seq === this.lastSeq) {
+      this.seenAtLast += 1;
+    } else {
+      this.lastSeq = frame.seq;
+      this.seenAtLast = 1;
+    }
     return true;
   }
 
