@@ -4,6 +4,7 @@ Ctrl+C), a piped chat that says how to decide and waits, and ``navi approvals``.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from tests.navi.cli.conftest import CliWorld
@@ -235,3 +237,53 @@ def test_navi_approvals_errors_are_one_line(asking: CliWorld) -> None:
     assert wrong.returncode == 2
     assert "--session-scope goes with --approve" in wrong.stderr
     assert "Traceback" not in unknown.stderr + call.stderr + wrong.stderr
+
+
+# ---------------------------------------------------------------- afterwards: the log
+
+
+def test_inspect_replay_and_the_timeline_show_the_approval(asking: CliWorld) -> None:
+    asking.fake.script(Reply(tool_calls=[LIST]), Reply(text="Listed."))
+    chat = WaitingChat(asking, "list")
+    try:
+        time.sleep(0.3)  # a wait the log can measure
+        done = run_navi(asking.env, "approvals", chat.session, "--approve", chat.call_id)
+        assert done.returncode == 0, done.stderr
+        assert chat.finish()[0] == 0, chat.err
+    finally:
+        chat.close()
+    session = chat.session
+    [asked] = [e for e in events(asking.env, session) if e["type"] == "tool.approval_requested"]
+    llm = next(e["seq"] for e in events(asking.env, session) if e["type"] == "llm.requested")
+
+    shown = run_navi(asking.env, "inspect", session, "--approvals")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == f"approvals in session {session}: 1"
+    assert (
+        f"seq {asked['seq']}: list_tools (call {chat.call_id}, policy: NAVI_TOOL_APPROVAL)"
+        in (lines[1])
+    )
+    waited = re.fullmatch(r" +approved by local at seq \d+, after ([\d.]+) s", lines[2])
+    assert waited and float(waited.group(1)) >= 0.3, lines[2]
+    assert f"navi inspect {session} --at {asked['seq']}" in shown.stdout
+    assert f"navi inspect {session} --request {llm}" in shown.stdout
+
+    as_json = run_navi(asking.env, "inspect", session, "--approvals", "--json")
+    [view] = json.loads(as_json.stdout)
+    assert (view["outcome"], view["by"], view["llm_request_seq"]) == ("approved", "local", llm)
+    assert view["waited_s"] >= 0.3
+
+    # Right after the request: the state then, and the approval still waiting.
+    at = run_navi(asking.env, "inspect", session, "--at", str(asked["seq"]))
+    assert "run state: awaiting_approval" in at.stdout
+    assert "approvals: 1" in at.stdout and "waiting for a decision" in at.stdout
+
+    replayed = run_navi(asking.env, "replay", session, "--speed", "max")
+    assert "⏸ waits for approval (policy: NAVI_TOOL_APPROVAL)" in replayed.stdout
+    assert "approved by local" in replayed.stdout
+
+    timeline = httpx.get(f"{asking.server.url}/sessions/{session}/timeline", timeout=10).json()
+    [wait] = [s for s in timeline["lanes"][0]["spans"] if s["kind"] == "approval"]
+    assert wait["label"] == "approval · list_tools · approved by local"
+    assert wait["first"] == asked["seq"] and wait["duration"] >= 0.3
