@@ -113,7 +113,7 @@ def test_n_denies_with_a_reason_the_llm_reads(asking: CliWorld) -> None:
 
 
 def test_ctrl_c_while_asked_stops_the_run(asking: CliWorld) -> None:
-    asking.fake.script(Reply(tool_calls=[LIST]), Reply(text="never"))
+    asking.fake.script(Reply(tool_calls=[LIST]))  # no second call: nothing left queued
     term = Terminal(asking.env, "chat", "list")
     try:
         term.expect(r"\[n\] deny")
@@ -126,6 +126,22 @@ def test_ctrl_c_while_asked_stops_the_run(asking: CliWorld) -> None:
     assert [f["reason"] for f in _of(asking, session, "tool.failed")] == ["stopped"]
     assert _of(asking, session, "run.stopped")
     assert not _of(asking, session, "tool.approval_decided")
+
+
+def test_the_interactive_chat_asks_and_gives_the_prompt_back(asking: CliWorld) -> None:
+    asking.fake.script(Reply(tool_calls=[LIST]), Reply(text="All listed."))
+    term = Terminal(asking.env, "chat")
+    try:
+        term.expect(r"Ctrl\+D leaves\n>")
+        term.type("list\r")
+        term.expect(r"\[n\] deny")
+        term.type("y\r")
+        term.expect(r"All listed\.[\s\S]*\n>")
+        term.type("\x04")  # Ctrl+D leaves
+        assert term.wait() == 0, term.text
+    finally:
+        term.close()
+    assert len(_of(asking, _session_of(term.text), "tool.completed")) == 1
 
 
 # ---------------------------------------------------------------- piped, and navi approvals
@@ -236,7 +252,11 @@ def test_navi_approvals_errors_are_one_line(asking: CliWorld) -> None:
     wrong = run_navi(asking.env, "approvals", session, "--session-scope")
     assert wrong.returncode == 2
     assert "--session-scope goes with --approve" in wrong.stderr
-    assert "Traceback" not in unknown.stderr + call.stderr + wrong.stderr
+    gone = run_navi(asking.env, "approvals", session, "--url", "http://127.0.0.1:1")
+    assert (
+        gone.stderr == "navi: cannot reach Navi at http://127.0.0.1:1: start it with `navi serve`\n"
+    )
+    assert "Traceback" not in unknown.stderr + call.stderr + wrong.stderr + gone.stderr
 
 
 # ---------------------------------------------------------------- afterwards: the log
