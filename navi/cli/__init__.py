@@ -8,6 +8,8 @@
   ``interactive``: the prompt, ``remote``: REST and WebSocket);
 - ``replay``: ``replay``, ``inspect``, ``events``, ``export``, ``import``, ``verify``,
   ``recompress`` (printing.py shows a run's events in the terminal);
+- ``approvals``: ``approvals`` (list and decide the calls that wait), and the question
+  ``navi chat`` asks;
 - ``users``: ``users add``.
 """
 
@@ -19,7 +21,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from navi.accounts import AuthConfigError
-from navi.cli import client, replay, serve, users
+from navi.cli import approvals, client, replay, serve, users
 from navi.cli.chat import one_line
 from navi.cli.remote import CliError
 from navi.cli.serve import freeze_startup_objects
@@ -32,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="navi", description="Navi, a local-first AI agent.")
     parser.add_argument("--version", action="version", version=f"navi {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for commands in (serve, client, replay, users):
+    for commands in (serve, client, approvals, replay, users):
         commands.add_commands(sub)
 
     args = parser.parse_args(argv)

@@ -50,6 +50,9 @@ class ChatView:
 
     def begin(self) -> None:
         self._reset()
+        self._start_live()
+
+    def _start_live(self) -> None:
         if self.rich:
             self._live = Live(
                 get_renderable=self._live_area,
@@ -66,6 +69,16 @@ class ChatView:
         if self._live is not None:
             self._live.stop()
             self._live = None
+
+    def pause(self) -> None:
+        """Print what is whole and take the live area away (a question is asked)."""
+        self._flush()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def resume(self) -> None:
+        self._start_live()
 
     def note(self, text: str, style: str = "dim") -> None:
         """A line of Navi's own (stopping…, a retry), above the live area."""
@@ -98,6 +111,18 @@ class ChatView:
             mark = "✓" if frame.get("success") else "✗"
             self._tool_line(sub, f"  {mark} {_short(frame.get('result'))}")
             self._status("waiting for the model")
+        elif kind == "approval_required":
+            from navi.cli.approvals import describe
+
+            self._flush()
+            if self.rich:  # elsewhere the question, or how to decide, goes to stderr
+                self.console.print(Text("\n".join(describe(frame)), style="yellow"))
+            self._status(f"{frame.get('tool')} waits for approval")
+        elif kind == "approval_decided":
+            from navi.cli.approvals import decided_line
+
+            self._tool_line(sub, decided_line(frame).strip())
+            self._status("waiting for the tool")
         elif kind == "plan_ready" and not sub:
             self._flush()
             self._print(Text(f"plan:\n{frame.get('plan', '')}", style="dim"))

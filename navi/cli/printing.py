@@ -14,6 +14,8 @@ from events.types import (
     RunCompleted,
     RunFailed,
     RunStopped,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
     ToolRequested,
@@ -55,6 +57,13 @@ class RunPrinter:
             self._write(event.text)
         elif isinstance(event, ToolRequested):
             self._write(f"\n⚙ {event.name} {event.arguments}\n", DIM)
+        elif isinstance(event, ToolApprovalRequested):
+            self._write(f"  ⏸ waits for approval (policy: {event.policy})\n", DIM)
+        elif isinstance(event, ToolApprovalDecided):
+            verdict = "approved" if event.approved else "denied"
+            scope = " for the session" if event.approved and event.scope == "session" else ""
+            reason = f": {event.reason}" if event.reason else ""
+            self._write(f"  {verdict}{scope} by {event.by or '?'}{reason}\n", DIM)
         elif isinstance(event, ToolCompleted):
             self._write(f"  ✓ {event.output[:200]}\n", DIM)
         elif isinstance(event, ToolFailed):

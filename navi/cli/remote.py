@@ -12,6 +12,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from websockets.asyncio.client import ClientConnection, connect
@@ -53,13 +54,19 @@ class NaviClient:
     def unreachable(self) -> CliError:
         return CliError(f"cannot reach Navi at {self.url}: start it with `navi serve`")
 
-    async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def _request(
+        self, method: str, path: str, *, plain: frozenset[int] = frozenset(), **kwargs: Any
+    ) -> Any:
+        """The JSON answer; an error status is a :class:`CliError` (for a status in
+        ``plain``: the server's own message, without the method and path)."""
         try:
             response = await self.http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise self.unreachable() from exc
         if response.status_code == 401:
             raise CliError(f"Navi at {self.url} wants a token: set NAVI_TOKEN (or NAVI_API_TOKEN)")
+        if response.status_code in plain:
+            raise CliError(_error_text(response))
         if response.status_code >= 400:
             raise CliError(f"{method} {path}: {response.status_code} {_error_text(response)}")
         return response.json() if response.content else None
@@ -81,6 +88,22 @@ class NaviClient:
 
     async def stop(self, session_id: str) -> None:
         await self._request("POST", f"/sessions/{session_id}/stop")
+
+    async def approvals(self, session_id: str) -> list[dict[str, Any]]:
+        """The calls waiting for a decision, as ``approval_required`` frames."""
+        found = await self._request("GET", f"/sessions/{session_id}/approvals")
+        return list(found["approvals"])
+
+    async def decide(
+        self, session_id: str, call_id: str, *, approve: bool, scope: str = "once", reason: str = ""
+    ) -> dict[str, Any]:
+        """Record a decision: the server records who took it (the token's user)."""
+        body = {"decision": "approve" if approve else "deny", "scope": scope, "reason": reason}
+        path = f"/sessions/{session_id}/approvals/{quote(call_id, safe='')}"
+        decided: dict[str, Any] = await self._request(
+            "POST", path, json=body, plain=frozenset({404, 409})
+        )
+        return decided
 
     async def resolve_session(self, prefix: str) -> str:
         """The user's session whose id is ``prefix`` or starts with it (only one may)."""

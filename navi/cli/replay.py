@@ -34,6 +34,11 @@ def add_commands(sub: Any) -> None:
     inspect.add_argument(
         "--request", type=int, metavar="SEQ", help="the exact request of the LLM call at SEQ"
     )
+    inspect.add_argument(
+        "--approvals",
+        action="store_true",
+        help="the tool calls that waited for approval: decision, who, how long",
+    )
     inspect.add_argument("--json", action="store_true", help="everything, as JSON")
     inspect.set_defaults(func=cmd_inspect)
 
@@ -230,10 +235,22 @@ def format_request(request: Any) -> str:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from navi.replay.approvals import approval_lines, approvals
     from navi.replay.history import load_history
     from navi.replay.inspect import llm_request, state_at
 
     async def work(store: EventStore) -> int:
+        if args.approvals:
+            await load_history(store, args.session)  # an unknown session says so
+            found = await approvals(store, args.session, to_seq=args.at)
+            if args.json:
+                sys.stdout.write(msgspec.json.encode(found).decode() + "\n")
+            else:
+                sys.stdout.write(
+                    f"approvals in session {args.session}: {len(found)}\n"
+                    + "".join(f"{line}\n" for line in approval_lines(args.session, found))
+                )
+            return 0
         if args.request is not None:
             request = await llm_request(store, args.session, args.request)
             if args.json:
@@ -245,8 +262,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         state = await state_at(store, args.session, at)
         if args.json:
             sys.stdout.write(msgspec.json.encode(state).decode() + "\n")
-        else:
-            sys.stdout.write(format_state(state))
+            return 0
+        sys.stdout.write(format_state(state))
+        found = await approvals(store, args.session, to_seq=at)
+        if found:
+            lines = approval_lines(args.session, found)
+            sys.stdout.write(f"\napprovals: {len(found)}\n" + "".join(f"{x}\n" for x in lines))
         return 0
 
     return _with_store(args, work)

@@ -8,8 +8,8 @@ A timeline has one lane per stream: the session's history, then each subagent's 
 (nested under the lane that spawned it, ``depth``). A lane lists its events as parallel
 arrays (``type`` indexes ``types``; ``t`` is the replay clock; the session's lane covers
 seqs 1..head in order, a subagent's lane gives ``at``, the session seq each of its
-events happened after) and its spans: runs, LLM calls, tool calls, compressions and
-subagents, each with its first and last event and its recorded duration.
+events happened after) and its spans: runs, LLM calls, tool calls, approvals (from the
+request to the decision: the wait), compressions and subagents, each with its first and last event and its recorded duration.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from events.types import (
     RunStarted,
     SubagentFinished,
     SubagentSpawned,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
     ToolRequested,
@@ -42,7 +44,7 @@ MAX_SUBAGENT_LANES = 200
 
 
 class Span(msgspec.Struct, kw_only=True):
-    kind: str  # run | llm | tool | compress | subagent
+    kind: str  # run | llm | tool | approval | compress | subagent
     label: str
     first: int  # seq (of the lane's stream) where it starts
     last: int  # where it ends (the lane's last event if it never did)
@@ -148,8 +150,17 @@ def _spans_of(records: Sequence[Recorded], times: Sequence[float]) -> tuple[list
             spans.end(("llm", ""), record, t, ok=isinstance(e, LLMCompleted))
         elif isinstance(e, ToolRequested):
             spans.start(("tool", e.call_id), record, t, e.name)
+        elif isinstance(e, ToolApprovalRequested):
+            spans.start(("approval", e.call_id), record, t, f"approval · {e.name}")
+        elif isinstance(e, ToolApprovalDecided):
+            verdict = "approved" if e.approved else "denied"
+            found = spans.open.get(("approval", e.call_id))
+            if found is not None:  # the label says what became of it, and who said so
+                found[0].label += f" · {verdict} by {e.by or '?'}"
+            spans.end(("approval", e.call_id), record, t, ok=e.approved)
         elif isinstance(e, ToolCompleted | ToolFailed):
             ok = isinstance(e, ToolCompleted) and e.success
+            spans.end(("approval", e.call_id), record, t, ok=False)  # a stop ended the wait
             spans.end(("tool", e.call_id), record, t, ok=ok)
         elif isinstance(e, ContextCompressing):
             spans.start(("compress", ""), record, t, "compression")

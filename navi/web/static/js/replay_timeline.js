@@ -1,14 +1,16 @@
 // The Replay view's timeline (GET /sessions/{id}/timeline): one lane per stream (the
 // session, then its subagents, nested), each event a tick coloured by its family, runs,
-// LLM calls, tool calls, compressions and subagents as bars with their durations, and a
-// cursor that can be dragged (or moved with the arrow keys) to any event of the session.
+// LLM calls, tool calls, approvals (the wait for a decision), compressions and subagents
+// as bars with their durations, and a cursor that can be dragged (or moved with the
+// arrow keys) to any event of the session.
 // Events are placed on the replay clock, so the cursor moves as a replay plays.
 
 import { clear, formatSeconds, h } from './dom.js';
 
 const ROW = 15; // px per row of bars
 const TICKS = 12; // px of the row of event ticks
-const ROWS = { run: 0, llm: 1, compress: 1, subagent: 1, tool: 2 };
+// An approval's wait shares the LLM row: the LLM is never called while a call waits.
+const ROWS = { run: 0, llm: 1, compress: 1, subagent: 1, approval: 1, tool: 2 };
 const COLORS = {
   user: '#2f6fde', llm: '#8b5cf6', tool: '#e07b00', run: '#15803d', context: '#0f9aa8',
   plan: '#d9468f', subagent: '#7c7c7c', profile: '#b08900', stop: '#d13b2e',

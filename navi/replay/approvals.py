@@ -1,0 +1,133 @@
+"""The approvals of a session, as the log tells them (``navi inspect SESSION
+--approvals``): each ``tool.approval_requested`` with the LLM call that asked for the
+tool, the decision (``tool.approval_decided``, or the ``tool.failed`` of a stop that
+ended the wait), who decided, and how long the call waited.
+
+Built from the events alone — the wait is the decision's timestamp minus the
+request's, never the clock of the machine that reads the log — so it reads the same
+on any copy of the log, today or in a year.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+from msgspec.structs import replace
+
+from events.envelope import Recorded
+from events.store import EventStore
+from events.types import LLMRequested, ToolApprovalDecided, ToolApprovalRequested, ToolFailed
+from navi.replay.events_query import iter_events
+from projections.types import iso_time
+
+# The events an approval's story is made of (llm.requested: the call that asked).
+TYPES = ["llm.requested", "tool.approval_requested", "tool.approval_decided", "tool.failed"]
+
+
+class ApprovalView(msgspec.Struct, frozen=True, kw_only=True):
+    """One request and what became of it. ``outcome``: ``pending``, ``approved``,
+    ``denied`` (``by`` ``navi`` with reason ``timeout``: nobody answered in time) or
+    ``stopped`` (the run was stopped while the call waited)."""
+
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    policy: str
+    requested_seq: int
+    requested_at: str
+    # The LLM call whose answer asked for the tool: its messages are the context the
+    # LLM had (navi inspect SESSION --request SEQ).
+    llm_request_seq: int | None
+    outcome: str = "pending"
+    decided_seq: int | None = None
+    decided_at: str | None = None
+    scope: str = ""
+    by: str = ""
+    reason: str = ""
+    waited_s: float | None = None  # from the request to the decision (or the stop)
+
+
+def fold_approvals(records: Iterable[Recorded]) -> list[ApprovalView]:
+    """The approvals told by ``records`` (a session's history, in order), oldest first."""
+    found: dict[str, ApprovalView] = {}
+    asked_at: dict[str, float] = {}
+    last_llm: int | None = None
+    for record in records:
+        e = record.event
+        if isinstance(e, LLMRequested):
+            if e.purpose == "loop":  # plan and compress calls never ask for tools
+                last_llm = record.seq
+        elif isinstance(e, ToolApprovalRequested):
+            asked_at[e.call_id] = record.timestamp
+            found[e.call_id] = ApprovalView(
+                call_id=e.call_id,
+                tool=e.name,
+                arguments=e.arguments,
+                policy=e.policy,
+                requested_seq=record.seq,
+                requested_at=iso_time(record.timestamp),
+                llm_request_seq=last_llm,
+            )
+        elif isinstance(e, ToolApprovalDecided | ToolFailed):
+            view = found.get(e.call_id)
+            if view is None or view.outcome != "pending":
+                continue  # not an approval, or a denied call's own tool.failed
+            if isinstance(e, ToolApprovalDecided):
+                outcome = "approved" if e.approved else "denied"
+                decision: dict[str, Any] = {"scope": e.scope, "by": e.by, "reason": e.reason}
+            else:
+                outcome, decision = "stopped", {"reason": e.reason}
+            found[e.call_id] = replace(
+                view,
+                outcome=outcome,
+                decided_seq=record.seq,
+                decided_at=iso_time(record.timestamp),
+                waited_s=round(max(0.0, record.timestamp - asked_at[e.call_id]), 3),
+                **decision,
+            )
+    return list(found.values())
+
+
+async def approvals(
+    store: EventStore, session_id: str, *, to_seq: int | None = None
+) -> list[ApprovalView]:
+    """The approvals of ``session_id``'s history (up to ``to_seq``)."""
+    records = [
+        record
+        async for record in iter_events(store, session_id, types=TYPES)
+        if to_seq is None or record.seq <= to_seq
+    ]
+    return fold_approvals(records)
+
+
+def approval_lines(session_id: str, views: list[ApprovalView], indent: str = "  ") -> list[str]:
+    """``navi inspect``'s text for them."""
+    lines = []
+    for v in views:
+        args = msgspec.json.encode(v.arguments).decode()
+        args = args if len(args) <= 160 else args[:159] + "…"
+        lines += [
+            f"{indent}seq {v.requested_seq}: {v.tool} (call {v.call_id}, policy: {v.policy}) {args}",
+            f"{indent}    {_decision(v)}",
+            f"{indent}    asked {v.requested_at}; the session then: "
+            f"navi inspect {session_id} --at {v.requested_seq}",
+        ]
+        if v.llm_request_seq is not None:
+            lines.append(
+                f"{indent}    the LLM's context when it asked: "
+                f"navi inspect {session_id} --request {v.llm_request_seq}"
+            )
+    return lines
+
+
+def _decision(v: ApprovalView) -> str:
+    if v.outcome == "pending":
+        return "waiting for a decision"
+    waited = f"after {v.waited_s:g} s" if v.waited_s is not None else ""
+    if v.outcome == "stopped":
+        return f"stopped while waiting (seq {v.decided_seq}, {waited})"
+    scope = " for the session" if v.outcome == "approved" and v.scope == "session" else ""
+    reason = f": {v.reason}" if v.reason else ""
+    return f"{v.outcome}{scope} by {v.by or '?'} at seq {v.decided_seq}, {waited}{reason}"
