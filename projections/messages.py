@@ -331,7 +331,11 @@ def _with_outcome(state: MessagesState, record: Recorded) -> MessagesState:
     )
     finished = state.finished
     last = finished[-1] if finished else None
-    if last is not None and is_answer(last):
+    said = event.content if isinstance(event, RunCompleted) else ""
+    answered = last is not None and is_answer(last)
+    if completed and not said and not state.run_tool_calls and not answered:
+        return state  # a run that showed nothing (a seeded system turn): nothing to add
+    if last is not None and answered:
         marked = replace(last, **msgspec.structs.asdict(outcome))
         return replace(state, finished=Vec(finished[:-1]).append(marked))
     message = Message(

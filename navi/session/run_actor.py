@@ -50,6 +50,9 @@ class RunActor(Actor[object]):
                 if session.state.run_state is RunState.DONE:
                     await run_workers(session, session.deps.workers)
                 tg.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            # The watcher never fails: the run's own error, as the session should see it.
+            raise group.exceptions[0] if len(group.exceptions) == 1 else group from None
         finally:
             self.stop("run ended")
 
