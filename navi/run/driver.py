@@ -68,7 +68,12 @@ class RunDriver:
     # ------------------------------------------------------------------ the loop
 
     async def drive(self) -> None:
-        await self.tools.refresh()
+        # The user's settings (thinking, approval defaults) as the run starts (or
+        # resumes): a change on the settings page applies from the next run. Read once,
+        # not per step: each read is a query of the settings stream.
+        saved = await self.deps.user_settings(self.state.user_id)
+        self.llm.saved = saved
+        self.tools.user_policy = dict(saved.tool_policy)
         while True:
             state, progress = self.view()
             loop = Loop(
@@ -182,7 +187,6 @@ class RunDriver:
         await self.commit([RunCompleted(content=p.answer, iterations=p.iterations)])
 
     async def _request_tools(self, p: RunProgress) -> None:
-        await self.tools.refresh()
         self.decided.extend(
             ToolRequested(call_id=c.id, name=c.name, arguments=c.arguments, step=p.iterations)
             for c in p.unrequested_calls

@@ -53,6 +53,8 @@ class LLMStep:
         self.deps = deps
         self.state = host.state
         self.log = log.bind(session_id=host.session_id)
+        # The user's saved settings (thinking on/off), read once per run by the driver.
+        self.saved = UserSettings()
 
     async def call(
         self,
@@ -86,8 +88,7 @@ class LLMStep:
             # The small packaged model cannot drive tools (it loops on them), and their
             # schemas triple its prompt: it chats unless NAVI_EMBEDDED_TOOLS=true.
             names = []
-        saved = await self.deps.user_settings(self.state.user_id)
-        options = self._options(profile, saved, think_off=think_off)
+        options = self._options(profile, self.saved, think_off=think_off)
         request = LLMRequested(
             iteration=iteration,
             attempt=attempt,

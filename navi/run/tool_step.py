@@ -59,14 +59,9 @@ class ToolStep:
         self.in_doubt = in_doubt
         self._info: tuple[Profile, ProfileInfo] | None = None  # of the profile last used
         self._files: tuple[str, Path, str] | None = None  # owner, files folder, its name
-        # The user's own approval defaults (their settings page), read by ``refresh``.
+        # The user's own approval defaults (their settings page), read once per run by
+        # the driver.
         self.user_policy: Mapping[str, str] = {}
-
-    async def refresh(self) -> None:
-        """Read the user's approval defaults again: when the run starts (or resumes) and
-        for each answer with calls (a change on the settings page applies from there)."""
-        saved = await self.deps.user_settings(self.state.user_id)
-        self.user_policy = dict(saved.tool_policy)
 
     async def run(self, commit: Commit, open_calls: Sequence[ToolCall]) -> list[Event]:
         """Run the next open call, or the leading calls that may run side by side;
