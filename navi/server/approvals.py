@@ -17,9 +17,8 @@ from starlette.routing import Route
 
 from events.base import BaseEventStore
 from events.envelope import Recorded
-from events.types import SubagentFinished, SubagentSpawned
 from navi.replay.history import load_history
-from navi.server.frames import Frame, FrameTranslator
+from navi.server.frames import Frame, FrameTranslator, running_subagents
 from navi.server.http import body_as, json_response, user_of
 from navi.server.state import state_of
 
@@ -47,13 +46,7 @@ async def awaiting(store: BaseEventStore, session_id: str) -> list[Frame]:
 async def _children(
     store: BaseEventStore, records: list[Recorded], frames: list[Frame], *, depth: int
 ) -> None:
-    running: dict[str, None] = {}
-    for record in records:
-        if isinstance(record.event, SubagentSpawned):
-            running[record.event.child_stream_id] = None
-        elif isinstance(record.event, SubagentFinished):
-            running.pop(record.event.child_stream_id, None)
-    for child in running:
+    for child in running_subagents(records):
         child_records = await store.read(child)
         translator = FrameTranslator(max_context_tokens=0, is_subagent=True)
         translator.prime(child_records)

@@ -280,6 +280,17 @@ class FrameTranslator:
         }
 
 
+def running_subagents(records: list[Recorded]) -> list[str]:
+    """The child streams of subagents spawned in ``records`` and not finished there."""
+    running: dict[str, None] = {}
+    for record in records:
+        if isinstance(record.event, SubagentSpawned):
+            running[record.event.child_stream_id] = None
+        elif isinstance(record.event, SubagentFinished):
+            running.pop(record.event.child_stream_id, None)
+    return list(running)
+
+
 _DELTAS = frozenset({"stream_delta", "thinking_delta"})
 
 

@@ -10,8 +10,6 @@ closed (4008) while the run goes on.
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import msgspec
 import structlog
@@ -20,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
 from navi.accounts import User
 from navi.replay.history import History, follow_history, load_history
-from navi.server.frames import Frame, FrameTranslator, coalesce
+from navi.server.frames import Frame, FrameTranslator, coalesce, running_subagents
 from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.state import ServerState, state_of
@@ -139,7 +137,7 @@ class Connection:
         else:
             translator.prime(earlier)
         waiting = translator.awaiting_frames()  # sent again: the client may have lost them
-        running = _running_subagents(earlier)
+        running = running_subagents(earlier)
         sub_after = _sub_after(self.websocket)
         with self._send, self._scope:
             await self.push(rest)
@@ -291,13 +289,3 @@ class Connection:
 
     async def _error(self, message: str) -> None:
         await self.push([{"type": "error", "message": message}])
-
-
-def _running_subagents(records: list[Any]) -> list[str]:
-    running: dict[str, None] = {}
-    for record in records:
-        if isinstance(record.event, SubagentSpawned):
-            running[record.event.child_stream_id] = None
-        elif isinstance(record.event, SubagentFinished):
-            running.pop(record.event.child_stream_id, None)
-    return list(running)

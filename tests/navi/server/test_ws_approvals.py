@@ -5,37 +5,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-import anyio
-import httpx
 import pytest
-from websockets.asyncio.client import ClientConnection, connect
+from websockets.asyncio.client import connect
 
+from tests.navi.server.test_ws import frames_until, new_session
 from tests.support.fake_llm import FakeToolCall, Reply
-from tests.support.navi_server import RunningServer, navi_server_for
+from tests.support.navi_server import navi_server_for
 
 pytestmark = pytest.mark.anyio
 
 WRITE = FakeToolCall(
     name="filesystem", arguments={"action": "write", "path": "ws.txt", "content": "from ws"}
 )
-
-
-def new_session(server: RunningServer) -> str:
-    with httpx.Client(base_url=server.url) as http:
-        sid: str = http.post("/sessions", json={"profile_id": "secretary"}).json()["session_id"]
-        return sid
-
-
-async def frames_until(ws: ClientConnection, last: str, limit: float = 20) -> list[dict[str, Any]]:
-    got = []
-    with anyio.fail_after(limit):
-        while True:
-            frame = json.loads(await ws.recv())
-            got.append(frame)
-            if frame["type"] == last:
-                return got
 
 
 async def test_approve_over_the_socket_and_the_request_again_on_reconnect(
