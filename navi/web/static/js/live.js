@@ -15,6 +15,7 @@ const RUN_FRAMES = new Set([
 ]);
 
 // Frames that show the model answered (or the run ended): they end "Waiting for the model…".
+const ENDING_FRAMES = new Set(['error', 'stream_end', 'stream_stopped']);
 const ANSWER_FRAMES = new Set([
   'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status', 'plan_ready',
   'tool_started', 'tool_call', 'stream_delta', 'stream_end', 'stream_stopped', 'error',
@@ -40,7 +41,9 @@ export class LiveRenderer {
     }
     if (ANSWER_FRAMES.has(frame.type)) {
       this.view.turn?.stopWaiting();
-      if (!frame.is_subagent && frame.type !== 'error') this.hooks.llm?.('answering');
+      // The model said something; an error, a stop or the run's end is not that (a
+      // fatal error's stream_end shares its seq and follows it).
+      if (!frame.is_subagent && !ENDING_FRAMES.has(frame.type)) this.hooks.llm?.('answering');
     }
     const method = HANDLERS[frame.type];
     if (method) method.call(this, frame);
