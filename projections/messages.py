@@ -113,6 +113,7 @@ class MessagesState(msgspec.Struct, frozen=True, kw_only=True):
     run_started: float = 0.0
     run_tool_calls: int = 0
     run_tokens: int = 0
+    run_answered: bool = False  # a tool-loop llm.completed came in this run
     # Calls that asked for approval (call id, when), and their decisions, until the result.
     asked: tuple[tuple[str, float], ...] = ()
     decided: tuple[tuple[str, ApprovalNote], ...] = ()
@@ -223,6 +224,7 @@ def _on_llm_completed(state: MessagesState, record: Recorded) -> MessagesState:
     state = replace(state, run_tokens=state.run_tokens + event.completion_tokens)
     if state.llm_purpose != "loop":
         return state
+    state = replace(state, run_answered=True)
     streamed = state.streaming
     message = Message(
         role="assistant",
@@ -239,7 +241,9 @@ def _on_llm_completed(state: MessagesState, record: Recorded) -> MessagesState:
 
 
 def _on_run_started(state: MessagesState, record: Recorded) -> MessagesState:
-    return replace(state, run_started=record.timestamp, run_tool_calls=0, run_tokens=0)
+    return replace(
+        state, run_started=record.timestamp, run_tool_calls=0, run_tokens=0, run_answered=False
+    )
 
 
 def _on_tool_requested(state: MessagesState, record: Recorded) -> MessagesState:
@@ -332,10 +336,9 @@ def _with_outcome(state: MessagesState, record: Recorded) -> MessagesState:
     finished = state.finished
     last = finished[-1] if finished else None
     said = event.content if isinstance(event, RunCompleted) else ""
-    answered = last is not None and is_answer(last)
-    if completed and not said and not state.run_tool_calls and not answered:
-        return state  # a run that showed nothing (a seeded system turn): nothing to add
-    if last is not None and answered:
+    if completed and not said and not state.run_answered:
+        return state  # the model never answered and nothing is said (a /v1 system turn)
+    if last is not None and is_answer(last):
         marked = replace(last, **msgspec.structs.asdict(outcome))
         return replace(state, finished=Vec(finished[:-1]).append(marked))
     message = Message(

@@ -117,6 +117,7 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
     llm_purpose: str = "loop"
     has_partial: bool = False  # a tool-loop answer is being streamed
     had_partial: bool = False  # a retry superseded a partial answer (messages keeps it aside)
+    run_answered: bool = False  # a tool-loop llm.completed came in the run going on
     answer_last: bool = False  # the last message shown is the model's answer
     # The calls waiting for a person, as "<stream id>/<call id>" (subagents' included).
     awaiting: frozenset[str] = frozenset()
@@ -207,7 +208,11 @@ def _on_llm_completed(entry: SessionEntry, record: Recorded) -> SessionEntry:
         return entry
     event: LLMCompleted = record.event  # type: ignore[assignment]
     entry = replace(
-        _counted(entry, event.content), has_partial=False, had_partial=False, answer_last=True
+        _counted(entry, event.content),
+        has_partial=False,
+        had_partial=False,
+        answer_last=True,
+        run_answered=True,
     )
     tokens = event.prompt_tokens + event.completion_tokens
     if not tokens:
@@ -227,10 +232,17 @@ def _on_plan_ready(entry: SessionEntry, record: Recorded) -> SessionEntry:
 def _on_run_ended(entry: SessionEntry, record: Recorded) -> SessionEntry:
     # As the messages projection: the partial answer shown (or the one a retry
     # superseded) is a message; the run's end goes on it, or on the answer, or on one more.
-    if entry.has_partial or entry.had_partial or not entry.answer_last:
+    event = record.event
+    silent = isinstance(event, RunCompleted) and not event.content and not entry.run_answered
+    if not silent and (entry.has_partial or entry.had_partial or not entry.answer_last):
         entry = _counted(entry, "")
     return replace(
-        entry, llm_purpose="loop", has_partial=False, had_partial=False, answer_last=True
+        entry,
+        llm_purpose="loop",
+        has_partial=False,
+        had_partial=False,
+        answer_last=entry.answer_last if silent else True,
+        run_answered=False,
     )
 
 

@@ -241,3 +241,25 @@ def test_counts_agree_with_messages_and_interleaving_does_not_matter(
         else:
             assert summary is not None
             assert summary.message_count == len(fold(MESSAGES, seen).messages(with_streaming=False))
+
+
+def test_a_run_that_never_answered_and_said_nothing_adds_no_message() -> None:
+    """As /v1 seeds a client's system prompt: a run of its own that ends with nothing
+    said. Neither the history nor the count shows it (they must agree)."""
+    from events.types import ContextInjected
+
+    events: list[Event] = [
+        SessionCreated(profile_id="p"),
+        RunStarted(profile_id="p"),
+        ContextInjected(kind="client_system", role="system", content="Answer in one line."),
+        RunCompleted(content=""),
+        *answer_turn("Capital of France?", "Paris."),
+    ]
+    log = records(events)
+    shown = fold(MESSAGES, log).messages()
+    assert [(m.role, m.content) for m in shown] == [
+        ("user", "Capital of France?"),
+        ("assistant", "Paris."),
+    ]
+    summary = fold(SESSIONS, log).get("s1")
+    assert summary is not None and summary.message_count == len(shown) == 2
