@@ -11,7 +11,9 @@ fake server alone" is measured from this process over HTTP with the very request
 bodies Navi sent, through a raw keep-alive socket that writes each request whole and
 reads the answer to its end without parsing it (so that everything Navi does besides,
 its HTTP client included, counts), interleaved with Navi session by session so that both see
-the same load on a shared machine. The figures are medians over the sessions: a burst
+the same load on a shared machine. To tell Navi's own work from its HTTP client's, the
+SQLite sessions run once more with the LLM server's answers replayed from memory in place
+of the HTTP exchange ("Navi without HTTP"). The figures are medians over the sessions: a burst
 of load from another process spoils a few sessions, not the result. One untimed
 session first warms both up (connections, caches) and records the request bodies
 (every session sends the same ones). The CPU time of this process is measured the same
@@ -28,10 +30,13 @@ import asyncio
 import os
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
+import httpx
 import msgspec
 
 from _common import median, report
@@ -39,6 +44,7 @@ from events.codec import encode_stored
 from events.memory import InMemoryEventStore
 from navi.app import Navi
 from navi.cli import freeze_startup_objects
+from navi.llm.http import LLMServer
 from navi.logs import configure_logging
 from tests.support.fake_llm import FakeLLMProcess, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -53,6 +59,7 @@ class Timing(msgspec.Struct):
     # Per session: (wall-clock seconds, CPU seconds of this process).
     navi: list[tuple[float, float]] = []
     fake: list[tuple[float, float]] = []
+    without_http: list[tuple[float, float]] = []
     payload_bytes: int = 0
     db_bytes: int = 0
 
@@ -65,6 +72,7 @@ class Timing(msgspec.Struct):
             "fake": ms([wall for wall, _ in self.fake]),
             "overhead": ms([n[0] - f[0] for n, f in zip(self.navi, self.fake, strict=True)]),
             "cpu_overhead": ms([n[1] - f[1] for n, f in zip(self.navi, self.fake, strict=True)]),
+            "without_http": ms([wall for wall, _ in self.without_http]) if self.without_http else 0,
         }
 
 
@@ -116,12 +124,40 @@ async def fake_alone(client: RawClient, bodies: list[bytes]) -> tuple[float, flo
     return time.perf_counter() - start, time.process_time() - cpu
 
 
+class Replayed:
+    """The answers an LLM server gave, replayed in order in place of ``LLMServer.stream``:
+    the HTTP exchange is gone, everything Navi does with the answer is kept."""
+
+    def __init__(self, answers: list[bytes]) -> None:
+        self.answers = answers
+        self.sent = 0
+
+    @asynccontextmanager
+    async def stream(self, *_: object) -> AsyncIterator[Replayed]:
+        self.sent += 1
+        yield self
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        await anyio.lowlevel.checkpoint()  # as a network read would
+        yield self.answers[(self.sent - 1) % len(self.answers)]
+
+
+async def without_http(navi: Navi, answers: list[bytes]) -> tuple[float, float]:
+    replayed, real = Replayed(answers), LLMServer.stream
+    LLMServer.stream = replayed.stream  # type: ignore[method-assign,assignment]
+    try:
+        return await one_session(navi)
+    finally:
+        LLMServer.stream = real  # type: ignore[method-assign]
+
+
 async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> Timing:
     turn = [CALL] * (iterations - 1) + [ANSWER]
     timing = Timing()
     with FakeLLMProcess() as fake:
-        # The warm-up session, then each session twice (Navi, then the fake alone).
-        fake.script(*turn * (1 + 2 * sessions))
+        # The warm-up session, each session twice (Navi, then the fake alone), then the
+        # answers once more, kept for "Navi without HTTP".
+        fake.script(*turn * (2 + 2 * sessions))
         settings = navi_settings(root, fake.url, planning="off")
         store = InMemoryEventStore() if memory else None
         http = RawClient(fake.url)
@@ -133,9 +169,17 @@ async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> T
             for _ in range(sessions):
                 timing.navi.append(await one_session(navi))
                 timing.fake.append(await fake_alone(http, bodies))
-            events = await navi.store.read_all()
             http.close()
-        assert fake.state["requests"] == iterations * (1 + 2 * sessions)
+            async with httpx.AsyncClient() as client:
+                answers = [
+                    (await client.post(f"{fake.url}/api/chat", content=body)).content
+                    for body in bodies
+                ]
+            if not memory:
+                for _ in range(sessions):
+                    timing.without_http.append(await without_http(navi, answers))
+            events = await navi.store.read_all()
+        assert fake.state["requests"] == iterations * (2 + 2 * sessions)
     # The store is closed: SQLite has checkpointed its WAL into the file.
     timing.payload_bytes = sum(len(encode_stored(r.event)) for r in events)
     db = root / "navi.db"
@@ -150,7 +194,8 @@ async def main() -> None:
     args = parser.parse_args()
     configure_logging("WARNING")
     total = args.sessions * args.iterations
-    logged = total + args.iterations  # the warm-up session's events are in the log too
+    # The SQLite log holds the warm-up session and each session twice (with and without HTTP).
+    logged = 2 * total + args.iterations
     with tempfile.TemporaryDirectory() as tmp:
         sqlite = await measure(Path(tmp) / "sqlite", args.sessions, args.iterations, False)
         memory = await measure(Path(tmp) / "memory", args.sessions, args.iterations, True)
@@ -163,6 +208,7 @@ async def main() -> None:
         "sqlite_overhead_ms_per_iteration": s["overhead"],
         "memory_overhead_ms_per_iteration": m["overhead"],
         "sqlite_cpu_overhead_ms_per_iteration": s["cpu_overhead"],
+        "sqlite_without_http_ms_per_iteration": s["without_http"],
         "memory_cpu_overhead_ms_per_iteration": m["cpu_overhead"],
         "log_payload_bytes_per_iteration": sqlite.payload_bytes / logged,
         "sqlite_db_bytes_per_iteration": sqlite.db_bytes / logged,
@@ -175,6 +221,11 @@ async def main() -> None:
             f"(overhead {f['overhead']:.3f} ms; in CPU time of this process "
             f"{f['cpu_overhead']:.3f} ms)"
         )
+    print(
+        f"Navi + SQLite without HTTP (answers replayed from memory): {s['without_http']:.3f} ms "
+        f"per iteration, so its HTTP client costs about "
+        f"{s['overhead'] - s['without_http']:.3f} ms"
+    )
     print(
         f"log: {figures['log_payload_bytes_per_iteration']:.0f} payload bytes per iteration, "
         f"{figures['sqlite_db_bytes_per_iteration']:.0f} bytes of SQLite file per iteration"
