@@ -154,22 +154,7 @@ class Connection:
                 await self.websocket.close(code=CLOSE_TOO_SLOW, reason="client too slow")
 
     async def _sender(self) -> None:
-        # One watchdog for the whole connection instead of a timeout scope per frame:
-        # a send that has not finished within SEND_TIMEOUT drops the client.
-        sending_since: float | None = None
-
-        async def watchdog() -> None:
-            while True:
-                await anyio.sleep(SEND_TIMEOUT / 4)
-                if sending_since is not None and (
-                    anyio.current_time() - sending_since > SEND_TIMEOUT
-                ):
-                    self._slow = True
-                    self._scope.cancel()
-                    return
-
-        async with self._receive, anyio.create_task_group() as tg:
-            tg.start_soon(watchdog)
+        async with self._receive:
             async for frame in self._receive:
                 batch = [frame]
                 if self._receive.statistics().current_buffer_used >= COALESCE_BACKLOG:
@@ -180,15 +165,18 @@ class Connection:
                         except (anyio.WouldBlock, anyio.EndOfStream):
                             break
                     batch = coalesce(batch)
-                sending_since = anyio.current_time()
-                try:
-                    for out in batch:
-                        await self.websocket.send_text(_encode(out).decode())
-                except (WebSocketDisconnect, RuntimeError, OSError):
+                # A batch not sent within SEND_TIMEOUT drops the client.
+                with anyio.move_on_after(SEND_TIMEOUT) as timer:
+                    try:
+                        for out in batch:
+                            await self.websocket.send_text(_encode(out).decode())
+                    except (WebSocketDisconnect, RuntimeError, OSError):
+                        self._scope.cancel()
+                        return
+                if timer.cancelled_caught:
+                    self._slow = True
                     self._scope.cancel()
                     return
-                sending_since = None
-            tg.cancel_scope.cancel()
 
     async def _follow(
         self,
