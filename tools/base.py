@@ -95,10 +95,6 @@ class Tool(abc.ABC):
     # run makes it, checking before each call). A tool that never touches it says so
     # and saves that check: it is a system call on every iteration of the loop.
     uses_files: bool = True
-    # Finishes at once: no I/O and no waiting but for recording its own events (todo,
-    # scratchpad). Called without the stop scope and time limit of other tools: there is
-    # nothing for a stop to cut short, and a deadline would cost a timer on every call.
-    instant: bool = False
     timeout_s: float = 60.0
     # Whether a person approves a call first (navi/run/approval.py): "auto" runs at once,
     # "ask" waits for the user, "deny" never runs. Tools that act on the machine ask.

@@ -290,8 +290,6 @@ class ToolRegistry:
             )
         if ctx.stop.is_set():
             return fail("stopped before it ran", reason="stopped")
-        if getattr(tool, "instant", False):
-            return cap_result(await _call(tool, args, ctx), self.settings.output_max_chars)
         try:
             timeout = float(tool.timeout_for(args))
         except Exception:

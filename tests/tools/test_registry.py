@@ -228,43 +228,6 @@ def test_every_builtin_of_the_issue_is_registered(registry: ToolRegistry) -> Non
         assert tool.parameters["type"] == "object"
 
 
-class Instant(Tool):
-    name = "instant"
-    description = "Answers at once; tells whether it runs inside a cancel scope of its own."
-    instant = True
-    parameters = {"type": "object", "properties": {"fail": {"type": "boolean"}}}
-
-    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        if args.get("fail"):
-            raise RuntimeError("kaput")
-        return ok(f"deadline {anyio.current_effective_deadline()}" + "z" * 500)
-
-
-@pytest.mark.parametrize("kind", STOPS)
-async def test_an_instant_tool_runs_without_a_scope_and_keeps_the_registrys_rules(
-    small_registry: ToolRegistry, files_dir: Any, settings: ToolSettings, kind: str
-) -> None:
-    stop = STOPS[kind]()
-    ctx = ToolContext.standalone("s1", files_dir, settings=settings, stop=stop)
-    small_registry.register_builtin(Instant())
-    result = await small_registry.execute("instant", {}, ctx)
-    # No time limit around it (a scoped tool would see its 60 s deadline), yet capped.
-    assert result.success and result.output.startswith("deadline inf")
-    assert "truncated" in result.output and len(result.output) < 500
-    failed = await small_registry.execute("instant", {"fail": True}, ctx)
-    assert not failed.success and failed.error == "RuntimeError: kaput"
-    bad = await small_registry.execute("instant", {"fail": "yes"}, ctx)
-    assert not bad.success and "invalid arguments" in (bad.error or "")
-    stop.set()
-    after = await small_registry.execute("instant", {}, ctx)
-    assert after.failure_reason == "stopped"
-
-
-def test_the_builtins_that_only_record_events_are_instant(registry: ToolRegistry) -> None:
-    instant = {tool.name for tool in registry.tools() if getattr(tool, "instant", False)}
-    assert instant == {"todo", "scratchpad"}
-
-
 class Pydantic(Tool):
     """A tool whose schema is what pydantic makes: $defs, $ref, anyOf."""
 

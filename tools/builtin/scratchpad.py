@@ -34,7 +34,6 @@ def format_pad(pad: Mapping[str, str], defaults: tuple[str, ...]) -> str:
 class ScratchpadTool(Tool):
     name = "scratchpad"
     uses_files = False
-    instant = True
     description = (
         "Your working notes for this session, in named sections (the profile suggests some; "
         "'read' without a section lists them all). 'write' replaces a section, 'append' adds "

@@ -37,7 +37,6 @@ def format_todo(items: Sequence[TodoItem]) -> str:
 class TodoTool(Tool):
     name = "todo"
     uses_files = False
-    instant = True
     description = (
         "Your task checklist for this session. 'set' replaces the list with new steps; "
         "'update' changes one step's status (pending, in_progress, done, failed, skipped), "
