@@ -18,7 +18,7 @@ import msgspec
 
 from navi.llm.types import ChatMessage, ToolSpec
 
-__all__ = ["IdentityCache", "ListMemo", "WireParts"]
+__all__ = ["IdentityCache", "WireParts"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -51,49 +51,6 @@ class IdentityCache(Generic[K, V]):
         return len(self._entries)
 
 
-class ListMemo(Generic[K, V]):
-    """``convert`` applied to each item of a list, reusing the answer for a recent list
-    that these items begin with (the same objects): a run's context only grows between
-    two LLM calls, so each call converts its new messages alone, and the part already
-    seen is found by one identity comparison of C code instead of a cache lookup per
-    message. Answers are tuples: they are shared with the memo.
-
-    The last ``keep`` lists are remembered (the runs of sessions active at once); a list
-    that extends none of them is converted item by item."""
-
-    __slots__ = ("_convert", "_keep", "_recent")
-
-    def __init__(self, convert: Callable[[K], V], *, keep: int = 16) -> None:
-        self._convert = convert
-        self._keep = keep
-        self._recent: list[tuple[tuple[K, ...], tuple[V, ...]]] = []  # most recent first
-
-    def __call__(self, items: Sequence[K]) -> tuple[V, ...]:
-        items = tuple(items)
-        count = len(items)
-        recent = self._recent
-        for i, (seen, done) in enumerate(recent):
-            n = len(seen)
-            # The last item first: a list of another session fails there, in O(1).
-            if n <= count and items[n - 1] is seen[-1] and items[:n] == seen:
-                if n == count:
-                    answer = done
-                else:
-                    convert = self._convert
-                    answer = done + tuple([convert(item) for item in items[n:]])
-                del recent[i]
-                break
-        else:
-            if not count:
-                return ()
-            convert = self._convert
-            answer = tuple([convert(item) for item in items])
-            if len(recent) >= self._keep:
-                recent.pop()
-        recent.insert(0, (items, answer))
-        return answer
-
-
 class WireParts:
     """A backend's encoded messages and tool lists (``msgspec.Raw``: the encoder copies
     them into a body as they are). A body built with them encodes to the same bytes
@@ -106,20 +63,15 @@ class WireParts:
     ) -> None:
         self._encode_message = encode_message
         self._message = IdentityCache[ChatMessage, msgspec.Raw](self._encoded, max_entries=4096)
-        self._messages = ListMemo[ChatMessage, msgspec.Raw](self._cached)
         self._tools = IdentityCache[Sequence[ToolSpec], msgspec.Raw](
             lambda tools: msgspec.Raw(_encode([encode_tool(tool) for tool in tools])),
             max_entries=64,
         )
 
-    def messages(self, messages: Sequence[ChatMessage]) -> Sequence[msgspec.Raw]:
-        return self._messages(messages)
-
-    def _cached(self, message: ChatMessage) -> msgspec.Raw:
-        # A message that comes back in another list (a session's first call after a
-        # compression, or a session the memo has forgotten) is still encoded only once;
-        # not one with images: rare, and too large to keep for long.
-        return self._encoded(message) if message.images else self._message(message)
+    def messages(self, messages: Sequence[ChatMessage]) -> list[msgspec.Raw]:
+        # Each message is encoded once, whichever call it comes back in; not one with
+        # images: rare, and too large to keep for long.
+        return [self._encoded(m) if m.images else self._message(m) for m in messages]
 
     def _encoded(self, message: ChatMessage) -> msgspec.Raw:
         return msgspec.Raw(_encode(self._encode_message(message)))

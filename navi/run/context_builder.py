@@ -18,7 +18,7 @@ import structlog
 from events.types import ImageRef
 from navi.blobs import BlobStore
 from navi.llm.types import ChatMessage, ToolSpec
-from navi.llm.wire_parts import IdentityCache, ListMemo
+from navi.llm.wire_parts import IdentityCache
 from profiles import Profile, ProfileRegistry
 from projections.tool_results import as_untrusted
 from projections.types import Message
@@ -97,7 +97,6 @@ class ContextBuilder:
         # backend then encodes each of them once (navi.llm.wire_parts). Not those with
         # images: they are rare, and large enough not to be kept a while longer.
         self._chat = IdentityCache[Message, ChatMessage](to_chat, max_entries=4096)
-        self._chats = ListMemo[Message, ChatMessage](self._chat_of)
         self._system = IdentityCache[str, ChatMessage](_system, max_entries=64)
 
     def _fresh(self) -> None:
@@ -127,7 +126,7 @@ class ContextBuilder:
         # Read by _chat_of while the list is converted (synchronously: no other call's
         # user can come between).
         self._user_id = user_id
-        out.extend(self._chats(context))
+        out.extend(self._chat_of(message) for message in context)
         return out
 
     def _chat_of(self, message: Message) -> ChatMessage:
