@@ -348,25 +348,6 @@ class Navi:
                         return record
         raise AssertionError("unreachable: a subscription never ends")
 
-    async def run_ephemeral(
-        self, text: str, profile_id: str | None = None, parent_session_id: str | None = None
-    ) -> tuple[str, bool]:
-        """Run a task in a fresh child session; ``(final text, completed_normally)``."""
-        profile = self.profiles.get(profile_id or self.profiles.default_id)
-        child = await self.sessions.create(
-            m.Create(
-                profile_id=profile.id,
-                parent_stream_id=parent_session_id or "ephemeral",
-            )
-        )
-        reply = await self.send(child, text, mode="ephemeral")
-        end = await self.wait_for_end(child, reply)
-        if isinstance(end.event, RunCompleted):
-            return end.event.content, end.event.completed_normally
-        if isinstance(end.event, RunFailed):
-            return f"The subagent failed: {end.event.error}", False
-        return "The subagent was stopped before it finished.", False
-
     def files_dir(self, session_id: str) -> Path:
         """The session's files folder; ``InvalidId`` unless the id is a UUID."""
         return session_folder(self.settings.files_root, session_id)
