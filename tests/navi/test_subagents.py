@@ -31,9 +31,9 @@ from navi.session.errors import SessionError
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.tool_results import UNTRUSTED_NOTE
-from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi
+from tests.support.well_formed import assert_well_formed
 
 LEAD_MAIN = "LEAD MAIN PROMPT"
 LEAD_SUB = "LEAD SUB PROMPT"

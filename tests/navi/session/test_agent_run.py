@@ -21,9 +21,9 @@ from navi.session.errors import BadInput, RunActive, SessionNotFound
 from projections import messages as messages_projection
 from projections.context import CONTEXT
 from projections.fold import fold
-from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
+from tests.support.well_formed import assert_well_formed
 
 pytestmark = pytest.mark.anyio
 
