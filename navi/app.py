@@ -314,20 +314,6 @@ class Navi:
         recorded: str = await self.sessions.ask(session_id, decision)
         return recorded
 
-    async def run_stream(
-        self,
-        session_id: str,
-        text: str,
-        images: tuple[str, ...] = (),
-        files: tuple[FileRef, ...] = (),
-    ) -> AsyncIterator[Recorded]:
-        """Start a turn and yield its events as they become durable, up to its end."""
-        reply = await self.send(session_id, text, images, files)
-        async for record in self.store.subscribe(session_id, after_seq=reply.after_seq):
-            yield record
-            if record.run_id == reply.run_id and record.type in TERMINAL_RUN_EVENTS:
-                return
-
     async def run(self, session_id: str, text: str) -> str:
         """Run a turn without streaming (no planning) and return its final text."""
         reply = await self.send(session_id, text, mode="run")
