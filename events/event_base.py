@@ -33,8 +33,8 @@ class FileRef(msgspec.Struct, frozen=True, kw_only=True):
 class ImageRef(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """An image stored once, by content, in the blob store (navi/blobs.py); the log
     keeps only this. ``media_type`` is sniffed from the bytes, never taken from a client.
-    ``data`` is set only when the reference stands for an image recorded inline (base64)
-    before images went to the blob store (``events.upcasting.upcast_inline_image``)."""
+    ``data`` (base64) lets a reference carry its image itself (Navi does not write it;
+    readers take it as it is instead of reading the blob store)."""
 
     sha256: str
     size: int

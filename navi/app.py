@@ -314,20 +314,6 @@ class Navi:
         recorded: str = await self.sessions.ask(session_id, decision)
         return recorded
 
-    async def run_stream(
-        self,
-        session_id: str,
-        text: str,
-        images: tuple[str, ...] = (),
-        files: tuple[FileRef, ...] = (),
-    ) -> AsyncIterator[Recorded]:
-        """Start a turn and yield its events as they become durable, up to its end."""
-        reply = await self.send(session_id, text, images, files)
-        async for record in self.store.subscribe(session_id, after_seq=reply.after_seq):
-            yield record
-            if record.run_id == reply.run_id and record.type in TERMINAL_RUN_EVENTS:
-                return
-
     async def run(self, session_id: str, text: str) -> str:
         """Run a turn without streaming (no planning) and return its final text."""
         reply = await self.send(session_id, text, mode="run")
@@ -347,25 +333,6 @@ class Navi:
                     if record.run_id == run_id and tag_of(record.event) in TERMINAL_RUN_EVENTS:
                         return record
         raise AssertionError("unreachable: a subscription never ends")
-
-    async def run_ephemeral(
-        self, text: str, profile_id: str | None = None, parent_session_id: str | None = None
-    ) -> tuple[str, bool]:
-        """Run a task in a fresh child session; ``(final text, completed_normally)``."""
-        profile = self.profiles.get(profile_id or self.profiles.default_id)
-        child = await self.sessions.create(
-            m.Create(
-                profile_id=profile.id,
-                parent_stream_id=parent_session_id or "ephemeral",
-            )
-        )
-        reply = await self.send(child, text, mode="ephemeral")
-        end = await self.wait_for_end(child, reply)
-        if isinstance(end.event, RunCompleted):
-            return end.event.content, end.event.completed_normally
-        if isinstance(end.event, RunFailed):
-            return f"The subagent failed: {end.event.error}", False
-        return "The subagent was stopped before it finished.", False
 
     def files_dir(self, session_id: str) -> Path:
         """The session's files folder; ``InvalidId`` unless the id is a UUID."""

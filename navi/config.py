@@ -60,7 +60,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # Signs the browser's WebSocket tickets; the same on every node of a cluster (empty:
     # each process draws its own key, so a ticket works on the node that issued it).
     ws_ticket_secret: str = ""
-    profiles_dir: str = ""
     default_profile: str = "secretary"
     compression_enabled: bool = True
     compression_threshold: float = 0.80
@@ -131,7 +130,6 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             api_token=env.get("NAVI_API_TOKEN", "").strip(),
             users_file=env.get("NAVI_USERS_FILE", "").strip() or data.users_file,
             ws_ticket_secret=env.get("NAVI_WS_TICKET_SECRET", "").strip(),
-            profiles_dir=env.get("PROFILES_DIR", "").strip(),
             default_profile=env.get("NAVI_DEFAULT_PROFILE", "").strip() or d.default_profile,
             compression_enabled=get("CONTEXT_COMPRESSION_ENABLED", _bool, d.compression_enabled),
             compression_threshold=get(

@@ -22,7 +22,7 @@ result is taken) instead of starting again. See docs/planning-subagents-compress
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import cached_property
@@ -230,9 +230,6 @@ def _stop_quietly(ref: ActorRef[object]) -> None:
 
 
 # ---------------------------------------------------------------- the tool
-
-
-SpawnHook = Callable[..., Awaitable[SubagentOutcome]]
 
 
 class SpawnAgentTool(Tool):

@@ -38,11 +38,6 @@ class SettingsService:
             self._runners[owner] = runner
         return await runner.catch_up()
 
-    async def tool_policy_for(self, user_id: str) -> dict[str, str]:
-        """The user's approval defaults: tool name → "auto", "ask" or "deny" (a tool not
-        named: the policy's own default)."""
-        return dict((await self.get(user_id)).tool_policy)
-
     async def update(self, owner: str, change: SettingsUpdated) -> UserSettings:
         """Record ``change`` in the owner's stream; returns the settings after it."""
         async with self._lock:

@@ -5,7 +5,7 @@ Imports nothing of Navi's.
 """
 
 from profiles.errors import ProfileError, UnknownProfile
-from profiles.loader import SHIPPED_DIR, ProfileRegistry, join_prompt, load_profile
+from profiles.loader import SHIPPED_DIR, ProfileRegistry, load_profile
 from profiles.model import Profile, ProfileConfig, profile_hash
 from profiles.persona import SHIPPED_PERSONA, persona
 
@@ -17,7 +17,6 @@ __all__ = [
     "ProfileError",
     "ProfileRegistry",
     "UnknownProfile",
-    "join_prompt",
     "load_profile",
     "persona",
     "profile_hash",

@@ -14,7 +14,7 @@ The same conversation as ``messages``, but:
   A log that breaks the rule "every call gets a result before the next turn" (the run
   writes ``tool.failed(reason="stopped"|"interrupted")`` for open calls) still gives a
   well-formed context: the next user message, assistant answer or end of run closes the
-  open calls with a "no result" tool message. ``assert_well_formed`` checks all this.
+  open calls with a "no result" tool message. tests/support/well_formed.py checks it.
 - A run that ends during a streamed answer keeps the partial text, marked as cut short,
   so the model knows what the user read.
 

@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
-from tools.base import Tool, ToolError, ToolResult, cap_output, fail, ok
-from tools.context import NeverStop, ProfileInfo, SessionToolState, StopSignal, ToolContext
-from tools.registry import ReloadReport, ToolRegistry
+from tools.base import Tool, ToolError, ToolResult, fail, ok
+from tools.context import ProfileInfo, ToolContext
+from tools.registry import ToolRegistry
 from tools.settings import ToolSettings
 from tools.state import InMemoryToolState
 
 __all__ = [
     "InMemoryToolState",
-    "NeverStop",
     "ProfileInfo",
-    "ReloadReport",
-    "SessionToolState",
-    "StopSignal",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
     "ToolSettings",
-    "cap_output",
     "create_registry",
     "fail",
     "ok",

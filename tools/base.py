@@ -114,14 +114,3 @@ class Tool(abc.ABC):
     def timeout_for(self, args: dict[str, Any]) -> float:
         """The registry's hard limit for this call (a ``timeout_s`` argument may widen it)."""
         return self.timeout_s
-
-    def schema(self) -> dict[str, Any]:
-        """The tool in the OpenAI / Ollama function-calling format."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }

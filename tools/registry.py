@@ -184,18 +184,6 @@ class ToolRegistry:
         extra = [n for n in named if n in allowed] if only_named else list(allowed)
         return [n for n in dict.fromkeys([*own, *extra]) if self.get(n) is not None]
 
-    def schemas_for(self, names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-        """Tools in the OpenAI / Ollama function format; unknown names are skipped."""
-        selected = self.names() if names is None else names
-        schemas = []
-        for name in dict.fromkeys(selected):
-            tool = self.get(name)
-            if tool is None:
-                log.warning("tools.schema_unknown", tool=name)
-                continue
-            schemas.append(tool.schema())
-        return schemas
-
     def approval_for(self, name: str, args: dict[str, Any]) -> Approval:
         """The tool's own default for this call; "ask" if it cannot tell (a broken
         override must not let a call through). An unknown tool fails anyway."""

@@ -47,6 +47,7 @@ from navi.llm.collect import CompletesFromStream
 from navi.llm.embedded_model import AbortSwitch, check_available, load_llama
 from navi.llm.errors import LLMError, MalformedToolCall, StreamError
 from navi.llm.guard import RawBatches, guard_stream
+from navi.llm.openai_wire import encode_tool
 from navi.llm.repetition import RepetitionGuard
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
@@ -415,17 +416,7 @@ def _build_request(
             tool_choice = "auto"
     return _Request(
         messages=[_message(message) for message in messages],
-        tools=[
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in offered
-        ],
+        tools=[encode_tool(tool) for tool in offered],
         tool_choice=tool_choice,
         temperature=options.temperature,
         max_tokens=options.max_tokens or default_max_tokens,

@@ -11,27 +11,14 @@ user, summaries, and which session ranges were processed. The ``memory`` project
 - ``memory_routes(service_getter)``: the REST API.
 """
 
-from navi.memory.decisions import FactNotFound
-from navi.memory.facts import LOCAL_USER, fact_id, memory_stream_id
-from navi.memory.index import MemoryIndex, memory_index_for
 from navi.memory.routes import memory_routes
-from navi.memory.service import MemoryService, SourceMessage
-from navi.memory.summary import MEMORY_HEADER
+from navi.memory.service import MemoryService
 from navi.memory.tools import memory_tools
-from navi.memory.worker import MemoryWorker, SweepReport
+from navi.memory.worker import MemoryWorker
 
 __all__ = [
-    "LOCAL_USER",
-    "MEMORY_HEADER",
-    "FactNotFound",
-    "MemoryIndex",
     "MemoryService",
     "MemoryWorker",
-    "SourceMessage",
-    "SweepReport",
-    "fact_id",
-    "memory_index_for",
     "memory_routes",
-    "memory_stream_id",
     "memory_tools",
 ]

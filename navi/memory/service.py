@@ -22,7 +22,7 @@ from events.types import Event, LLMCompleted, UserMessage
 from navi.memory import decisions
 from navi.memory.facts import LOCAL_USER, memory_stream_id, user_of_stream
 from navi.memory.index import MemoryIndex, memory_index_for
-from navi.memory.summary import memory_message, memory_text
+from navi.memory.summary import memory_message
 from projections.memory import MEMORY, Fact, FactSource, MemoryState
 from projections.runner import ProjectionRunner
 from projections.types import iso_time
@@ -83,10 +83,6 @@ class MemoryService:
         ids = await self.index.search(user_id, state, query, limit)
         found = [state.active_fact(fid) for fid in ids]
         return [fact for fact in found if fact is not None]
-
-    async def summary_text(self, user_id: str = LOCAL_USER) -> str | None:
-        """The current summary, else the facts listed; None when nothing is remembered."""
-        return memory_text(await self.state(user_id))
 
     async def summary_message(self, user_id: str = LOCAL_USER) -> str | None:
         """``"## What I remember about the user\\n\\n{summary}"`` for the run's context."""

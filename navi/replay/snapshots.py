@@ -178,14 +178,6 @@ class SnapshotWriter:
         await self.storage.save(self.session_id, seq, self.payloads(seq, states))
 
 
-def encode_states(states: States) -> dict[str, tuple[int, bytes]]:
-    """Full payloads of ``states`` (no deltas)."""
-    return {
-        name: (CODECS[name].schema_version, CODECS[name].full_payload(state))
-        for name, state in states.items()
-    }
-
-
 async def states_at(
     store: EventStore,
     session_id: str,

@@ -168,14 +168,6 @@ RULES: tuple[Rule, ...] = (
 )
 # fmt: on
 
-# Steps that only record (their events join the held outcomes' commit) and steps that
-# end the run (their events are the run's last). Every other step waits or has an
-# effect, so it commits what is held first.
-RECORD_ONLY: frozenset[Step] = frozenset({Step.REQUEST_TOOLS, Step.ASK_APPROVAL})
-FINAL: frozenset[Step] = frozenset(
-    {Step.END, Step.FINISH_STOP, Step.COMPLETE, Step.GIVE_UP, Step.OUT_OF_STEPS}
-)
-
 
 def decide(state: RunState, progress: RunProgress, loop: Loop) -> Step:
     """Pure: the run's next step (``end`` in a state where no run is going)."""

@@ -196,7 +196,7 @@ class ToolStep:
         owner = self.host.data_owner
         # A subagent works on its top-level session's files, todo list and notes; its
         # scratchpad stays its own (isolated from its parent and its siblings). A child
-        # session run on its own (run_ephemeral) uses the files of the session it names.
+        # session run on its own uses the files of the session it names.
         created = state.created
         files_owner = owner.session_id
         if owner is self.host and created is not None and created.parent_stream_id:

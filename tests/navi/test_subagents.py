@@ -31,9 +31,9 @@ from navi.session.errors import SessionError
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.tool_results import UNTRUSTED_NOTE
-from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
-from tests.support.navi_app import navi_settings, open_navi
+from tests.support.navi_app import navi_settings, open_navi, run_stream
+from tests.support.well_formed import assert_well_formed
 
 LEAD_MAIN = "LEAD MAIN PROMPT"
 LEAD_SUB = "LEAD SUB PROMPT"
@@ -140,7 +140,7 @@ def child_answering(body: dict[str, Any]) -> Reply:
 async def run_to_end(navi: Navi, session: str, text: str) -> list[Recorded]:
     seen = []
     with anyio.fail_after(30):
-        async for record in navi.run_stream(session, text):
+        async for record in run_stream(navi, session, text):
             seen.append(record)
     return seen
 

@@ -28,8 +28,8 @@ from projections.context import CONTEXT, ContextState, chars_after, estimate_tok
 from projections.fold import fold, fold_until
 from projections.messages import MESSAGES
 from projections.types import Message
-from projections.well_formed import assert_well_formed
 from tests.projections.logs import recorded_logs, records
+from tests.support.well_formed import assert_well_formed
 
 A = ToolCall(id="a", name="image_view", arguments={"path": "/cat.png"})
 B = ToolCall(id="b", name="web_search")

@@ -10,6 +10,8 @@ from typing import Any
 import msgspec
 
 from events.base import BaseEventStore
+from events.envelope import Recorded
+from events.types import TERMINAL_RUN_EVENTS, FileRef
 from navi.app import Navi
 from navi.config import Settings
 from navi.llm.ollama import OllamaBackend
@@ -51,3 +53,18 @@ async def open_navi(
             yield navi
     finally:
         await backend.aclose()
+
+
+async def run_stream(
+    navi: Navi,
+    session_id: str,
+    text: str,
+    images: tuple[str, ...] = (),
+    files: tuple[FileRef, ...] = (),
+) -> AsyncIterator[Recorded]:
+    """Start a turn and yield its events as they become durable, up to its end."""
+    reply = await navi.send(session_id, text, images, files)
+    async for record in navi.store.subscribe(session_id, after_seq=reply.after_seq):
+        yield record
+        if record.run_id == reply.run_id and record.type in TERMINAL_RUN_EVENTS:
+            return

@@ -192,20 +192,6 @@ async def test_a_bare_string_result_is_accepted(
     assert result == ToolResult(success=True, output="plain")
 
 
-def test_schemas_are_in_function_calling_format(small_registry: ToolRegistry) -> None:
-    schemas = small_registry.schemas_for(["echo", "missing"])
-    assert schemas == [
-        {
-            "type": "function",
-            "function": {
-                "name": "echo",
-                "description": "Echo text.",
-                "parameters": Echo.parameters,
-            },
-        }
-    ]
-
-
 def test_idempotency_per_tool_and_per_call(registry: ToolRegistry) -> None:
     assert registry.is_idempotent("web_search", {"query": "x"})
     assert not registry.is_idempotent("terminal", {"command": "ls"})

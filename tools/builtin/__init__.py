@@ -20,24 +20,7 @@ from tools.builtin.web_view import WebViewTool
 if TYPE_CHECKING:
     from tools.registry import ToolRegistry
 
-__all__ = [
-    "CodeExecTool",
-    "FilesystemTool",
-    "HttpRequestTool",
-    "ImageViewTool",
-    "ListToolsTool",
-    "ReloadToolsTool",
-    "ScratchpadTool",
-    "SshExecTool",
-    "SshPool",
-    "TerminalTool",
-    "TodoTool",
-    "ToolManualTool",
-    "WebSearchTool",
-    "WebViewTool",
-    "WriteToolTool",
-    "builtin_tools",
-]
+__all__ = ["builtin_tools"]
 
 
 def builtin_tools(

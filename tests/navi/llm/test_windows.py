@@ -24,7 +24,7 @@ from navi.llm.windows import (
 from tests.navi.llm.conftest import TEST_SETTINGS
 from tests.navi.llm.raw_server import json_server
 from tests.support.fake_llm import FakeLLMServer, Reply
-from tests.support.navi_app import navi_settings, open_navi
+from tests.support.navi_app import navi_settings, open_navi, run_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -190,7 +190,7 @@ async def test_compression_fires_at_the_models_window_not_ollama_num_ctx(tmp_pat
             session = await navi.create_session("secretary")
             for text in ("one", "two"):
                 with anyio.fail_after(20):
-                    async for _ in navi.run_stream(session, text):
+                    async for _ in run_stream(navi, session, text):
                         pass
             with anyio.fail_after(10):
                 while (await navi.store.read(session))[-1].type != "context.compressed":

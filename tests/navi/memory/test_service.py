@@ -85,7 +85,6 @@ async def test_what_the_context_gets() -> None:
             expected_seq=2,
         )
         assert await service.summary_message() == f"{MEMORY_HEADER}\n\nVim on Arch."
-        assert await service.summary_text() == "Vim on Arch."
         await service.forget("local", EDITOR)
         assert await service.summary_message() == (
             f"{MEMORY_HEADER}\n\nKnown facts about the user:\n- environment / os: Arch"

@@ -17,8 +17,8 @@ from projections.context import CONTEXT
 from projections.fold import fold, fold_until
 from projections.messages import MESSAGES
 from projections.sessions import SESSIONS
-from projections.well_formed import assert_well_formed
 from tests.navi.replay.support import make_session, tool_result, tool_turn, turn
+from tests.support.well_formed import assert_well_formed
 
 pytestmark = pytest.mark.anyio
 

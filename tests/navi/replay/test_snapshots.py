@@ -17,7 +17,6 @@ from navi.replay.snapshot_codec import CODECS, BrokenSnapshotError, StateCodec
 from navi.replay.snapshot_store import snapshots_for
 from navi.replay.snapshots import (
     catch_up_snapshots,
-    encode_states,
     latest_snapshot,
     load_context,
     load_messages,
@@ -185,9 +184,3 @@ def test_a_delta_of_a_state_that_was_rewritten_keeps_only_the_common_prefix() ->
         codec.rebase(dataclasses.replace(stored, prefix=5), base)
     with pytest.raises(BrokenSnapshotError):
         codec.read(b"X")
-
-
-def test_encode_states_is_keyed_by_projection() -> None:
-    encoded = encode_states(initial_states())
-    assert set(encoded) == set(ALL)
-    assert all(version == CODECS[name].schema_version for name, (version, _) in encoded.items())

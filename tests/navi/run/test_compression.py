@@ -32,9 +32,9 @@ from projections.compression import compress
 from projections.context import CONTEXT, estimate_tokens
 from projections.fold import fold, fold_until
 from projections.types import Message
-from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
-from tests.support.navi_app import navi_settings, open_navi
+from tests.support.navi_app import navi_settings, open_navi, run_stream
+from tests.support.well_formed import assert_well_formed
 
 OVER = 7000  # prompt tokens over 80 % of the test num_ctx (8192)
 SUMMARY = "- The user said one and two; Navi answered both."
@@ -52,7 +52,7 @@ def is_summary_call(body: dict[str, Any]) -> bool:
 async def turn(navi: Navi, session: str, text: str) -> list[Recorded]:
     seen = []
     with anyio.fail_after(20):
-        async for record in navi.run_stream(session, text):
+        async for record in run_stream(navi, session, text):
             seen.append(record)
     return seen
 

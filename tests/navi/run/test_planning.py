@@ -32,7 +32,7 @@ from projections import messages as messages_projection
 from projections.context import CONTEXT
 from projections.fold import fold
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
-from tests.support.navi_app import navi_settings, open_navi
+from tests.support.navi_app import navi_settings, open_navi, run_stream
 
 PLAN = """MILESTONES:
 - The facts are known
@@ -64,7 +64,7 @@ def kinds(fake: FakeLLMServer) -> list[str]:
 async def run_to_end(navi: Navi, session: str, text: str) -> list[Recorded]:
     seen = []
     with anyio.fail_after(20):
-        async for record in navi.run_stream(session, text):
+        async for record in run_stream(navi, session, text):
             seen.append(record)
     return seen
 

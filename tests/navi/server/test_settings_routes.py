@@ -31,7 +31,7 @@ def test_settings_start_empty_and_keep_what_is_saved(navi_server: RunningServer)
         assert http.get("/settings").json() == again
 
 
-async def test_tool_policy_for_reads_the_saved_map(navi_server: RunningServer) -> None:
+async def test_a_patched_tool_policy_is_saved(navi_server: RunningServer) -> None:
     from navi.user_settings import SettingsService
 
     with client(navi_server) as http:
@@ -39,8 +39,8 @@ async def test_tool_policy_for_reads_the_saved_map(navi_server: RunningServer) -
     from events.factory import store_for_url
 
     async with store_for_url(navi_server.settings.database_url) as store:
-        assert await SettingsService(store).tool_policy_for("local") == {"terminal": "deny"}
-        assert await SettingsService(store).tool_policy_for("nobody") == {}
+        assert (await SettingsService(store).get("local")).tool_policy == {"terminal": "deny"}
+        assert (await SettingsService(store).get("nobody")).tool_policy == {}
 
 
 def test_the_chats_model_and_thinking_reach_the_next_llm_call(navi_server: RunningServer) -> None:

@@ -21,9 +21,9 @@ from navi.session.errors import BadInput, RunActive, SessionNotFound
 from projections import messages as messages_projection
 from projections.context import CONTEXT
 from projections.fold import fold
-from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
-from tests.support.navi_app import navi_settings, open_navi
+from tests.support.navi_app import navi_settings, open_navi, run_stream
+from tests.support.well_formed import assert_well_formed
 
 pytestmark = pytest.mark.anyio
 
@@ -35,7 +35,7 @@ async def types_of(navi: Navi, session: str) -> list[str]:
 async def run_to_end(navi: Navi, session: str, text: str) -> list[str]:
     seen = []
     with anyio.fail_after(20):
-        async for record in navi.run_stream(session, text):
+        async for record in run_stream(navi, session, text):
             seen.append(record.type)
     return seen
 

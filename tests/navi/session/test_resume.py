@@ -21,9 +21,9 @@ from events.types import (
 )
 from projections.context import CONTEXT
 from projections.fold import fold
-from projections.well_formed import assert_well_formed
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
-from tests.support.navi_app import navi_settings, open_navi
+from tests.support.navi_app import navi_settings, open_navi, run_stream
+from tests.support.well_formed import assert_well_formed
 
 pytestmark = pytest.mark.anyio
 
@@ -94,7 +94,7 @@ async def record_reference(tmp_path: Path, fake_url: str) -> tuple[str, list[Rec
     async with open_navi(settings) as navi:
         session = await navi.create_session("secretary")
         with anyio.fail_after(20):
-            async for _ in navi.run_stream(session, "mark a, peek b, then mark c"):
+            async for _ in run_stream(navi, session, "mark a, peek b, then mark c"):
                 pass
         return session, await navi.store.read(session)
 

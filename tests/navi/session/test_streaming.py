@@ -25,7 +25,7 @@ from navi.llm.types import (
     TextPiece,
     ToolSpec,
 )
-from tests.support.navi_app import navi_settings
+from tests.support.navi_app import navi_settings, run_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -91,7 +91,7 @@ async def test_a_flat_out_stream_reaches_a_follower_batch_by_batch(
         session = await navi.create_session()
         texts = 0
         ahead: list[int] = []  # chunks the LLM had produced beyond each one received
-        async for record in navi.run_stream(session, "go"):
+        async for record in run_stream(navi, session, "go"):
             if record.type == "llm.text":
                 texts += 1
                 ahead.append(llm.sent - texts)

@@ -4,7 +4,7 @@ import pytest
 
 from events.types import ToolCall
 from projections.types import Message
-from projections.well_formed import MalformedContext, assert_well_formed
+from tests.support.well_formed import MalformedContext, assert_well_formed
 
 
 def user(seq: int) -> Message:
