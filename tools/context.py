@@ -80,7 +80,6 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     emit: EmitFn
     state: SessionToolState
     user_id: str = "local"
-    user_role: str = "user"
     stop: StopSignal = msgspec.field(default_factory=NeverStop)
     settings: ToolSettings = msgspec.field(default_factory=ToolSettings)
     profile: ProfileInfo = msgspec.field(default_factory=ProfileInfo)
