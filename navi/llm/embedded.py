@@ -45,13 +45,12 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from navi.llm.collect import CompletesFromStream
 from navi.llm.embedded_model import AbortSwitch, check_available, load_llama
-from navi.llm.errors import LLMError, MalformedToolCall, StreamError
+from navi.llm.errors import LLMError, StreamError
 from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.openai_wire import encode_tool
 from navi.llm.repetition import RepetitionGuard
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
-from navi.llm.tool_ids import stable_tool_call_id
+from navi.llm.tool_calls import stable_tool_call_id, tool_arguments
 from navi.llm.types import (
     ChatMessage,
     FinalChunk,
@@ -63,6 +62,7 @@ from navi.llm.types import (
     ToolCallsChunk,
     ToolSpec,
 )
+from navi.llm.wire_parts import encode_tool
 
 __all__ = ["EmbeddedBackend", "GenerationStats"]
 
@@ -457,12 +457,6 @@ def _temperature(request: _Request) -> float:
 def _tool_call(index: int, raw: dict[str, Any]) -> ToolCall:
     function = raw["function"]
     name = str(function["name"])
-    text = function.get("arguments") or "{}"
-    try:
-        arguments = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        raise MalformedToolCall(name, text) from None
-    if not isinstance(arguments, dict):
-        raise MalformedToolCall(name, text)
+    arguments = tool_arguments(name, function.get("arguments") or "{}")
     # llama-cpp-python's ids embed a random uuid; a stable id keeps runs reproducible.
     return ToolCall(id=stable_tool_call_id(index, name, arguments), name=name, arguments=arguments)

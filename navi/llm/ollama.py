@@ -16,7 +16,6 @@ from navi.llm.ollama_wire import (
     OllamaStreamParser,
     build_chat_request,
     encode_message,
-    encode_tool,
     ollama_error,
     parse_tags,
 )
@@ -57,7 +56,7 @@ class OllamaBackend(CompletesFromStream):
         self._url = self._server.url  # (credentials hidden: for messages and logs)
         self._model = model or settings.default_model
         self._chat = self._server.endpoint("/api/chat")
-        self._wire = WireParts(encode_message, encode_tool)
+        self._wire = WireParts(encode_message)
         self._refuses_thinking: set[str] = set()
         self._windows = WindowCache()
 

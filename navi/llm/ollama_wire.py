@@ -19,14 +19,14 @@ from navi.llm.errors import (
     IncompleteStream,
     LLMError,
     LLMServerError,
-    MalformedToolCall,
     ModelNotFound,
     StreamError,
     ThinkingNotSupported,
     ToolsNotSupported,
 )
 from navi.llm.http import error_detail, error_text
-from navi.llm.tool_ids import stable_tool_call_id
+from navi.llm.tool_calls import stable_tool_call_id, tool_arguments
+from navi.llm.wire_parts import encode_tool
 
 if TYPE_CHECKING:
     from navi.llm.wire_parts import WireParts
@@ -77,17 +77,6 @@ def encode_message(message: ChatMessage) -> dict[str, Any]:
     if message.role == "tool" and message.tool_name:
         out["tool_name"] = message.tool_name
     return out
-
-
-def encode_tool(tool: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
 
 
 def offered_tools(tools: Sequence[ToolSpec], tool_choice: str | None) -> Sequence[ToolSpec]:
@@ -250,25 +239,11 @@ class OllamaStreamParser:
         calls = []
         for raw in raw_calls:
             function = raw.function
-            arguments = _arguments(function.name, function.arguments)
+            arguments = tool_arguments(function.name, function.arguments)
             call_id = raw.id or stable_tool_call_id(self._tool_calls_seen, function.name, arguments)
             self._tool_calls_seen += 1
             calls.append(ToolCall(id=call_id, name=function.name, arguments=arguments))
         return tuple(calls)
-
-
-def _arguments(name: str, raw: dict[str, Any] | str) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    if not raw.strip():
-        return {}
-    try:
-        value = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise MalformedToolCall(name, raw) from None
-    if not isinstance(value, dict):
-        raise MalformedToolCall(name, raw)
-    return value
 
 
 # ---------------------------------------------------------------- errors and model lists

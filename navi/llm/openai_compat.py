@@ -19,7 +19,6 @@ from navi.llm.openai_wire import (
     OpenAIStreamParser,
     build_chat_request,
     encode_message,
-    encode_tool,
     openai_error,
     parse_models,
 )
@@ -61,7 +60,7 @@ class OpenAICompatibleBackend(CompletesFromStream):
         self._url = self._server.url  # (credentials hidden: for messages and logs)
         self._model = model or settings.openai_model or settings.default_model
         self._chat = self._server.endpoint("/chat/completions")
-        self._wire = WireParts(encode_message, encode_tool)
+        self._wire = WireParts(encode_message)
         self._windows = WindowCache()
 
     @property

@@ -29,7 +29,6 @@ from navi.llm.errors import (
     IncompleteStream,
     LLMError,
     LLMServerError,
-    MalformedToolCall,
     ModelNotFound,
     StreamError,
     ThinkingNotSupported,
@@ -37,7 +36,7 @@ from navi.llm.errors import (
 )
 from navi.llm.http import error_detail, error_text
 from navi.llm.ollama_wire import strip_data_url
-from navi.llm.tool_ids import stable_tool_call_id
+from navi.llm.tool_calls import stable_tool_call_id, tool_arguments
 from navi.llm.types import (
     ChatMessage,
     FinalChunk,
@@ -49,6 +48,7 @@ from navi.llm.types import (
     ToolCallsChunk,
     ToolSpec,
 )
+from navi.llm.wire_parts import encode_tool
 
 if TYPE_CHECKING:
     from navi.llm.wire_parts import WireParts
@@ -109,17 +109,6 @@ def encode_message(message: ChatMessage) -> dict[str, Any]:
         if message.tool_name:
             out["name"] = message.tool_name
     return out
-
-
-def encode_tool(tool: ToolSpec) -> dict[str, Any]:
-    return {
-        "type": "function",
-        "function": {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": tool.parameters,
-        },
-    }
 
 
 def build_chat_request(
@@ -360,7 +349,8 @@ class OpenAIStreamParser:
         calls = []
         for index in sorted(self._pending):
             pending = self._pending[index]
-            arguments = _arguments(pending.name, pending.arguments)
+            raw = pending.arguments
+            arguments = tool_arguments(pending.name, raw if isinstance(raw, dict) else "".join(raw))
             call_id = pending.id or stable_tool_call_id(
                 self._tool_calls_seen, pending.name, arguments
             )
@@ -368,21 +358,6 @@ class OpenAIStreamParser:
             calls.append(ToolCall(id=call_id, name=pending.name, arguments=arguments))
         self._pending.clear()
         out.append(ToolCallsChunk(tuple(calls)))
-
-
-def _arguments(name: str, raw: list[str] | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(raw, dict):
-        return raw
-    text = "".join(raw)
-    if not text.strip():
-        return {}
-    try:
-        value = msgspec.json.decode(text)
-    except msgspec.DecodeError:
-        raise MalformedToolCall(name, text) from None
-    if not isinstance(value, dict):
-        raise MalformedToolCall(name, text)
-    return value
 
 
 def _error_line_text(payload: bytes) -> str:

@@ -18,12 +18,24 @@ import msgspec
 
 from navi.llm.types import ChatMessage, ToolSpec
 
-__all__ = ["IdentityCache", "WireParts"]
+__all__ = ["IdentityCache", "WireParts", "encode_tool"]
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 _encode = msgspec.json.Encoder().encode
+
+
+def encode_tool(tool: ToolSpec) -> dict[str, Any]:
+    """A tool as OpenAI's function format gives it, which Ollama and llama.cpp take too."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
 
 
 class IdentityCache(Generic[K, V]):
@@ -56,11 +68,7 @@ class WireParts:
     them into a body as they are). A body built with them encodes to the same bytes
     as one built without."""
 
-    def __init__(
-        self,
-        encode_message: Callable[[ChatMessage], Any],
-        encode_tool: Callable[[ToolSpec], Any],
-    ) -> None:
+    def __init__(self, encode_message: Callable[[ChatMessage], Any]) -> None:
         self._encode_message = encode_message
         self._message = IdentityCache[ChatMessage, msgspec.Raw](self._encoded, max_entries=4096)
         self._tools = IdentityCache[Sequence[ToolSpec], msgspec.Raw](

@@ -21,7 +21,7 @@ from navi.llm.ollama_wire import (
     parse_tags,
     strip_data_url,
 )
-from navi.llm.tool_ids import stable_tool_call_id
+from navi.llm.tool_calls import stable_tool_call_id
 from navi.llm.types import ChatMessage, FinalChunk, TextPiece, ToolCall, ToolCallsChunk
 
 

@@ -42,7 +42,7 @@ WIRES: dict[str, tuple[Any, dict[str, Any]]] = {
 @pytest.mark.parametrize("name", WIRES)
 def test_the_same_bytes_call_after_call(name: str) -> None:
     wire, options = WIRES[name]
-    parts = WireParts(wire.encode_message, wire.encode_tool)
+    parts = WireParts(wire.encode_message)
     whole = msgspec.json.encode(wire.build_chat_request(MESSAGES, TOOLS, **options))
     for grown in (MESSAGES[:2], MESSAGES, [*MESSAGES, MESSAGES[2], MESSAGES[3]]):
         expected = msgspec.json.encode(wire.build_chat_request(grown, TOOLS, **options))
@@ -74,5 +74,3 @@ def test_an_identity_cache_computes_once_per_object_and_stays_bounded() -> None:
     assert len(cache) <= 4
     cache(keys[-1])
     assert made.count("9") == 1  # the newest entries stay
-
-
