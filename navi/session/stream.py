@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import anyio
-
 from events.base import BaseEventStore
 from events.envelope import NewEvent, Recorded
 from events.types import Event, RunStarted, UserMessage
 from events.writer import StreamWriter
 from navi.run.state import RunState, transition
+from navi.session.lock import SessionLock
 from navi.session.recovery import recover
 from navi.session.state import SessionState
 
@@ -32,9 +31,8 @@ class SessionStream:
         self.clock = clock
         self.state = SessionState()
         self.run_id: str | None = None  # of the run the events recorded now belong to
-        # Taken on every record and stage; nearly always free, and then taken without
-        # a loop turn. First come, first served when the session and its run both write.
-        self.lock = anyio.Lock(fast_acquire=True)
+        # Taken on every record and stage: uncontended, without a loop turn.
+        self.lock = SessionLock()
         self._writer: StreamWriter | None = None
 
     async def open(self) -> StreamWriter:
