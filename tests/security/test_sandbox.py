@@ -238,7 +238,7 @@ def test_setsid_children_end_with_the_call(server: NaviServerProcess) -> None:
 
 HOLD_MEMORY = """
     import subprocess, sys
-    hold = "x = b'x' * (300 * 1024 * 1024); print('held', flush=True); import time; time.sleep(3)"
+    hold = "x = b'x' * (300 * 1024 * 1024); print('held', flush=True); import time; time.sleep(2)"
     solo = subprocess.run([sys.executable, "-c", hold], capture_output=True, text=True)
     print("solo", solo.stdout.strip() or solo.returncode)
     children = [subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)

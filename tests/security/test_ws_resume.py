@@ -13,7 +13,7 @@ from websockets.sync.client import ClientConnection, connect
 from tests.security.conftest import NaviServerProcess
 
 
-def _frames(ws: ClientConnection, quiet_s: float = 1.0) -> list[dict[str, Any]]:
+def _frames(ws: ClientConnection, quiet_s: float = 0.5) -> list[dict[str, Any]]:
     """What the server sends until it has been quiet for ``quiet_s``; a ping on the way
     must be answered (the connection is up)."""
     ws.send(json.dumps({"type": "ping"}))
