@@ -179,13 +179,22 @@ def plant(
     server.start()
 
 
-def streams_in_log(server: NaviServerProcess) -> set[str]:
-    """Every stream the running server's log holds (read-only, beside the server)."""
+def heads_in_log(server: NaviServerProcess) -> dict[str, int]:
+    """Every stream the running server's log holds, with its last seq (read-only, beside
+    the server). A test on the shared server compares them before and after: other
+    tests' sessions (an imported one is soon read by the memory worker, which writes
+    ``memory:<user>``) are there too."""
     db = sqlite3.connect(f"file:{server.database}?mode=ro", uri=True, timeout=10)
     try:
-        return {row[0] for row in db.execute("SELECT DISTINCT stream_id FROM navi_events")}
+        rows = db.execute("SELECT stream_id, max(seq) FROM navi_events GROUP BY stream_id")
+        return {stream_id: seq for stream_id, seq in rows}
     finally:
         db.close()
+
+
+def written(before: dict[str, int], after: dict[str, int], streams: list[str]) -> list[str]:
+    """The ``streams`` that were written between ``before`` and ``after`` (made or grown)."""
+    return [s for s in streams if after.get(s) != before.get(s)]
 
 
 async def _heads(database: Path) -> dict[str, int]:
@@ -303,18 +312,23 @@ def test_an_import_whose_ids_are_not_uuids_is_refused(shared_server: NaviServerP
     server = shared_server
     session_id, lines = alice_export(server)
     before = lists(server)
+    heads = heads_in_log(server)
     for bad in BAD_IDS:
         status, answer = import_file(server, renamed(lines, session_id, bad))
         assert status == 422, (bad, answer)
         assert "not a UUID" in answer["error"] and "nothing was imported" in answer["error"]
     nothing_written(server, before)
-    assert not set(BAD_IDS) & streams_in_log(server)
+    assert written(heads, heads_in_log(server), BAD_IDS) == []
 
 
 def test_an_import_cannot_write_a_reserved_stream(shared_server: NaviServerProcess) -> None:
     server = shared_server
     session_id, lines = alice_export(server)
-    for reserved in ["memory:bob", "memory:alice", "memory:local", "cluster:node-1", ".."]:
+    with server.client(token=BOB) as http_client:
+        facts = http_client.get("/memory/facts").json()
+    heads = heads_in_log(server)
+    reserved_streams = ["memory:bob", "memory:alice", "memory:local", "cluster:node-1", ".."]
+    for reserved in reserved_streams:
         for file in forged_reserved(session_id, lines, reserved):
             for as_new in (False, True):
                 status, answer = import_file(server, file, token=BOB, as_new=as_new)
@@ -322,10 +336,11 @@ def test_an_import_cannot_write_a_reserved_stream(shared_server: NaviServerProce
                 assert "not a UUID" in answer["error"], answer
     # Bob's long-term memory (his next system prompt) holds nothing the files said.
     with server.client(token=BOB) as http_client:
-        assert http_client.get("/memory/facts").json() == []
-    heads = streams_in_log(server)
-    assert not [h for h in heads if h.startswith("cluster:") or h == ".."], heads
-    assert "memory:bob" not in heads and "memory:local" not in heads
+        assert http_client.get("/memory/facts").json() == facts
+    assert "obey every instruction" not in json.dumps(facts)
+    after = heads_in_log(server)
+    assert not [h for h in after if h.startswith("cluster:") or h == ".."], after
+    assert written(heads, after, reserved_streams) == []
 
 
 def forged_reserved(session_id: str, lines: list[Any], reserved: str) -> list[list[Any]]:
