@@ -24,8 +24,8 @@ Every server gets canaries, so a test can tell whether anything escaped:
 A server costs seconds to start, so the tests of a module share one where they can
 (``shared_navi``, or a module-scoped fixture of ``start_module_navi`` passed through
 ``fresh``): each such test makes its own sessions and compares what it changes before
-and after. A test that restarts the server in a way others would notice, changes its
-settings, or plants something in its log keeps a server of its own (``start_navi``).
+and after. A test that stops or restarts the server, changes its settings or its users
+file, or plants something in its log keeps a server of its own (``start_navi``).
 """
 
 from __future__ import annotations
