@@ -53,7 +53,8 @@ async def test_ask_raises_what_receive_raises() -> None:
 
 
 async def test_ask_times_out() -> None:
-    # The actor still sleeps when the block ends: cancelled after the shutdown timeout.
+    # The actor never returns from "never", so leaving the block waits out the system's
+    # shutdown timeout before cancelling it: a short one, not the default 10 s.
     async with ActorSystem(shutdown_timeout=0.2) as system:
         ref = await system.spawn(Calculator(), name="calc")
         with pytest.raises(AskTimeout, match=r"'calc' did not reply to str within 0\.05s"):

@@ -5,6 +5,9 @@
         sid = navi_process.create_session()
         navi_process.send(sid, "go")             # one whole turn (POST /sessions/{id}/messages)
 
+    def test_shared(shared_navi):                # the same, one server for the whole module
+        sid = shared_navi.create_session()       # (each test its own sessions)
+
     def test_other(start_navi):                  # a server with its own settings
         server = start_navi(users=[{"id": "alice", "token": ..., "role": "user"}],
                             env={"NAVI_UNSANDBOXED_TOOLS": "1"})
@@ -17,6 +20,12 @@ Every server gets canaries, so a test can tell whether anything escaped:
 - ``server.canary_session``: a session whose log holds ``CANARY_ROW`` (a canary row in
   the database), created before the test runs.
 ``server.leaked(text)`` says which canary values appear in ``text``.
+
+A server costs seconds to start, so the tests of a module share one where they can
+(``shared_navi``, or a module-scoped fixture of ``start_module_navi`` passed through
+``fresh``): each such test makes its own sessions and compares what it changes before
+and after. A test that stops or restarts the server, changes its settings or its users
+file, or plants something in its log keeps a server of its own (``start_navi``).
 """
 
 from __future__ import annotations
@@ -220,23 +229,23 @@ def _env(
 StartNavi = Callable[..., NaviServerProcess]
 
 
-@pytest.fixture
-def start_navi(tmp_path: Path) -> Iterator[StartNavi]:
-    """Starts ``navi serve`` processes: ``start_navi(users=[...], env={...}, token=...)``.
+class _Starter:
+    """``start_navi``'s function: every server in its own folder under ``base``, with its
+    own fake LLM process and port; ``close()`` stops them all."""
 
-    ``users``: the users file's entries (``NAVI_USERS_FILE``); ``token``: the token the
-    server object's own client sends; ``env``: more environment variables. Each call
-    gets its own folder, fake LLM process and port; all are stopped at the end."""
-    started: list[tuple[NaviServerProcess, FakeLLMProcess]] = []
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.started: list[tuple[NaviServerProcess, FakeLLMProcess]] = []
 
-    def start(
+    def __call__(
+        self,
         *,
         users: list[dict[str, Any]] | None = None,
         env: dict[str, str] | None = None,
         token: str | None = None,
         canary_row: bool = True,
     ) -> NaviServerProcess:
-        root = tmp_path / f"navi{len(started)}"
+        root = self.base / f"navi{len(self.started)}"
         _prepare(root)
         users_file = None
         if users is not None:
@@ -252,7 +261,7 @@ def start_navi(tmp_path: Path) -> Iterator[StartNavi]:
             env=_env(root, llm.url, users_file, env or {}),
             token=token,
         )
-        started.append((server, llm))
+        self.started.append((server, llm))
         server.start()
         if canary_row:
             server.canary_session = server.create_session()
@@ -261,13 +270,57 @@ def start_navi(tmp_path: Path) -> Iterator[StartNavi]:
             assert response.status_code == 200, response.text
         return server
 
-    yield start
-    for server, llm in reversed(started):
-        server.stop()
-        llm.__exit__(None, None, None)
+    def close(self) -> None:
+        for server, llm in reversed(self.started):
+            server.stop()
+            llm.__exit__(None, None, None)
+
+
+@pytest.fixture
+def start_navi(tmp_path: Path) -> Iterator[StartNavi]:
+    """Starts ``navi serve`` processes: ``start_navi(users=[...], env={...}, token=...)``.
+
+    ``users``: the users file's entries (``NAVI_USERS_FILE``); ``token``: the token the
+    server object's own client sends; ``env``: more environment variables. Each call
+    gets its own folder, fake LLM process and port; all are stopped at the end."""
+    starter = _Starter(tmp_path)
+    yield starter
+    starter.close()
+
+
+@pytest.fixture(scope="module")
+def start_module_navi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StartNavi]:
+    """``start_navi`` for servers that the tests of one module share (see ``fresh``):
+    started once, stopped after the module's last test."""
+    starter = _Starter(tmp_path_factory.mktemp("navi-module"))
+    yield starter
+    starter.close()
+
+
+def fresh(server: NaviServerProcess) -> NaviServerProcess:
+    """A shared server, ready for the next test as a new one would be: running (a test
+    before may have stopped or restarted it), and its fake LLM with no scripted reply
+    left over and no request recorded. Each test that shares a server uses its own
+    sessions (and the canary session, which every test may read)."""
+    if server.process is None or server.process.poll() is not None:
+        server.start()
+    server.llm.reset()
+    return server
+
+
+@pytest.fixture(scope="module")
+def _module_navi_process(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi()
 
 
 @pytest.fixture
 def navi_process(start_navi: StartNavi) -> NaviServerProcess:
     """``navi serve`` in its default set-up: bound to 127.0.0.1, no token."""
     return start_navi()
+
+
+@pytest.fixture
+def shared_navi(_module_navi_process: NaviServerProcess) -> NaviServerProcess:
+    """``navi_process``, one per test module: for tests that neither restart the server
+    nor change what it sees beyond their own sessions."""
+    return fresh(_module_navi_process)

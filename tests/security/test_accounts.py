@@ -25,7 +25,7 @@ from websockets.sync.client import ClientConnection, connect
 from navi.accounts import User, Users
 from navi.config import Settings
 from navi.server.app import create_app
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 ADMIN_TOKEN = "admin-token-0123456789abcdef"
@@ -40,13 +40,29 @@ USERS: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture
-def server(start_navi: StartNavi) -> NaviServerProcess:
-    return start_navi(
+def _start(start: StartNavi) -> NaviServerProcess:
+    return start(
         users=USERS,
         token=ADMIN_TOKEN,
         env={"NAVI_WS_TICKET_SECRET": TICKET_SECRET, "NAVI_UNSANDBOXED_TOOLS": "1"},
     )
+
+
+@pytest.fixture(scope="module")
+def _shared_server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return _start(start_module_navi)
+
+
+@pytest.fixture
+def server(_shared_server: NaviServerProcess) -> NaviServerProcess:
+    """The users file's server, shared by the tests that only ask it things."""
+    return fresh(_shared_server)
+
+
+@pytest.fixture
+def own_server(start_navi: StartNavi) -> NaviServerProcess:
+    """The same set-up, for a test that changes the users file or restarts the server."""
+    return _start(start_navi)
 
 
 def _routes() -> list[tuple[str, str]]:
@@ -213,7 +229,8 @@ def test_a_users_file_may_hold_token_hashes(server: NaviServerProcess) -> None:
         assert thief.get("/sessions").status_code == 401
 
 
-def test_navi_users_add_prints_a_token_that_works(server: NaviServerProcess) -> None:
+def test_navi_users_add_prints_a_token_that_works(own_server: NaviServerProcess) -> None:
+    server = own_server
     users_file = server.root / "data" / "users.json"
     done = subprocess.run(
         [sys.executable, "-m", "navi.cli", "users", "add", "dave", "--role", "user"],
@@ -244,7 +261,8 @@ def test_navi_users_add_prints_a_token_that_works(server: NaviServerProcess) -> 
         assert [s["session_id"] for s in dave.get("/sessions").json()] == [sid]
 
 
-def test_a_role_user_cannot_make_the_agent_run_code(server: NaviServerProcess) -> None:
+def test_a_role_user_cannot_make_the_agent_run_code(own_server: NaviServerProcess) -> None:
+    server = own_server
     code = (
         "import os, pathlib\npathlib.Path(os.environ['NAVI_FILES_DIR'], 'ran.txt').write_text('x')"
     )

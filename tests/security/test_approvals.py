@@ -15,13 +15,25 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 ALICE = {"id": "alice", "token": "alice-token-5e1d-4c2a9b", "role": "user", "tools": ["code_exec"]}
 BOB = {"id": "bob", "token": "bob-token-77c0-91de3f", "role": "user", "tools": ["code_exec"]}
 ADMIN = {"id": "root", "token": "root-token-a9f3-0b7e61", "role": "admin"}
 ASK = {"NAVI_TOOL_APPROVAL": "", "NAVI_UNSANDBOXED_TOOLS": "1"}
+
+
+@pytest.fixture(scope="module")
+def _asking_server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(env=ASK)
+
+
+@pytest.fixture
+def asking_server(_asking_server: NaviServerProcess) -> NaviServerProcess:
+    """A server with the tools' own approval defaults, shared by the tests that decide
+    only their own sessions' calls (and never restart it)."""
+    return fresh(_asking_server)
 
 
 def _marker_code(path: str) -> FakeToolCall:
@@ -53,11 +65,11 @@ def _pending(
 
 
 def test_code_a_hostile_page_asked_for_waits_and_never_runs_when_denied(
-    start_navi: StartNavi,
+    asking_server: NaviServerProcess,
 ) -> None:
-    server = start_navi(env=ASK)
-    marker = server.root / "outside" / "hostile-code-ran"
+    server = asking_server
     sid = server.create_session("secretary")
+    marker = server.root / "outside" / f"hostile-code-ran-{sid}"
     server.llm.script(
         Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="I did not run it.")
     )
@@ -145,11 +157,11 @@ def test_only_the_owner_or_an_admin_sees_and_decides(start_navi: StartNavi) -> N
     ],
 )
 def test_bad_decisions_get_clear_errors_and_the_wait_goes_on(
-    start_navi: StartNavi, body: bytes, headers: dict[str, str], status: int
+    asking_server: NaviServerProcess, body: bytes, headers: dict[str, str], status: int
 ) -> None:
-    server = start_navi(env=ASK, canary_row=False)
-    marker = server.root / "outside" / "bad-decision-ran"
+    server = asking_server
     sid = server.create_session("secretary")
+    marker = server.root / "outside" / f"bad-decision-ran-{sid}"
     server.llm.script(Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="ok"))
     turn = _turn_in_background(server, sid, None)
     [request] = _pending(server, sid, None)

@@ -17,7 +17,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 
 ALICE_TOKEN = "alice-token-blobs-0123456789"
 BOB_TOKEN = "bob-token-blobs-0123456789"
@@ -73,10 +73,11 @@ def images_of(server: NaviServerProcess, session_id: str) -> list[Any]:
 
 
 def test_an_image_sent_twice_is_stored_once_and_served_to_its_session(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     png = image(20_000)
+    blobs = blob_files(server)  # those of the module's tests before (other images)
     first, second = server.create_session(), server.create_session()
     with server.client() as http:
         for sid in (first, first, second):
@@ -84,7 +85,7 @@ def test_an_image_sent_twice_is_stored_once_and_served_to_its_session(
                 f"/sessions/{sid}/messages", json={"content": "look", "images": [b64(png)]}
             )
             assert reply.status_code == 200, reply.text
-        assert blob_files(server) == {sha(png): len(png)}
+        assert blob_files(server) == {**blobs, sha(png): len(png)}
         # The log holds a reference: hash, size and media type, no base64.
         refs = images_of(server, first)
         assert refs == [{"sha256": sha(png), "size": len(png), "media_type": "image/png"}] * 2
@@ -99,16 +100,17 @@ def test_an_image_sent_twice_is_stored_once_and_served_to_its_session(
     assert b64(png) in sent
 
 
-def test_a_large_image_does_not_grow_the_database(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_a_large_image_does_not_grow_the_database(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     big = image(4 * 1024 * 1024)  # the largest image a message may carry is 5 MB
+    blobs = blob_files(server)
     sid = server.create_session()
     before = database_bytes(server)
     frames = ws_turn(server, sid, {"type": "message", "content": "look", "images": [b64(big)]})
     assert frames[-1]["type"] == "stream_end", frames
     grown = database_bytes(server) - before
     assert grown < 512 * 1024, f"the database grew by {grown} bytes for a {len(big)}-byte image"
-    assert blob_files(server) == {sha(big): len(big)}
+    assert blob_files(server) == {**blobs, sha(big): len(big)}
     # The same through REST (a message's body may carry its images: more than 1 MB).
     other = image(3 * 1024 * 1024)
     before = database_bytes(server)
@@ -119,27 +121,28 @@ def test_a_large_image_does_not_grow_the_database(navi_process: NaviServerProces
         assert reply.status_code == 200, reply.text
     grown = database_bytes(server) - before
     assert grown < 512 * 1024, f"the database grew by {grown} bytes for a {len(other)}-byte image"
-    assert blob_files(server) == {sha(big): len(big), sha(other): len(other)}
+    assert blob_files(server) == {**blobs, sha(big): len(big), sha(other): len(other)}
 
 
 def test_deleting_a_session_frees_its_blobs_but_not_those_still_referenced(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     shared, own = image(10_000), image(12_000)
+    blobs = blob_files(server)
     doomed, keeper = server.create_session(), server.create_session()
     for sid, images in ((doomed, [shared, own]), (keeper, [shared])):
         frames = ws_turn(
             server, sid, {"type": "message", "content": "x", "images": [b64(i) for i in images]}
         )
         assert frames[-1]["type"] == "stream_end", frames
-    assert set(blob_files(server)) == {sha(shared), sha(own)}
+    assert set(blob_files(server)) == {*blobs, sha(shared), sha(own)}
     with server.client() as http:
         assert http.delete(f"/sessions/{doomed}").status_code == 200
-        assert set(blob_files(server)) == {sha(shared)}
+        assert set(blob_files(server)) == {*blobs, sha(shared)}
         assert http.get(f"/sessions/{keeper}/blobs/{sha(shared)}").content == shared
         assert http.delete(f"/sessions/{keeper}").status_code == 200
-    assert blob_files(server) == {}
+    assert blob_files(server) == blobs
 
 
 def test_over_the_quota_is_a_clear_413_or_error_frame_and_the_session_lives_on(
@@ -185,9 +188,15 @@ def test_over_the_quota_is_a_clear_413_or_error_frame_and_the_session_lives_on(
     assert messages[-2]["content"] == "just text"
 
 
+@pytest.fixture(scope="module")
+def _two_users(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(users=USERS, token=ALICE_TOKEN)
+
+
 @pytest.fixture
-def two_users(start_navi: StartNavi) -> NaviServerProcess:
-    return start_navi(users=USERS, token=ALICE_TOKEN)
+def two_users(_two_users: NaviServerProcess) -> NaviServerProcess:
+    """Alice (admin) and Bob: one server for the module's tests, each with its sessions."""
+    return fresh(_two_users)
 
 
 def test_the_blob_route_serves_only_the_sessions_own_images(

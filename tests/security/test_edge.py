@@ -105,9 +105,9 @@ def snapshot(server: NaviServerProcess) -> tuple[Any, ...]:
 
 
 def test_a_request_for_another_host_is_refused_before_any_route(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     with httpx.Client(base_url=server.url) as http:
         for path in ("/sessions", "/", "/health", f"/sessions/{server.canary_session}"):
             response = http.get(path, headers={"host": "evil.example"})
@@ -131,9 +131,9 @@ def test_navi_allowed_hosts_adds_names(start_navi: StartNavi) -> None:
 
 
 def test_a_websocket_from_another_origin_is_refused_on_both_sockets(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     for path in sockets(server.canary_session):
         for origin in (EVIL, "null", "https://127.0.0.1", f"http://localhost:{server.port}"):
             assert ws_status(server, path, origin=origin) == 403, (path, origin)
@@ -166,10 +166,10 @@ def _bodies() -> Iterator[tuple[str, dict[str, str], Any]]:
     yield "no type", {}, message.encode()  # a Blob body: no Content-Type at all
 
 
-def test_browser_bodies_reach_no_state_changing_route(navi_process: NaviServerProcess) -> None:
+def test_browser_bodies_reach_no_state_changing_route(shared_navi: NaviServerProcess) -> None:
     """What a cross-site page can send without a preflight: refused on every route (415
     without an Origin, 403 with one), and nothing changes."""
-    server = navi_process
+    server = shared_navi
     before = snapshot(server)
     with httpx.Client(base_url=server.url, timeout=30) as http:
         for method, path in ROUTES:
@@ -199,9 +199,9 @@ def _hundred_megabytes() -> Iterator[bytes]:
 
 
 def test_a_hundred_megabyte_body_is_refused_before_it_is_read(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     before = snapshot(server)
     with httpx.Client(base_url=server.url, timeout=60) as http:
         for method, path in [
@@ -233,8 +233,8 @@ def test_a_hundred_megabyte_body_is_refused_before_it_is_read(
     assert after[1:] == before[1:]
 
 
-def test_invalid_utf8_gets_a_plain_400(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_invalid_utf8_gets_a_plain_400(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     before = snapshot(server)
     with server.client() as http:
         for method, path, body in [
@@ -267,8 +267,8 @@ def test_invalid_utf8_gets_a_plain_400(navi_process: NaviServerProcess) -> None:
     assert snapshot(server) == before
 
 
-def test_the_web_client_is_served_with_its_policy(navi_process: NaviServerProcess) -> None:
-    with navi_process.client() as http:
+def test_the_web_client_is_served_with_its_policy(shared_navi: NaviServerProcess) -> None:
+    with shared_navi.client() as http:
         for path in ("/", "/index.html", "/js/main.js", "/sessions"):
             response = http.get(path)
             assert response.status_code == 200, path
@@ -285,7 +285,7 @@ def test_the_web_client_is_served_with_its_policy(navi_process: NaviServerProces
             assert policy["frame-ancestors"] == ["'none'"]
             assert policy["connect-src"][0] == "'self'"
             assert all(
-                source == "'self'" or source.endswith(f"127.0.0.1:{navi_process.port}")
+                source == "'self'" or source.endswith(f"127.0.0.1:{shared_navi.port}")
                 for source in policy["connect-src"]
             )
             assert response.headers["x-content-type-options"] == "nosniff"

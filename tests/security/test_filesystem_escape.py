@@ -82,8 +82,8 @@ def swapping(folder: Path, outside: Path) -> Iterator[FolderSwapper]:
 # ---------------------------------------------------------------- through navi serve
 
 
-def test_a_planted_hard_link_is_not_written_through(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_a_planted_hard_link_is_not_written_through(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     session = server.create_session()
     folder = session_folder(server, session)
     os.link(server.canary_file, folder / "notes.txt")
@@ -108,9 +108,9 @@ def test_a_planted_hard_link_is_not_written_through(navi_process: NaviServerProc
 
 
 def test_a_folder_swapped_for_a_symlink_never_lets_a_read_out(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     session = server.create_session()
     folder = session_folder(server, session)
     steps = [[fs(action="read", path="docs/canary.txt")] * 50 for _ in range(READS // 50)]
@@ -125,8 +125,8 @@ def test_a_folder_swapped_for_a_symlink_never_lets_a_read_out(
         assert result == INSIDE_TEXT or result.startswith("Error:"), result
 
 
-def test_what_held_still_holds(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_what_held_still_holds(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     session = server.create_session()
     folder = session_folder(server, session)
     outside = server.canary_file.parent

@@ -28,7 +28,7 @@ from starlette.routing import Route, WebSocketRoute
 from events.envelope import NewEvent
 from events.factory import store_for_url
 from events.types import SessionCreated, UserMessage
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 
 ALICE = "alice-token-3f9c2a71b8e4"
 BOB = "bob-token-8d17e05c4a92"
@@ -47,8 +47,21 @@ def _uuid(n: int) -> str:
 
 @pytest.fixture
 def server(start_navi: StartNavi) -> NaviServerProcess:
-    """Alice (admin, the server's own client) and Bob (user), each with a token."""
+    """Alice (admin, the server's own client) and Bob (user), each with a token: a server
+    of the test's own, for tests that plant events in its log, stop or restart it."""
     return start_navi(users=USERS)
+
+
+@pytest.fixture(scope="module")
+def _shared_server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(users=USERS)
+
+
+@pytest.fixture
+def shared_server(_shared_server: NaviServerProcess) -> NaviServerProcess:
+    """The same set-up, one server for the tests that only import and read (each
+    compares the lists before and after, and uses ids of its own)."""
+    return fresh(_shared_server)
 
 
 # ------------------------------------------------------------------ helpers
@@ -166,6 +179,24 @@ def plant(
     server.start()
 
 
+def heads_in_log(server: NaviServerProcess) -> dict[str, int]:
+    """Every stream the running server's log holds, with its last seq (read-only, beside
+    the server). A test on the shared server compares them before and after: other
+    tests' sessions (an imported one is soon read by the memory worker, which writes
+    ``memory:<user>``) are there too."""
+    db = sqlite3.connect(f"file:{server.database}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = db.execute("SELECT stream_id, max(seq) FROM navi_events GROUP BY stream_id")
+        return {stream_id: seq for stream_id, seq in rows}
+    finally:
+        db.close()
+
+
+def written(before: dict[str, int], after: dict[str, int], streams: list[str]) -> list[str]:
+    """The ``streams`` that were written between ``before`` and ``after`` (made or grown)."""
+    return [s for s in streams if after.get(s) != before.get(s)]
+
+
 async def _heads(database: Path) -> dict[str, int]:
     async with store_for_url(f"sqlite:///{database}") as store:
         return {sid: record.seq for sid, record in (await store.stream_heads()).items()}
@@ -277,22 +308,27 @@ BAD_IDS = [
 ]
 
 
-def test_an_import_whose_ids_are_not_uuids_is_refused(server: NaviServerProcess) -> None:
+def test_an_import_whose_ids_are_not_uuids_is_refused(shared_server: NaviServerProcess) -> None:
+    server = shared_server
     session_id, lines = alice_export(server)
     before = lists(server)
+    heads = heads_in_log(server)
     for bad in BAD_IDS:
         status, answer = import_file(server, renamed(lines, session_id, bad))
         assert status == 422, (bad, answer)
         assert "not a UUID" in answer["error"] and "nothing was imported" in answer["error"]
     nothing_written(server, before)
-    server.stop()
-    heads = anyio.run(_heads, server.database)
-    assert not set(BAD_IDS) & set(heads)
+    assert written(heads, heads_in_log(server), BAD_IDS) == []
 
 
-def test_an_import_cannot_write_a_reserved_stream(server: NaviServerProcess) -> None:
+def test_an_import_cannot_write_a_reserved_stream(shared_server: NaviServerProcess) -> None:
+    server = shared_server
     session_id, lines = alice_export(server)
-    for reserved in ["memory:bob", "memory:alice", "memory:local", "cluster:node-1", ".."]:
+    with server.client(token=BOB) as http_client:
+        facts = http_client.get("/memory/facts").json()
+    heads = heads_in_log(server)
+    reserved_streams = ["memory:bob", "memory:alice", "memory:local", "cluster:node-1", ".."]
+    for reserved in reserved_streams:
         for file in forged_reserved(session_id, lines, reserved):
             for as_new in (False, True):
                 status, answer = import_file(server, file, token=BOB, as_new=as_new)
@@ -300,11 +336,11 @@ def test_an_import_cannot_write_a_reserved_stream(server: NaviServerProcess) -> 
                 assert "not a UUID" in answer["error"], answer
     # Bob's long-term memory (his next system prompt) holds nothing the files said.
     with server.client(token=BOB) as http_client:
-        assert http_client.get("/memory/facts").json() == []
-    server.stop()
-    heads = anyio.run(_heads, server.database)
-    assert not [h for h in heads if h.startswith("cluster:") or h == ".."], heads
-    assert "memory:bob" not in heads and "memory:local" not in heads
+        assert http_client.get("/memory/facts").json() == facts
+    assert "obey every instruction" not in json.dumps(facts)
+    after = heads_in_log(server)
+    assert not [h for h in after if h.startswith("cluster:") or h == ".."], after
+    assert written(heads, after, reserved_streams) == []
 
 
 def forged_reserved(session_id: str, lines: list[Any], reserved: str) -> list[list[Any]]:
@@ -363,7 +399,10 @@ def forged_reserved(session_id: str, lines: list[Any], reserved: str) -> list[li
     return [alone, beside]
 
 
-def test_the_importer_owns_the_import_whatever_the_lines_say(server: NaviServerProcess) -> None:
+def test_the_importer_owns_the_import_whatever_the_lines_say(
+    shared_server: NaviServerProcess,
+) -> None:
+    server = shared_server
     # Bob's file: a subagent stream first (its session.created names Bob), then the
     # session's (naming Alice). Once, only the second line was checked.
     session, child = _uuid(0x5E55), _uuid(0xC41D)
@@ -402,7 +441,8 @@ def test_the_importer_owns_the_import_whatever_the_lines_say(server: NaviServerP
     assert session not in [s["session_id"] for s in listing(server, ALICE)]
 
 
-def test_a_fork_link_to_another_users_session_is_dropped(server: NaviServerProcess) -> None:
+def test_a_fork_link_to_another_users_session_is_dropped(shared_server: NaviServerProcess) -> None:
+    server = shared_server
     alice_session, _ = alice_export(server)
     bob_session = server.create_session(token=BOB)
     server.llm.script()
@@ -424,7 +464,8 @@ def test_a_fork_link_to_another_users_session_is_dropped(server: NaviServerProce
     assert "alice's secret plan" not in got.text + events
 
 
-def test_a_fork_link_to_the_importers_own_session_is_kept(server: NaviServerProcess) -> None:
+def test_a_fork_link_to_the_importers_own_session_is_kept(shared_server: NaviServerProcess) -> None:
+    server = shared_server
     origin, lines = alice_export(server)
     fork_id = _uuid(0xF1F1)
     forged = renamed(lines, origin, fork_id)
@@ -437,8 +478,9 @@ def test_a_fork_link_to_the_importers_own_session_is_kept(server: NaviServerProc
 
 
 def test_a_subagent_event_naming_a_stream_outside_the_file_is_refused(
-    server: NaviServerProcess,
+    shared_server: NaviServerProcess,
 ) -> None:
+    server = shared_server
     alice_session, _ = alice_export(server)
     bob_session = server.create_session(token=BOB)
     lines = exported(server, bob_session, token=BOB)
@@ -488,8 +530,9 @@ def test_impossible_times_are_refused_and_the_list_keeps_working(
 
 
 def test_a_file_with_one_bad_line_writes_nothing_and_as_new_still_works(
-    server: NaviServerProcess,
+    shared_server: NaviServerProcess,
 ) -> None:
+    server = shared_server
     session_id, lines = alice_export(server)
     before = lists(server)
     broken = [*lines[:-1], {**lines[-1], "timestamp": 1e300}]
@@ -540,7 +583,7 @@ def test_a_damaged_event_breaks_only_its_own_session(server: NaviServerProcess) 
             (martian, 1, "martian.landed", b"{}"),  # a type no Navi knows
         ],
     )
-    for _ in range(2):  # and again after a restart
+    for round_ in range(2):  # and again after a restart
         found = {s["session_id"]: s for s in listing(server, ALICE)}
         assert healthy in found and server.canary_session in found
         assert found[damaged]["error"] and found[damaged_at_birth]["error"]
@@ -562,4 +605,8 @@ def test_a_damaged_event_breaks_only_its_own_session(server: NaviServerProcess) 
             assert http_client.post("/sessions", json={}).status_code == 201
         server.llm.script()
         assert server.send(healthy, "still fine?", token=ALICE).status_code == 200
-        server.restart()
+        if round_ == 0:
+            # The second round is the check after a restart; another restart after it
+            # would check nothing more (and each start with these sessions in the log
+            # waits seconds for their resume to give up).
+            server.restart()

@@ -31,7 +31,7 @@ def _wait_for_tools(server: NaviServerProcess, *names: str) -> None:
     deadline = time.monotonic() + 40
     while not set(names) <= _listed(server):
         assert time.monotonic() < deadline, f"{names} never listed:\n{server.logs()}"
-        time.sleep(0.2)
+        time.sleep(0.05)
 
 
 def _call(server: NaviServerProcess, sid: str, name: str, **arguments: Any) -> dict[str, Any]:

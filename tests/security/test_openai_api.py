@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 ADMIN = "v1-security-admin-6e1d0b93"
@@ -39,6 +39,17 @@ def _close_clients() -> Iterator[None]:
         _clients.pop().close()
 
 
+@pytest.fixture(scope="module")
+def _users_server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(users=USERS, canary_row=False)
+
+
+@pytest.fixture
+def users_server(_users_server: NaviServerProcess) -> NaviServerProcess:
+    """Admin, Alice and Bob (each with a token): one server for this module's tests."""
+    return fresh(_users_server)
+
+
 def client(server: NaviServerProcess, token: str) -> openai.OpenAI:
     api = openai.OpenAI(base_url=server.url + "/v1", api_key=token, max_retries=0, timeout=60)
     _clients.append(api)
@@ -55,8 +66,9 @@ def sessions_of(server: NaviServerProcess, token: str) -> list[dict[str, Any]]:
         return found
 
 
-def test_another_users_session_is_never_continued(start_navi: StartNavi) -> None:
-    server = start_navi(users=USERS, canary_row=False)
+def test_another_users_session_is_never_continued(users_server: NaviServerProcess) -> None:
+    server = users_server
+    bobs_before = {s["session_id"] for s in sessions_of(server, BOB)}
     server.llm.script(Reply(text="Your code word is kept."), Reply(text="Bob's own answer."))
     first = [{"role": "user", "content": "My code word is heron."}]
     raw = client(server, ALICE).chat.completions.with_raw_response.create(
@@ -76,7 +88,9 @@ def test_another_users_session_is_never_continued(start_navi: StartNavi) -> None
     bobs = raw.headers["x-navi-session"]
     assert bobs != alices
     assert server.session(alices, token=ALICE)["messages"] == before
-    assert [s["session_id"] for s in sessions_of(server, BOB)] == [bobs]
+    # Bob's list gained his new session and nothing else.
+    bobs_now = [s["session_id"] for s in sessions_of(server, BOB)]
+    assert [sid for sid in bobs_now if sid not in bobs_before] == [bobs]
     assert alices not in {s["session_id"] for s in sessions_of(server, BOB)}
     with server.client(token=BOB) as http:
         assert http.get(f"/sessions/{alices}").status_code == 404
@@ -88,8 +102,10 @@ def test_another_users_session_is_never_continued(start_navi: StartNavi) -> None
     assert raw.headers["x-navi-session"] == alices
 
 
-def test_a_run_offers_and_runs_only_the_tools_the_caller_may_use(start_navi: StartNavi) -> None:
-    server = start_navi(users=USERS, canary_row=False)
+def test_a_run_offers_and_runs_only_the_tools_the_caller_may_use(
+    users_server: NaviServerProcess,
+) -> None:
+    server = users_server
     # Bob may use todo and scratchpad only; the model names code_exec all the same.
     call = FakeToolCall(name="code_exec", arguments={"code": "print('code-ran-5d2a')"})
     server.llm.script(Reply(tool_calls=[call]), Reply(text="done"))
@@ -124,10 +140,11 @@ def _too_much() -> Iterator[bytes]:
 
 
 def test_a_body_over_the_limit_is_a_413_before_it_is_read(
-    navi_process: NaviServerProcess,
+    shared_navi: NaviServerProcess,
 ) -> None:
-    server = navi_process
+    server = shared_navi
     calls = len(server.llm.requests)
+    sessions = len(sessions_of(server, ""))
     with httpx.Client(base_url=server.url, timeout=60) as http:
         for declared in (True, False):  # with its Content-Length, and chunked
             headers = {"content-type": "application/json"}
@@ -141,7 +158,7 @@ def test_a_body_over_the_limit_is_a_413_before_it_is_read(
             assert time.monotonic() - started < 10
         assert http.get("/health").status_code == 200
     assert len(server.llm.requests) == calls
-    assert len(sessions_of(server, "")) == 1  # the canary session only
+    assert len(sessions_of(server, "")) == sessions  # no session was created
 
 
 @pytest.mark.parametrize(
@@ -154,10 +171,11 @@ def test_a_body_over_the_limit_is_a_413_before_it_is_read(
     ],
 )
 def test_a_remote_image_url_is_refused_and_never_fetched(
-    navi_process: NaviServerProcess, url: str
+    shared_navi: NaviServerProcess, url: str
 ) -> None:
-    server = navi_process
+    server = shared_navi
     calls = len(server.llm.requests)
+    sessions = len(sessions_of(server, ""))
     with pytest.raises(openai.BadRequestError) as caught:
         client(server, "no-token").chat.completions.create(
             model="navi/secretary",
@@ -175,4 +193,4 @@ def test_a_remote_image_url_is_refused_and_never_fetched(
     assert caught.value.code == "invalid_image_url"
     assert "does not fetch remote images" in caught.value.message
     assert len(server.llm.requests) == calls
-    assert len(sessions_of(server, "")) == 1  # nothing was created
+    assert len(sessions_of(server, "")) == sessions  # nothing was created

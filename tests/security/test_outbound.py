@@ -113,8 +113,8 @@ def context(tmp_path: Path, *, operator: bool = False, lan: bool = False) -> Too
 # ---------------------------------------------------------------- through navi serve
 
 
-def test_a_session_cannot_call_navis_own_api(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_a_session_cannot_call_navis_own_api(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     session = server.create_session()
     nested = server.create_session()
     own = FakeToolCall(
@@ -173,9 +173,9 @@ def test_own_address_stays_refused_with_the_escape_hatch(
 
 
 def test_loopback_and_metadata_are_refused_by_default(
-    navi_process: NaviServerProcess, pages: tuple[str, list[str]]
+    shared_navi: NaviServerProcess, pages: tuple[str, list[str]]
 ) -> None:
-    server = navi_process
+    server = shared_navi
     base, seen = pages
     port = base.rsplit(":", 1)[1]
     urls = [
@@ -209,9 +209,9 @@ def test_loopback_and_metadata_are_refused_by_default(
 
 
 def test_the_smart_home_lan_grant_does_not_open_loopback(
-    navi_process: NaviServerProcess, pages: tuple[str, list[str]]
+    shared_navi: NaviServerProcess, pages: tuple[str, list[str]]
 ) -> None:
-    server = navi_process
+    server = shared_navi
     base, seen = pages
     session = server.create_session("smart_home")
     results = run_turn(

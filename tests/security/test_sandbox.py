@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
 from tools.cgroups import cgroup_support
 from tools.sandbox import sandbox_status
@@ -47,18 +47,31 @@ def _profile(root: Path, profile_id: str, *, network: bool) -> None:
     (folder / "system_prompt.txt").write_text("You test the sandbox.")
 
 
-@pytest.fixture
-def profiles_dir(tmp_path: Path) -> Path:
+def _profiles(root: Path) -> Path:
     """Two profiles with every tool these tests call: one without network, one with."""
-    root = tmp_path / "profiles"
     _profile(root, "sandboxed", network=False)
     _profile(root, "networked", network=True)
     return root
 
 
 @pytest.fixture
-def server(start_navi: StartNavi, profiles_dir: Path) -> NaviServerProcess:
-    return start_navi(env={"PROFILES_DIR": str(profiles_dir)})
+def profiles_dir(tmp_path: Path) -> Path:
+    return _profiles(tmp_path / "profiles")
+
+
+@pytest.fixture(scope="module")
+def _server(
+    start_module_navi: StartNavi, tmp_path_factory: pytest.TempPathFactory
+) -> NaviServerProcess:
+    profiles = _profiles(tmp_path_factory.mktemp("sandbox") / "profiles")
+    return start_module_navi(env={"PROFILES_DIR": str(profiles)})
+
+
+@pytest.fixture
+def server(_server: NaviServerProcess) -> NaviServerProcess:
+    """The sandbox profiles' server, shared by the tests that run tools in sessions of
+    their own (each test's marks and files are its own)."""
+    return fresh(_server)
 
 
 def run_tools(
@@ -225,7 +238,7 @@ def test_setsid_children_end_with_the_call(server: NaviServerProcess) -> None:
 
 HOLD_MEMORY = """
     import subprocess, sys
-    hold = "x = b'x' * (300 * 1024 * 1024); print('held', flush=True); import time; time.sleep(3)"
+    hold = "x = b'x' * (300 * 1024 * 1024); print('held', flush=True); import time; time.sleep(2)"
     solo = subprocess.run([sys.executable, "-c", hold], capture_output=True, text=True)
     print("solo", solo.stdout.strip() or solo.returncode)
     children = [subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import http.client
 
-from tests.security.conftest import StartNavi
+import pytest
+
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 
 ALICE = "alice-token-" + "a" * 20
 BOB = "bob-token-" + "b" * 20
@@ -15,10 +17,20 @@ USERS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def _server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(users=USERS, token=ALICE)
+
+
+@pytest.fixture
+def server(_server: NaviServerProcess) -> NaviServerProcess:
+    """Alice (admin, the server's own client) and Bob: one server for the module."""
+    return fresh(_server)
+
+
 def test_search_finds_only_ones_own_words_and_takes_wildcards_literally(
-    start_navi: StartNavi,
+    server: NaviServerProcess,
 ) -> None:
-    server = start_navi(users=USERS, token=ALICE)
     server.llm.script()
     session = server.create_session(token=ALICE)
     assert server.send(session, "my locker code is 4711", token=ALICE).status_code == 200
@@ -34,8 +46,7 @@ def test_search_finds_only_ones_own_words_and_takes_wildcards_literally(
             assert alice.get("/sessions", params={"q": query}).json() == [], query
 
 
-def test_an_oversized_query_is_refused_and_the_server_stays_up(start_navi: StartNavi) -> None:
-    server = start_navi(users=USERS, token=ALICE)
+def test_an_oversized_query_is_refused_and_the_server_stays_up(server: NaviServerProcess) -> None:
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
         connection.request(

@@ -6,8 +6,9 @@ clear 4xx (and change nothing), and a page of another origin is refused."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
-from tests.security.conftest import NaviServerProcess, StartNavi
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 
 ALICE = "alice-token-" + "a" * 20
 BOB = "bob-token-" + "b" * 20
@@ -17,12 +18,19 @@ USERS = [
 ]
 
 
-def _server(start_navi: StartNavi) -> NaviServerProcess:
-    return start_navi(users=USERS, token=ALICE, canary_row=False)
+@pytest.fixture(scope="module")
+def _server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(users=USERS, token=ALICE, canary_row=False)
 
 
-def test_each_user_reads_and_writes_only_their_own_settings(start_navi: StartNavi) -> None:
-    server = _server(start_navi)
+@pytest.fixture
+def server(_server: NaviServerProcess) -> NaviServerProcess:
+    """Alice (admin) and Bob: one server for the module. A test that changes a user's
+    settings compares with what it found, not with the defaults."""
+    return fresh(_server)
+
+
+def test_each_user_reads_and_writes_only_their_own_settings(server: NaviServerProcess) -> None:
     with server.client(token=ALICE) as alice, server.client(token=BOB) as bob:
         saved = alice.patch(
             "/settings", json={"model": "alice-model", "tool_policy": {"terminal": "auto"}}
@@ -50,9 +58,8 @@ def test_each_user_reads_and_writes_only_their_own_settings(start_navi: StartNav
 
 
 def test_only_an_admin_may_change_the_backend_url_and_only_to_an_llm_address(
-    start_navi: StartNavi,
+    server: NaviServerProcess,
 ) -> None:
-    server = _server(start_navi)
     with server.client(token=ALICE) as alice, server.client(token=BOB) as bob:
         before = alice.get("/settings").json()
         assert "url" not in bob.get("/settings").json()["backend"]  # not even shown
@@ -78,10 +85,10 @@ def test_only_an_admin_may_change_the_backend_url_and_only_to_an_llm_address(
         assert after["backend"] == before["backend"] and after["backend_url"] == ""
 
 
-def test_garbage_and_oversized_bodies_get_a_clear_4xx(start_navi: StartNavi) -> None:
-    server = _server(start_navi)
+def test_garbage_and_oversized_bodies_get_a_clear_4xx(server: NaviServerProcess) -> None:
     json_headers = {"content-type": "application/json"}
     with server.client(token=BOB) as bob:
+        before = bob.get("/settings").json()
         cases: list[tuple[bytes, dict[str, str], int]] = [
             (b"{not json", json_headers, 400),
             (b"\xff\xfe", json_headers, 400),
@@ -103,16 +110,15 @@ def test_garbage_and_oversized_bodies_get_a_clear_4xx(start_navi: StartNavi) -> 
             response = bob.patch("/settings", content=body, headers=headers)
             assert response.status_code == status, (body[:60], response.text[:200])
             assert "error" in response.json()
-        mine = bob.get("/settings").json()
-        assert (mine["model"], mine["think"], mine["tool_policy"]) == ("", "default", {})
+        assert bob.get("/settings").json() == before  # nothing changed
         chat = server.create_session(token=BOB)
         assert bob.patch(f"/sessions/{chat}/model", json={"model": "a b"}).status_code == 422
         assert bob.patch(f"/sessions/{chat}/model", json={}).status_code == 422
 
 
-def test_a_page_of_another_origin_cannot_change_settings(start_navi: StartNavi) -> None:
-    server = _server(start_navi)
+def test_a_page_of_another_origin_cannot_change_settings(server: NaviServerProcess) -> None:
     with server.client(token=ALICE) as alice:
+        before = alice.get("/settings").json()
         for path, body in (
             ("/settings", {"think": "off"}),
             ("/settings", {"backend_url": "http://127.0.0.1:1"}),
@@ -120,4 +126,4 @@ def test_a_page_of_another_origin_cannot_change_settings(start_navi: StartNavi) 
             response = alice.patch(path, json=body, headers={"origin": "http://evil.example"})
             assert response.status_code == 403, response.text
         settings = alice.get("/settings").json()
-        assert settings["think"] == "default" and settings["backend_url"] == ""
+        assert settings == before and settings["backend_url"] == ""

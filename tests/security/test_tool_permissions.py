@@ -24,8 +24,8 @@ def _turn(server: NaviServerProcess, sid: str, *replies: Reply) -> list[dict[str
     return server.llm.requests[before:]
 
 
-def test_a_smart_home_session_cannot_run_terminal(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_a_smart_home_session_cannot_run_terminal(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     sid = server.create_session("smart_home")
     call = FakeToolCall(name="terminal", arguments={"command": "echo terminal-ran-8c1f"})
     asked = _turn(server, sid, Reply(tool_calls=[call]), Reply(text="done"))
@@ -45,8 +45,8 @@ def test_a_smart_home_session_cannot_run_terminal(navi_process: NaviServerProces
     assert "terminal" not in listed and "ssh_exec" not in listed and "http_request" in listed
 
 
-def test_a_secretary_session_cannot_write_tools_or_ssh(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_a_secretary_session_cannot_write_tools_or_ssh(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     sid = server.create_session("secretary")
     module = (
         "import pathlib\npathlib.Path('written-tool-ran').write_text('x')\n"
@@ -69,8 +69,8 @@ def test_a_secretary_session_cannot_write_tools_or_ssh(navi_process: NaviServerP
     assert not {"write_tool", "ssh_exec", "terminal", "reload_tools"} & _offered(asked[0])
 
 
-def test_a_subagent_may_call_only_its_subagent_tools(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_a_subagent_may_call_only_its_subagent_tools(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     sid = server.create_session("secretary")
     asked = _turn(
         server,

@@ -13,7 +13,7 @@ from websockets.sync.client import ClientConnection, connect
 from tests.security.conftest import NaviServerProcess
 
 
-def _frames(ws: ClientConnection, quiet_s: float = 1.0) -> list[dict[str, Any]]:
+def _frames(ws: ClientConnection, quiet_s: float = 0.5) -> list[dict[str, Any]]:
     """What the server sends until it has been quiet for ``quiet_s``; a ping on the way
     must be answered (the connection is up)."""
     ws.send(json.dumps({"type": "ping"}))
@@ -42,8 +42,8 @@ def _frames(ws: ClientConnection, quiet_s: float = 1.0) -> list[dict[str, Any]]:
     ],
     ids=["not-numbers", "negative", "huge", "too-many-digits", "past-the-end", "bad-sub-after"],
 )
-def test_bad_resume_parameters_are_harmless(navi_process: NaviServerProcess, query: str) -> None:
-    server = navi_process
+def test_bad_resume_parameters_are_harmless(shared_navi: NaviServerProcess, query: str) -> None:
+    server = shared_navi
     sid = server.canary_session
     url = f"{server.ws_url}/ws/sessions/{sid}?{query}"
     with connect(url, origin=None) as ws:  # type: ignore[arg-type]
@@ -60,8 +60,8 @@ def test_bad_resume_parameters_are_harmless(navi_process: NaviServerProcess, que
     assert any(f["type"] == "stream_end" for f in everything)
 
 
-def test_seen_resends_only_the_rest_of_that_one_event(navi_process: NaviServerProcess) -> None:
-    server = navi_process
+def test_seen_resends_only_the_rest_of_that_one_event(shared_navi: NaviServerProcess) -> None:
+    server = shared_navi
     sid = server.canary_session
     with connect(f"{server.ws_url}/ws/sessions/{sid}?after=0", origin=None) as ws:  # type: ignore[arg-type]
         everything = _frames(ws)

@@ -27,7 +27,8 @@ As a process (for a real ``navi serve``)::
 
 prints ``fake-llm listening on http://127.0.0.1:PORT`` and accepts more replies at
 ``POST /_fake/script`` (a JSON list of replies); ``GET /_fake/requests`` returns the
-recorded chat bodies. :class:`FakeLLMProcess` does all that for a test.
+recorded chat bodies; ``POST /_fake/reset`` drops both. :class:`FakeLLMProcess` does
+all that for a test.
 """
 
 from __future__ import annotations
@@ -152,6 +153,16 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
     def pending(self) -> int:
         """Scripted replies not consumed yet."""
         return len(self._queue)
+
+    def reset(self) -> None:
+        """As if new: no scripted reply left, no request recorded, the counters at 0
+        (for a server that several tests share, each from a clean slate)."""
+        self._queue.clear()
+        self.received.clear()
+        self.requests.clear()
+        self.disconnects = 0
+        self.completed = 0
+        self._notify()
 
     async def wait_for_requests(self, count: int) -> None:
         """Until ``count`` chat requests have arrived (use with ``anyio.fail_after``)."""
@@ -293,6 +304,9 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
                 self.script(_replies.decode(_encode(request.body)))
             except msgspec.DecodeError as exc:
                 return await _send_json(client, 400, {"error": f"bad script: {exc}"})
+            return await _send_json(client, 200, {"pending": self.pending})
+        if route == ("POST", "/_fake/reset"):
+            self.reset()
             return await _send_json(client, 200, {"pending": self.pending})
         if route == ("GET", "/_fake/requests"):
             return await _send_json(client, 200, self.requests)
@@ -552,6 +566,10 @@ class FakeLLMProcess:
 
     def script(self, *replies: Reply) -> None:
         self._call("POST", "/_fake/script", msgspec.json.encode(list(replies)))
+
+    def reset(self) -> None:
+        """Drops the replies not used yet and the recorded requests (see FakeLLMServer.reset)."""
+        self._call("POST", "/_fake/reset")
 
     @property
     def requests(self) -> list[dict[str, Any]]:

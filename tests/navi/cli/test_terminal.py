@@ -82,7 +82,9 @@ def test_ctrl_c_stops_the_run_and_the_next_serve_does_not_finish_it(world: CliWo
     logged = _types(world, session)
     world.server.stop()
     world.server.start()
-    time.sleep(3)
+    # Resuming happens while the server starts (before it answers /health), and a
+    # resumed run asks the LLM at once: a second and a half is long enough to see one.
+    time.sleep(1.5)
     assert len(world.fake.requests) == requests
     assert _types(world, session) == logged
 

@@ -156,6 +156,17 @@ def check_resumed(records: list[Recorded], root: Path, cut: list[Recorded]) -> N
     assert "b" in peeks
 
 
+CHUNKS = ("llm.text", "llm.thinking")
+
+
+def _another_chunk(reference: list[Recorded], cut_at: int) -> bool:
+    """Whether the cut's last event is a chunk that follows one of the same kind: the
+    run is then in the state it was in one chunk earlier (navi/run/state.py: a chunk
+    keeps a streaming run streaming), so resuming from there again adds only time."""
+    last, before = reference[cut_at - 1].type, reference[cut_at - 2].type
+    return last in CHUNKS and last == before
+
+
 async def test_resume_after_a_crash_at_every_event_boundary(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,6 +176,8 @@ async def test_resume_after_a_crash_at_every_event_boundary(
         assert [r.type for r in reference].count("tool.completed") == 3
         start = next(i for i, r in enumerate(reference) if r.type == "run.started") + 1
         for cut_at in range(start, len(reference)):
+            if _another_chunk(reference, cut_at):
+                continue
             root = tmp_path / f"cut{cut_at}"
             install_tools(root, monkeypatch)
             cut = reference[:cut_at]
