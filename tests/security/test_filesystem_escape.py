@@ -119,10 +119,13 @@ def test_a_folder_swapped_for_a_symlink_never_lets_a_read_out(
     assert len(results) == READS
     escapes = [r for r in results if CANARY_FILE_TEXT in r]
     assert escapes == []
-    assert swapper.swaps > READS  # the folder really was swapped all along
     # Each read found the real folder, a link it refused, or nothing in between.
     for result in results:
         assert result == INSIDE_TEXT or result.startswith("Error:"), result
+    # The folder really was swapped while the reads ran: they saw both of its states.
+    # (Not a count of swaps: on a loaded machine the swapping thread may be starved.)
+    assert swapper.swaps > 0
+    assert INSIDE_TEXT in results and any(r.startswith("Error:") for r in results)
 
 
 def test_what_held_still_holds(shared_navi: NaviServerProcess) -> None:
