@@ -25,11 +25,17 @@ from navi.server.openai_errors import OpenAIError
 from navi.server.openai_history import seed_session, session_turns, turn_key
 from navi.server.openai_wire import SYSTEM_NOTE, ChatMessageIn, conversation
 from profiles import ProfileRegistry
-from tests.security.conftest import NaviServerProcess, StartNavi, start_navi
+from tests.security.conftest import (
+    NaviServerProcess,
+    StartNavi,
+    fresh,
+    start_module_navi,
+    start_navi,
+)
 from tests.support.fake_llm_script import FakeToolCall, Reply
 from tests.support.navi_server import RunningServer
 
-__all__ = ["start_navi"]  # the fixture, shared with the security suite
+__all__ = ["start_module_navi", "start_navi"]  # the fixtures, shared with the security suite
 
 TOKEN = "v1-admin-token-0c5e2a7d9f"
 # A 1x1 PNG.
@@ -38,9 +44,15 @@ PNG = base64.b64decode(
 )
 
 
+@pytest.fixture(scope="module")
+def _module_server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return start_module_navi(canary_row=False)
+
+
 @pytest.fixture
-def server(start_navi: StartNavi) -> NaviServerProcess:
-    return start_navi(canary_row=False)
+def server(_module_server: NaviServerProcess) -> NaviServerProcess:
+    """One server for the module's tests (each makes its own sessions)."""
+    return fresh(_module_server)
 
 
 _clients: list[openai.OpenAI] = []
