@@ -13,7 +13,8 @@ import msgspec
 
 from events.base import BaseEventStore
 from navi.server.auth import User
-from navi.server.views import SessionDamaged, SessionsView, load_log
+from navi.server.views import SessionsView, load_log
+from navi.session.errors import SessionDamaged
 from projections.sessions import SessionSummary
 
 SNIPPET_CHARS = 120

@@ -23,7 +23,7 @@ from navi.ids import is_uuid
 from navi.replay.history import read_history
 from navi.run.state import ACTIVE_STATES, state_at
 from navi.server.auth import User
-from navi.session.errors import SessionError, SessionNotFound
+from navi.session.errors import SessionDamaged, SessionNotFound
 from projections import messages as messages_projection
 from projections import sessions as sessions_projection
 from projections.context import CONTEXT, ContextState
@@ -33,16 +33,6 @@ from projections.sessions import SessionSummary
 from projections.types import Message
 
 log = structlog.get_logger(__name__)
-
-
-class SessionDamaged(SessionError):
-    """The session's log holds an event its projections cannot take (written by hand
-    or by an older bug): only this session fails, with a message that says so."""
-
-    status = 500
-
-    def __init__(self, session_id: str, reason: str) -> None:
-        super().__init__(f"session {session_id!r} cannot be shown: {reason}")
 
 
 class SessionsView:

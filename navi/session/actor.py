@@ -19,6 +19,7 @@ import structlog
 
 from actors import Actor, ActorStopped, ChildFailed, ChildStopped, MailboxFull, Reply
 from events.base import BaseEventStore
+from events.errors import EventDecodeError
 from events.types import (
     Event,
     ImageRef,
@@ -41,7 +42,13 @@ from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
 from navi.session import approvals, run_actor, subtasks
 from navi.session import messages as m
-from navi.session.errors import QueueFull, RunActive, SessionError, SessionNotFound
+from navi.session.errors import (
+    QueueFull,
+    RunActive,
+    SessionDamaged,
+    SessionError,
+    SessionNotFound,
+)
 from navi.session.input import check_files, check_text, decode_images, store_images
 from navi.session.state import SessionState
 from navi.session.stream import SessionStream
@@ -83,6 +90,8 @@ class SessionActor(Actor[object]):
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
         # A re-summary asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
+        # Set when the log holds an event no Navi can read: every request is refused.
+        self.damaged: SessionDamaged | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -98,7 +107,17 @@ class SessionActor(Actor[object]):
         # The state folds the session's history (a fork's: its origin's events up to
         # the fork point, then its own); after a failure, the last writer first commits
         # what it took.
-        writer = await self.stream.open()
+        try:
+            writer = await self.stream.open()
+        except (EventDecodeError, ValueError, OverflowError) as exc:
+            # An event no Navi can read, or a value no fold can take (a time out of the
+            # calendar's range): it would fail the same way on every restart. This
+            # session refuses every request with the reason, at once; the others go on.
+            reason = exc.reason if isinstance(exc, EventDecodeError) else f"{exc}"
+            self.damaged = SessionDamaged(
+                self.session_id, f"its log holds a damaged event ({reason})"
+            )
+            return
         self.start_soon(writer.run, "writer")
         self._run_child = None
         self.stop_signal = StopSignal()
@@ -113,6 +132,10 @@ class SessionActor(Actor[object]):
     async def receive(self, message: object) -> Any:
         # A refused request is an answer, not a failure of the actor: it must not
         # restart the session (and with it a running run).
+        if self.damaged is not None:
+            if isinstance(message, ChildStopped | ChildFailed):
+                return None
+            return m.Refusal(self.damaged)
         try:
             return await self._handle(message)
         except (SessionError, UnknownProfile, IllegalTransition) as refused:

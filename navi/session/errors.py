@@ -51,3 +51,13 @@ class ApprovalNotFound(SessionError):
 
 class AlreadyDecided(SessionError):
     status = 409
+
+
+class SessionDamaged(SessionError):
+    """The session's log holds an event its projections cannot take (written by hand
+    or by an older bug): only this session fails, with a message that says so."""
+
+    status = 500
+
+    def __init__(self, session_id: str, reason: str) -> None:
+        super().__init__(f"session {session_id!r} cannot be shown: {reason}")

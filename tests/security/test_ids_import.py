@@ -597,6 +597,10 @@ def test_a_damaged_event_breaks_only_its_own_session(server: NaviServerProcess) 
                 answer = http_client.get(f"/sessions/{sid}")
                 assert answer.status_code == 500, answer.text
                 assert "cannot be shown" in answer.json()["error"]
+                # Its actor refuses a message with the same reason (and is not restarted).
+                answer = http_client.post(f"/sessions/{sid}/messages", json={"content": "hi"})
+                assert answer.status_code == 500, answer.text
+                assert "cannot be shown" in answer.json()["error"]
             assert http_client.get(f"/sessions/{martian}").status_code == 404
             # Its messages fold (they do not show the session's birth): it says so.
             answer = http_client.get(f"/sessions/{damaged_at_birth}")
@@ -607,6 +611,5 @@ def test_a_damaged_event_breaks_only_its_own_session(server: NaviServerProcess) 
         assert server.send(healthy, "still fine?", token=ALICE).status_code == 200
         if round_ == 0:
             # The second round is the check after a restart; another restart after it
-            # would check nothing more (and each start with these sessions in the log
-            # waits seconds for their resume to give up).
+            # would check nothing more.
             server.restart()
