@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
 
 from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
@@ -22,6 +23,7 @@ ALICE = {"id": "alice", "token": "alice-token-5e1d-4c2a9b", "role": "user", "too
 BOB = {"id": "bob", "token": "bob-token-77c0-91de3f", "role": "user", "tools": ["code_exec"]}
 ADMIN = {"id": "root", "token": "root-token-a9f3-0b7e61", "role": "admin"}
 ASK = {"NAVI_TOOL_APPROVAL": "", "NAVI_UNSANDBOXED_TOOLS": "1"}
+READ_TODO = FakeToolCall(name="todo", arguments={"action": "read"})
 
 
 @pytest.fixture(scope="module")
@@ -215,3 +217,71 @@ def test_a_sigkill_while_waiting_neither_runs_nor_asks_twice(start_navi: StartNa
     assert types.count("tool.approval_requested") == 1
     assert types.count("tool.approval_decided") == 1
     assert effects.read_text() == "ran\n"
+
+
+def _answers(ws: Any, quiet_s: float = 0.5) -> list[dict[str, Any]]:
+    """The frames the server sends until it is quiet; a ping on the way must be answered
+    (the connection is up)."""
+    ws.send(json.dumps({"type": "ping"}))
+    frames, ponged = [], False
+    while True:
+        try:
+            frame = json.loads(ws.recv(timeout=quiet_s))
+        except TimeoutError:
+            assert ponged, "the connection does not answer"
+            return frames
+        if frame["type"] == "pong":
+            ponged = True
+        else:
+            frames.append(frame)
+
+
+def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerProcess) -> None:
+    """approve / deny frames with a missing, mistyped, foreign, path-like or huge call id
+    or a bad scope: each gets an error frame, the socket answers, both calls still wait;
+    a socket of one session cannot decide another session's call."""
+    server = asking_server
+    mine, theirs = server.create_session("secretary"), server.create_session("secretary")
+    marker = {sid: server.root / "outside" / f"ws-decision-ran-{sid}" for sid in (mine, theirs)}
+    server.llm.script(
+        # Call ids are unique within a session only: the first session's call is its
+        # answer's second, so that the two ids differ.
+        Reply(tool_calls=[READ_TODO, _marker_code(str(marker[mine]))]),
+        Reply(tool_calls=[_marker_code(str(marker[theirs]))]),
+        Reply(text="ok"),
+        Reply(text="ok"),
+    )
+    turns = [_turn_in_background(server, mine, None)]
+    [mine_call] = [p["call_id"] for p in _pending(server, mine, None)]
+    turns.append(_turn_in_background(server, theirs, None))
+    [their_call] = [p["call_id"] for p in _pending(server, theirs, None)]
+    assert mine_call != their_call
+    bad = [
+        {"type": "approve"},
+        {"type": "approve", "call_id": 7},
+        {"type": "approve", "call_id": [mine_call]},
+        {"type": "approve", "call_id": their_call},  # the other session's call
+        {"type": "approve", "call_id": f"../{theirs}/{their_call}"},
+        {"type": "approve", "call_id": mine_call, "scope": "forever"},
+        {"type": "deny", "call_id": "x" * 200_000},
+    ]
+    with connect(f"{server.ws_url}/ws/sessions/{mine}", origin=None) as ws:  # type: ignore[arg-type]
+        _answers(ws)
+        for frame in bad:
+            ws.send(json.dumps(frame))
+            answers = _answers(ws)
+            assert [a["type"] for a in answers] == ["error"], (frame, answers)
+            assert "Traceback" not in answers[0]["message"]
+        for sid, call in ((mine, mine_call), (theirs, their_call)):
+            assert [p["call_id"] for p in _pending(server, sid, None)] == [call]
+        # A proper decision on this socket still works; the other call waits on.
+        ws.send(json.dumps({"type": "deny", "call_id": mine_call, "reason": "no"}))
+        decided = [a for a in _answers(ws) if a["type"] == "approval_decided"]
+        assert decided and decided[0]["call_id"] == mine_call and not decided[0]["approved"]
+    assert _pending(server, theirs, None)[0]["call_id"] == their_call
+    with server.client() as http:
+        answer = http.post(f"/sessions/{theirs}/approvals/{their_call}", json={"decision": "deny"})
+        assert answer.status_code == 200, answer.text
+    for turn in turns:
+        turn.join(30)
+    assert not marker[mine].exists() and not marker[theirs].exists()
