@@ -97,3 +97,16 @@ def run_server(
 def navi_server_for(root: Path, **overrides: Any) -> Iterator[RunningServer]:
     with FakeLLMServer.in_thread() as fake, run_server(root, fake, **overrides) as running:
         yield running
+
+
+def stop_and_wait(server: uvicorn.Server) -> None:
+    """Stop a server ``run_server`` started and wait until its port refuses connections."""
+    server.should_exit = True
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", server.config.port), timeout=0.2).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server did not stop")

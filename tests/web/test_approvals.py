@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ pytest.importorskip(
 from playwright.sync_api import expect
 
 from tests.support.fake_llm import FakeToolCall, Reply
+from tests.support.navi_server import stop_and_wait
 from tests.web.conftest import OUTPUT, LLMScript, NaviPage
 
 LONG = "\n".join(f"line {i}: some text of the note" for i in range(1, 31))
@@ -240,19 +239,6 @@ def test_a_reload_while_a_call_waits_shows_it_again_once(
     expect(page.locator('[data-testid="approval"].decided')).to_have_text("Approved by local")
 
 
-def _stop(server: Any) -> None:
-    """Stop a uvicorn server of the fixture and wait until its port refuses connections."""
-    server.should_exit = True
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", server.config.port), timeout=0.2).close()
-        except OSError:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the server did not stop")
-
-
 def test_a_server_restart_while_a_call_waits_keeps_it_waiting(
     navi_page: NaviPage, llm: LLMScript, navi_server: Any
 ) -> None:
@@ -265,7 +251,7 @@ def test_a_server_restart_while_a_call_waits_keeps_it_waiting(
     approval(ui)
     session_id = ui.session_id
 
-    _stop(navi_server.server)
+    stop_and_wait(navi_server.server)
     banner = page.locator("#connection-banner")
     expect(banner).to_contain_text("Reconnecting")
     assert not written(navi_server, session_id, "note.txt").exists()

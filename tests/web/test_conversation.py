@@ -4,8 +4,6 @@ Stop, reload mid-stream, and errors shown in place."""
 from __future__ import annotations
 
 import re
-import socket
-import time
 from typing import Any
 
 import httpx
@@ -23,6 +21,7 @@ pytest.importorskip(
 from playwright.sync_api import expect
 
 from tests.support.fake_llm import FakeToolCall, Reply
+from tests.support.navi_server import stop_and_wait
 from tests.web.conftest import LLMScript, NaviPage
 
 OK = re.compile(r"\bok\b")
@@ -229,20 +228,6 @@ def test_reload_mid_stream_loses_and_duplicates_nothing(
     expect(page.locator(".message.assistant")).to_have_count(1)
 
 
-def _stop(server: Any) -> None:
-    """Stop a uvicorn server of the fixture and wait until its port refuses connections."""
-    server.should_exit = True
-    host, port = "127.0.0.1", server.config.port
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((host, port), timeout=0.2).close()
-        except OSError:
-            return
-        time.sleep(0.05)
-    raise AssertionError("the server did not stop")
-
-
 def test_a_server_restart_shows_a_banner_and_nothing_is_lost(
     navi_page: NaviPage, llm: LLMScript, navi_server: Any
 ) -> None:
@@ -254,7 +239,7 @@ def test_a_server_restart_shows_a_banner_and_nothing_is_lost(
     ui.send("First question")
     ui.wait_idle()
 
-    _stop(navi_server.server)
+    stop_and_wait(navi_server.server)
     banner = page.locator("#connection-banner")
     expect(banner).to_contain_text("Reconnecting")
     ui.shot("connection-lost")
