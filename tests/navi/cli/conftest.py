@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,16 +21,22 @@ class CliWorld:
     env: dict[str, str]
 
 
+@contextmanager
+def cli_world(root: Path, **env: str) -> Iterator[CliWorld]:
+    """``navi serve`` in ``root`` with the fake LLM behind it (``env``: more settings)."""
+    with FakeLLMProcess(default_text="Fine.") as fake:
+        world_env = navi_env(root, fake.url, free_port(), **env)
+        server = NaviServe(root, world_env)
+        server.start()
+        try:
+            yield CliWorld(root, fake, server, world_env)
+        finally:
+            server.stop()
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliWorld]:
     """One server for a module's tests (a start costs seconds): each test makes its own
     sessions, and a test that stops the server starts it again."""
-    root = tmp_path_factory.mktemp("navi")
-    with FakeLLMProcess(default_text="Fine.") as fake:
-        env = navi_env(root, fake.url, free_port())
-        server = NaviServe(root, env)
-        server.start()
-        try:
-            yield CliWorld(root, fake, server, env)
-        finally:
-            server.stop()
+    with cli_world(tmp_path_factory.mktemp("navi")) as running:
+        yield running

@@ -16,9 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.navi.cli.conftest import CliWorld
-from tests.navi.cli.terminal import ROOT, NaviServe, Terminal, events, free_port, navi_env, run_navi
-from tests.support.fake_llm import FakeLLMProcess
+from tests.navi.cli.conftest import CliWorld, cli_world
+from tests.navi.cli.terminal import ROOT, Terminal, events, run_navi
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 LIST = FakeToolCall(name="list_tools", arguments={})
@@ -30,15 +29,8 @@ LONG = FakeToolCall(
 
 @pytest.fixture(scope="module")
 def asking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliWorld]:
-    root = tmp_path_factory.mktemp("navi-ask")
-    with FakeLLMProcess(default_text="Fine.") as fake:
-        env = navi_env(root, fake.url, free_port(), NAVI_TOOL_APPROVAL="ask")
-        server = NaviServe(root, env)
-        server.start()
-        try:
-            yield CliWorld(root, fake, server, env)
-        finally:
-            server.stop()
+    with cli_world(tmp_path_factory.mktemp("navi-ask"), NAVI_TOOL_APPROVAL="ask") as running:
+        yield running
 
 
 def _of(world: CliWorld, session: str, kind: str) -> list[dict[str, Any]]:
