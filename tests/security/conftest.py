@@ -324,3 +324,20 @@ def shared_navi(_module_navi_process: NaviServerProcess) -> NaviServerProcess:
     """``navi_process``, one per test module: for tests that neither restart the server
     nor change what it sees beyond their own sessions."""
     return fresh(_module_navi_process)
+
+
+def ws_frames(ws: Any, quiet_s: float = 0.5) -> list[dict[str, Any]]:
+    """What the server sends until it has been quiet for ``quiet_s``; a ping on the way
+    must be answered (the connection is up)."""
+    ws.send(json.dumps({"type": "ping"}))
+    frames, ponged = [], False
+    while True:
+        try:
+            frame = json.loads(ws.recv(timeout=quiet_s))
+        except TimeoutError:
+            assert ponged, "the connection does not answer"
+            return frames
+        if frame["type"] == "pong":
+            ponged = True
+        else:
+            frames.append(frame)

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.security.conftest import NaviServerProcess, StartNavi, fresh
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh, ws_frames
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 ALICE = {"id": "alice", "token": "alice-token-5e1d-4c2a9b", "role": "user", "tools": ["code_exec"]}
@@ -219,23 +219,6 @@ def test_a_sigkill_while_waiting_neither_runs_nor_asks_twice(start_navi: StartNa
     assert effects.read_text() == "ran\n"
 
 
-def _answers(ws: Any, quiet_s: float = 0.5) -> list[dict[str, Any]]:
-    """The frames the server sends until it is quiet; a ping on the way must be answered
-    (the connection is up)."""
-    ws.send(json.dumps({"type": "ping"}))
-    frames, ponged = [], False
-    while True:
-        try:
-            frame = json.loads(ws.recv(timeout=quiet_s))
-        except TimeoutError:
-            assert ponged, "the connection does not answer"
-            return frames
-        if frame["type"] == "pong":
-            ponged = True
-        else:
-            frames.append(frame)
-
-
 def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerProcess) -> None:
     """approve / deny frames with a missing, mistyped, foreign, path-like or huge call id
     or a bad scope: each gets an error frame, the socket answers, both calls still wait;
@@ -266,17 +249,17 @@ def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerP
         {"type": "deny", "call_id": "x" * 200_000},
     ]
     with connect(f"{server.ws_url}/ws/sessions/{mine}", origin=None) as ws:  # type: ignore[arg-type]
-        _answers(ws)
+        ws_frames(ws)
         for frame in bad:
             ws.send(json.dumps(frame))
-            answers = _answers(ws)
+            answers = ws_frames(ws)
             assert [a["type"] for a in answers] == ["error"], (frame, answers)
             assert "Traceback" not in answers[0]["message"]
         for sid, call in ((mine, mine_call), (theirs, their_call)):
             assert [p["call_id"] for p in _pending(server, sid, None)] == [call]
         # A proper decision on this socket still works; the other call waits on.
         ws.send(json.dumps({"type": "deny", "call_id": mine_call, "reason": "no"}))
-        decided = [a for a in _answers(ws) if a["type"] == "approval_decided"]
+        decided = [a for a in ws_frames(ws) if a["type"] == "approval_decided"]
         assert decided and decided[0]["call_id"] == mine_call and not decided[0]["approved"]
     assert _pending(server, theirs, None)[0]["call_id"] == their_call
     with server.client() as http:

@@ -5,29 +5,11 @@ the connection stays up, answers, and sends no frame twice or from elsewhere."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
 
-from tests.security.conftest import NaviServerProcess
-
-
-def _frames(ws: ClientConnection, quiet_s: float = 0.5) -> list[dict[str, Any]]:
-    """What the server sends until it has been quiet for ``quiet_s``; a ping on the way
-    must be answered (the connection is up)."""
-    ws.send(json.dumps({"type": "ping"}))
-    frames, ponged = [], False
-    while True:
-        try:
-            frame = json.loads(ws.recv(timeout=quiet_s))
-        except TimeoutError:
-            assert ponged, "the connection does not answer"
-            return frames
-        if frame["type"] == "pong":
-            ponged = True
-        else:
-            frames.append(frame)
+from tests.security.conftest import NaviServerProcess, ws_frames
 
 
 @pytest.mark.parametrize(
@@ -47,7 +29,7 @@ def test_bad_resume_parameters_are_harmless(shared_navi: NaviServerProcess, quer
     sid = server.canary_session
     url = f"{server.ws_url}/ws/sessions/{sid}?{query}"
     with connect(url, origin=None) as ws:  # type: ignore[arg-type]
-        frames = _frames(ws)
+        frames = ws_frames(ws)
     # Whatever is sent is the session's own frames, each once, in order.
     seqs = [f["seq"] for f in frames if "seq" in f]
     assert seqs == sorted(seqs)
@@ -56,7 +38,7 @@ def test_bad_resume_parameters_are_harmless(shared_navi: NaviServerProcess, quer
     assert len(encoded) == len(set(encoded)), "a frame came twice"
     # The session is intact: the full log still replays from the start.
     with connect(f"{server.ws_url}/ws/sessions/{sid}?after=0", origin=None) as ws:  # type: ignore[arg-type]
-        everything = _frames(ws)
+        everything = ws_frames(ws)
     assert any(f["type"] == "stream_end" for f in everything)
 
 
@@ -64,10 +46,10 @@ def test_seen_resends_only_the_rest_of_that_one_event(shared_navi: NaviServerPro
     server = shared_navi
     sid = server.canary_session
     with connect(f"{server.ws_url}/ws/sessions/{sid}?after=0", origin=None) as ws:  # type: ignore[arg-type]
-        everything = _frames(ws)
+        everything = ws_frames(ws)
     last = everything[-1]["seq"]
     of_last = [f for f in everything if f.get("seq") == last]
     for seen in range(len(of_last) + 2):
         url = f"{server.ws_url}/ws/sessions/{sid}?after={last}&seen={seen}"
         with connect(url, origin=None) as ws:  # type: ignore[arg-type]
-            assert _frames(ws) == of_last[seen:]
+            assert ws_frames(ws) == of_last[seen:]
