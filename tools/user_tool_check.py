@@ -2,7 +2,7 @@
 
 Importing a module runs its module-level code, so a check that imports a file in the
 server has already run it, even if it then rejects the tool. The check therefore runs
-:func:`child_main` in a ``python -I`` subprocess in the bubblewrap sandbox (no network,
+:func:`tools.user_tools.child_main` in a ``python -I`` subprocess in the bubblewrap sandbox (no network,
 nothing of the server visible, nothing writable at all, only the project's packages, the
 Python install and the files' folders mounted, read-only): it imports each file
 there, checks the tool contract, and reports one JSON line per file. The server loads
@@ -38,7 +38,7 @@ limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 sys.path.insert(0, sys.argv[2])
-from tools.user_tool_check import child_main
+from tools.user_tools import child_main
 sys.exit(child_main(sys.argv[3:]))
 """
 
@@ -49,25 +49,6 @@ class FileCheck:
 
     names: tuple[str, ...] = ()
     error: str | None = None
-
-
-def child_main(paths: Sequence[str]) -> int:
-    """In the sandbox: import and check each file, answering on a private descriptor."""
-    from tools.user_tools import describe_exception, load_file
-
-    # The tool's own prints go to stderr; only the checker writes the answers.
-    answers = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
-    os.dup2(2, 1)
-    for path in paths:
-        answers.write(f"start {path}\n")
-        try:
-            tools, _ = load_file(Path(path))
-            answer = {"path": path, "names": [tool.name for tool in tools]}
-        except BaseException as exc:  # SystemExit and KeyboardInterrupt in module code too
-            answer = {"path": path, "error": describe_exception(exc)}
-        answers.write(json.dumps(answer) + "\n")
-    answers.flush()
-    return 0
 
 
 def _project_packages() -> tuple[Path, ...]:

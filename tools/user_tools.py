@@ -15,7 +15,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,6 +26,7 @@ import anyio.to_thread
 
 from tools.base import APPROVALS, Tool, ToolResult, ok
 from tools.context import ToolContext
+from tools.user_tool_check import check_files
 from tools.validation import check_schema
 
 ENABLED_FILE = "enabled.json"
@@ -239,6 +240,24 @@ def load_file(path: Path, default_timeout_s: float = 60.0) -> tuple[list[Tool], 
         raise ToolLoadError(describe_exception(exc)) from exc
 
 
+def child_main(paths: Sequence[str]) -> int:
+    """The child of :mod:`tools.user_tool_check`, in the sandbox: import and check each
+    file, answering on a private descriptor."""
+    # The tool's own prints go to stderr; only the checker writes the answers.
+    answers = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    for path in paths:
+        answers.write(f"start {path}\n")
+        try:
+            tools, _ = load_file(Path(path))
+            answer = {"path": path, "names": [tool.name for tool in tools]}
+        except BaseException as exc:  # SystemExit and KeyboardInterrupt in module code too
+            answer = {"path": path, "error": describe_exception(exc)}
+        answers.write(json.dumps(answer) + "\n")
+    answers.flush()
+    return 0
+
+
 def tool_files(tools_dir: Path) -> list[Path]:
     if not tools_dir.is_dir():
         return []
@@ -283,8 +302,6 @@ def load_user_tools(
 
     ``default_timeout_s`` applies to module-format tools that set no ``timeout_s``.
     """
-    from tools.user_tool_check import check_files
-
     builtin = frozenset(reserved)
     taken = set(builtin)
     result = UserToolSet()
