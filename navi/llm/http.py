@@ -1,5 +1,6 @@
 """The HTTP side of the Ollama and OpenAI-compatible backends: one httpx client per LLM
-server, for its chat streams and its small requests, and the errors both map to.
+server, for its chat streams and its small requests, the errors both map to, and
+:class:`HTTPBackend`, what both backends hold and do alike (their wire formats differ).
 
 Stop and timeouts are not here: the stream guard (:mod:`navi.llm.guard`) awaits every
 read of a stream inside one cancel scope, and a cancelled read unwinds the ``async
@@ -9,22 +10,30 @@ generating). The client itself has a connect and a write timeout, no read timeou
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import msgspec
 
+from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import (
     IncompleteStream,
     LLMError,
     LLMRedirected,
+    LLMServerError,
     ServerUnreachable,
     redact_url,
 )
+from navi.llm.guard import RawBatches, guard_stream
+from navi.llm.settings import LLMSettings
+from navi.llm.stop import StopSignal
+from navi.llm.types import ChatMessage, StreamChunk
+from navi.llm.windows import WindowCache
+from navi.llm.wire_parts import WireParts
 
-__all__ = ["LLMServer", "cut_lines", "error_detail", "error_text", "line_blocks"]
+__all__ = ["HTTPBackend", "LLMServer", "cut_lines", "error_detail", "error_text", "line_blocks"]
 
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
 # As httpx's default: a write that makes no progress for a minute is a dead server.
@@ -32,6 +41,8 @@ WRITE_TIMEOUT = 60.0
 
 # Turns an HTTP error answer (status, body) into the error a user understands.
 OnErrorStatus = Callable[[int, bytes], LLMError]
+
+_encoder = msgspec.json.Encoder()
 
 
 class LLMServer:
@@ -142,6 +153,68 @@ class LLMServer:
         if isinstance(exc, httpx.TimeoutException):  # write or pool timeout: reads have none
             return ServerUnreachable(self.url, detail=_describe(exc))
         return LLMError(f"HTTP error talking to the LLM server at {self.url}: {_describe(exc)}")
+
+
+class HTTPBackend(CompletesFromStream):
+    """What the Ollama and OpenAI-compatible backends share: their :class:`LLMServer`,
+    default model, chat endpoint, pre-encoded request parts and context windows, and
+    the guard around a chat stream. Each reads its own wire format in ``_raw``."""
+
+    def __init__(
+        self,
+        settings: LLMSettings,
+        base_url: str,
+        *,
+        setting: str,
+        api_key: str = "",
+        model: str,
+        chat_path: str,
+        encode_message: Callable[[ChatMessage], Any],
+    ) -> None:
+        self._settings = settings
+        self._server = LLMServer(
+            base_url, setting=setting, connect_timeout=settings.connect_timeout, api_key=api_key
+        )
+        self._url = self._server.url  # (credentials hidden: for messages and logs)
+        self._model = model
+        self._chat = self._server.endpoint(chat_path)
+        self._wire = WireParts(encode_message)
+        self._windows = WindowCache()
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def url(self) -> str:
+        return self._url
+
+    async def aclose(self) -> None:
+        await self._server.aclose()
+
+    def _guarded(
+        self, body: dict[str, object], model: str, stop: StopSignal | None
+    ) -> AsyncGenerator[StreamChunk, None]:
+        return guard_stream(
+            self._raw(_encoder.encode(body), model),
+            stop=stop,
+            first_chunk_timeout=self._settings.first_chunk_timeout,
+            chunk_timeout=self._settings.chunk_timeout,
+            url=self._url,
+        )
+
+    def _raw(self, body: bytes, model: str) -> RawBatches:
+        """The chat answer to ``body``, parsed into batches (one per network read)."""
+        raise NotImplementedError
+
+    async def _get(self, path: str | httpx.URL) -> bytes:
+        """A small GET (model lists, windows) within the connect timeout."""
+        return await self._server.get(
+            path, time_limit=self._settings.connect_timeout, on_error_status=self._status_error
+        )
+
+    def _status_error(self, status: int, content: bytes) -> LLMError:
+        return LLMServerError(status, error_detail(content), url=self._url)
 
 
 def cut_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:

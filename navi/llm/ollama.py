@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
+from functools import partial
 
 import msgspec
 import structlog
 
-from navi.llm.collect import CompletesFromStream
-from navi.llm.errors import LLMError, LLMServerError, ThinkingNotSupported
-from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import LLMServer, error_detail, line_blocks
+from navi.llm.errors import LLMError, ThinkingNotSupported
+from navi.llm.guard import RawBatches
+from navi.llm.http import HTTPBackend, line_blocks
 from navi.llm.ollama_wire import (
     OllamaStreamParser,
     build_chat_request,
@@ -22,16 +22,14 @@ from navi.llm.ollama_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
-from navi.llm.windows import WindowCache, ollama_show_window
-from navi.llm.wire_parts import WireParts
+from navi.llm.windows import ollama_show_window
 
 __all__ = ["OllamaBackend"]
 
 log = structlog.get_logger()
-_encoder = msgspec.json.Encoder()
 
 
-class OllamaBackend(CompletesFromStream):
+class OllamaBackend(HTTPBackend):
     """Talks to an Ollama server exactly as the ``ollama`` CLI and client do.
 
     When ``LLMOptions.think`` is not given, the ``OLLAMA_THINK`` default applies;
@@ -47,30 +45,19 @@ class OllamaBackend(CompletesFromStream):
         model: str | None = None,
         url: str | None = None,
     ) -> None:
-        self._settings = settings
-        self._server = LLMServer(
+        super().__init__(
+            settings,
             url or settings.ollama_host,
             setting="OLLAMA_HOST",
-            connect_timeout=settings.connect_timeout,
+            model=model or settings.default_model,
+            chat_path="/api/chat",
+            encode_message=encode_message,
         )
-        self._url = self._server.url  # (credentials hidden: for messages and logs)
-        self._model = model or settings.default_model
-        self._chat = self._server.endpoint("/api/chat")
-        self._wire = WireParts(encode_message)
         self._refuses_thinking: set[str] = set()
-        self._windows = WindowCache()
 
     @property
     def name(self) -> str:
         return "ollama"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     def stream_complete(
         self,
@@ -138,11 +125,7 @@ class OllamaBackend(CompletesFromStream):
         )
 
     async def list_models(self) -> list[ModelInfo]:
-        body = await self._server.get(
-            "/api/tags",
-            time_limit=self._settings.connect_timeout,
-            on_error_status=self._status_error,
-        )
+        body = await self._get("/api/tags")
         try:
             return parse_tags(body)
         except msgspec.DecodeError:
@@ -163,7 +146,7 @@ class OllamaBackend(CompletesFromStream):
         try:
             body = await self._server.post(
                 "/api/show",
-                _encoder.encode({"model": model}),
+                msgspec.json.encode({"model": model}),
                 time_limit=self._settings.connect_timeout,
                 on_error_status=self._status_error,
             )
@@ -182,31 +165,11 @@ class OllamaBackend(CompletesFromStream):
         except (msgspec.DecodeError, KeyError):
             raise LLMError(f"The server at {self._url} is not an Ollama server.") from None
 
-    async def aclose(self) -> None:
-        await self._server.aclose()
-
-    def _guarded(
-        self, body: dict[str, object], model: str, stop: StopSignal | None
-    ) -> AsyncGenerator[StreamChunk, None]:
-        return guard_stream(
-            self._raw(_encoder.encode(body), model),
-            stop=stop,
-            first_chunk_timeout=self._settings.first_chunk_timeout,
-            chunk_timeout=self._settings.chunk_timeout,
-            url=self._url,
-        )
-
     async def _raw(self, body: bytes, model: str) -> RawBatches:
         parser = OllamaStreamParser(self._url)
-
-        def on_error_status(status: int, content: bytes) -> LLMError:
-            return ollama_error(status, content, model=model, url=self._url)
-
+        on_error_status = partial(ollama_error, model=model, url=self._url)
         async with self._server.stream(self._chat, body, on_error_status) as response:
             async for block in line_blocks(response):
                 yield parser.feed(block)
                 parser.raise_pending()
         yield parser.finish()
-
-    def _status_error(self, status: int, content: bytes) -> LLMError:
-        return LLMServerError(status, error_detail(content), url=self._url)

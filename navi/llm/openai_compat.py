@@ -7,14 +7,14 @@ llama-cpp-python's server; the quirks are handled in :mod:`navi.llm.openai_wire`
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
+from functools import partial
 
 import msgspec
 import structlog
 
-from navi.llm.collect import CompletesFromStream
-from navi.llm.errors import LLMError, LLMServerError
-from navi.llm.guard import RawBatches, guard_stream
-from navi.llm.http import LLMServer, error_detail, line_blocks
+from navi.llm.errors import LLMError
+from navi.llm.guard import RawBatches
+from navi.llm.http import HTTPBackend, line_blocks
 from navi.llm.openai_wire import (
     OpenAIStreamParser,
     build_chat_request,
@@ -25,16 +25,14 @@ from navi.llm.openai_wire import (
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
-from navi.llm.windows import WindowCache, llama_cpp_props_window, openai_models_window
-from navi.llm.wire_parts import WireParts
+from navi.llm.windows import llama_cpp_props_window, openai_models_window
 
 __all__ = ["OpenAICompatibleBackend"]
 
 log = structlog.get_logger()
-_encoder = msgspec.json.Encoder()
 
 
-class OpenAICompatibleBackend(CompletesFromStream):
+class OpenAICompatibleBackend(HTTPBackend):
     """Talks to any server that implements OpenAI's chat-completions API.
 
     ``LLMOptions.think`` as a level becomes ``reasoning_effort``; ``True`` /
@@ -50,30 +48,19 @@ class OpenAICompatibleBackend(CompletesFromStream):
         url: str | None = None,
         api_key: str | None = None,
     ) -> None:
-        self._settings = settings
-        self._server = LLMServer(
+        super().__init__(
+            settings,
             (url or settings.openai_base_url).rstrip("/"),
             setting="OPENAI_BASE_URL",
-            connect_timeout=settings.connect_timeout,
             api_key=settings.openai_api_key if api_key is None else api_key,
+            model=model or settings.openai_model or settings.default_model,
+            chat_path="/chat/completions",
+            encode_message=encode_message,
         )
-        self._url = self._server.url  # (credentials hidden: for messages and logs)
-        self._model = model or settings.openai_model or settings.default_model
-        self._chat = self._server.endpoint("/chat/completions")
-        self._wire = WireParts(encode_message)
-        self._windows = WindowCache()
 
     @property
     def name(self) -> str:
         return "openai"
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def url(self) -> str:
-        return self._url
 
     def stream_complete(
         self,
@@ -96,18 +83,10 @@ class OpenAICompatibleBackend(CompletesFromStream):
             tool_choice=opts.tool_choice,
             wire=self._wire,
         )
-        return guard_stream(
-            self._raw(_encoder.encode(body), model),
-            stop=stop,
-            first_chunk_timeout=self._settings.first_chunk_timeout,
-            chunk_timeout=self._settings.chunk_timeout,
-            url=self._url,
-        )
+        return self._guarded(body, model, stop)
 
     async def list_models(self) -> list[ModelInfo]:
-        body = await self._server.get(
-            "/models", time_limit=self._settings.connect_timeout, on_error_status=self._status_error
-        )
+        body = await self._get("/models")
         try:
             return parse_models(body)
         except msgspec.DecodeError:
@@ -126,11 +105,8 @@ class OpenAICompatibleBackend(CompletesFromStream):
         return told or num_ctx or self._settings.num_ctx
 
     async def _told_window(self, model: str) -> int | None:
-        limit = self._settings.connect_timeout
         try:
-            body = await self._server.get(
-                "/models", time_limit=limit, on_error_status=self._status_error
-            )
+            body = await self._get("/models")
         except LLMError as exc:
             log.info("llm.context_window_unknown", model=model, url=self._url, error=exc.message)
             return None
@@ -138,23 +114,14 @@ class OpenAICompatibleBackend(CompletesFromStream):
         if window:
             return window
         try:  # llama.cpp's server: the context it runs with is in /props, at its root
-            props = await self._server.get(
-                self._server.root("/props"), time_limit=limit, on_error_status=self._status_error
-            )
-            window = llama_cpp_props_window(props)
+            window = llama_cpp_props_window(await self._get(self._server.root("/props")))
         except LLMError:
             window = None
         return window or trained
 
-    async def aclose(self) -> None:
-        await self._server.aclose()
-
     async def _raw(self, body: bytes, model: str) -> RawBatches:
         parser = OpenAIStreamParser(self._url)
-
-        def on_error_status(status: int, content: bytes) -> LLMError:
-            return openai_error(status, content, model=model, url=self._url)
-
+        on_error_status = partial(openai_error, model=model, url=self._url)
         async with self._server.stream(self._chat, body, on_error_status) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 # A server that does not stream (or not with these options) answers whole.
@@ -164,6 +131,3 @@ class OpenAICompatibleBackend(CompletesFromStream):
                 yield parser.feed(block)
                 parser.raise_pending()
         yield parser.finish()
-
-    def _status_error(self, status: int, content: bytes) -> LLMError:
-        return LLMServerError(status, error_detail(content), url=self._url)
