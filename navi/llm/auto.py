@@ -17,19 +17,21 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 import structlog
 
 from navi.llm.base import LLMBackend
+from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError
 from navi.llm.ollama import OllamaBackend
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
-from navi.llm.types import ChatMessage, Completion, LLMOptions, ModelInfo, StreamChunk, ToolSpec
+from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
 
 __all__ = ["AutoBackend", "backend_in_use"]
 
 log = structlog.get_logger()
 
 
-class AutoBackend:
-    """The backend ``auto`` fell back to, until Ollama answers (then Ollama)."""
+class AutoBackend(CompletesFromStream):
+    """The backend ``auto`` fell back to, until Ollama answers (then Ollama). Its
+    ``complete()`` gathers the stream of the backend in use, as that backend's own does."""
 
     def __init__(
         self,
@@ -98,16 +100,6 @@ class AutoBackend:
     ) -> AsyncGenerator[StreamChunk, None]:
         # The backend's own stream, not a generator around it: nothing added per chunk.
         return self.current.stream_complete(messages, tools, options, stop=stop)
-
-    async def complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: LLMOptions | None = None,
-        *,
-        stop: StopSignal | None = None,
-    ) -> Completion:
-        return await self.current.complete(messages, tools, options, stop=stop)
 
     async def list_models(self) -> list[ModelInfo]:
         return await self.current.list_models()

@@ -6,7 +6,7 @@ same quirk handling, timeouts and stop as the streaming ones.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 
 from navi.llm.stop import StopSignal
@@ -55,18 +55,11 @@ async def collect(stream: AsyncGenerator[StreamChunk, None], *, model: str) -> C
 class CompletesFromStream:
     """Gives a backend its ``complete()``: its own stream, gathered."""
 
+    # The backend's own, as LLMBackend has them (declared for the type checker).
+    stream_complete: Callable[..., AsyncGenerator[StreamChunk, None]]
+
     @property
     def model(self) -> str:
-        raise NotImplementedError
-
-    def stream_complete(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolSpec] = (),
-        options: LLMOptions | None = None,
-        *,
-        stop: StopSignal | None = None,
-    ) -> AsyncGenerator[StreamChunk, None]:
         raise NotImplementedError
 
     async def complete(
