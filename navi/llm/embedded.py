@@ -62,12 +62,11 @@ from navi.llm.types import (
     ToolCallsChunk,
     ToolSpec,
 )
-from navi.llm.wire_parts import encode_tool
+from navi.llm.wire_parts import encode_tool, encode_tool_call
 
 __all__ = ["EmbeddedBackend", "GenerationStats"]
 
 log = structlog.get_logger()
-_json = msgspec.json.Encoder()
 # Chunks waiting for the loop; the worker blocks beyond this (backpressure).
 STREAM_BUFFER = 64
 # A mild penalty on repeated tokens: SmolLM2-135M loops without one (the guard ends
@@ -439,14 +438,7 @@ def _message(message: ChatMessage) -> dict[str, Any]:
         return {"role": "user", "content": f"Result of functions.{name}:\n{message.content}"}
     out: dict[str, Any] = {"role": message.role, "content": message.content or ""}
     if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {"name": call.name, "arguments": _json.encode(call.arguments).decode()},
-            }
-            for call in message.tool_calls
-        ]
+        out["tool_calls"] = [encode_tool_call(call) for call in message.tool_calls]
     return out
 
 

@@ -48,7 +48,7 @@ from navi.llm.types import (
     ToolCallsChunk,
     ToolSpec,
 )
-from navi.llm.wire_parts import encode_tool
+from navi.llm.wire_parts import encode_tool, encode_tool_call
 
 if TYPE_CHECKING:
     from navi.llm.wire_parts import WireParts
@@ -79,9 +79,6 @@ def image_data_url(image: str) -> str:
     return f"data:{mime};base64,{strip_data_url(image)}"
 
 
-_arguments_encoder = msgspec.json.Encoder()
-
-
 def encode_message(message: ChatMessage) -> dict[str, Any]:
     # Never None: chat templates (SmolLM2's among them) fail on a None content.
     content: Any = message.content
@@ -92,17 +89,7 @@ def encode_message(message: ChatMessage) -> dict[str, Any]:
         ]
     out: dict[str, Any] = {"role": message.role, "content": content}
     if message.tool_calls:
-        out["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": "function",
-                "function": {
-                    "name": call.name,
-                    "arguments": _arguments_encoder.encode(call.arguments).decode(),
-                },
-            }
-            for call in message.tool_calls
-        ]
+        out["tool_calls"] = [encode_tool_call(call) for call in message.tool_calls]
     if message.role == "tool":
         if message.tool_call_id:
             out["tool_call_id"] = message.tool_call_id

@@ -16,9 +16,9 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from navi.llm.types import ChatMessage, ToolSpec
+from navi.llm.types import ChatMessage, ToolCall, ToolSpec
 
-__all__ = ["IdentityCache", "WireParts", "encode_tool"]
+__all__ = ["IdentityCache", "WireParts", "encode_tool", "encode_tool_call"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -35,6 +35,16 @@ def encode_tool(tool: ToolSpec) -> dict[str, Any]:
             "description": tool.description,
             "parameters": tool.parameters,
         },
+    }
+
+
+def encode_tool_call(call: ToolCall) -> dict[str, Any]:
+    """An assistant's tool call as OpenAI's format gives it (the arguments as a JSON
+    string), which llama-cpp-python's chat formats take too."""
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": _encode(call.arguments).decode()},
     }
 
 
