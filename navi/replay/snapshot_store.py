@@ -10,7 +10,6 @@ is ignored (and overwritten when the fold passes its seq again).
 from __future__ import annotations
 
 import weakref
-from typing import Protocol
 
 import anyio
 import msgspec
@@ -49,29 +48,6 @@ Payloads = dict[str, tuple[int, bytes]]
 PayloadsAt = dict[tuple[str, int], tuple[int, bytes]]
 
 
-class SnapshotStorage(Protocol):
-    async def rows(
-        self,
-        stream_id: str,
-        *,
-        at_most: int | None = None,
-        names: tuple[str, ...] | None = None,
-        limit: int | None = None,
-    ) -> list[SnapshotRow]:
-        """The rows of ``stream_id`` (without payloads), newest seq first."""
-        ...
-
-    async def payloads(
-        self, stream_id: str, seqs: list[int], names: tuple[str, ...]
-    ) -> PayloadsAt: ...
-
-    async def save(self, stream_id: str, seq: int, payloads: Payloads) -> None:
-        """Insert or replace the rows of ``seq``."""
-        ...
-
-    async def delete(self, stream_ids: list[str]) -> None: ...
-
-
 class MemorySnapshots:
     def __init__(self) -> None:
         self._rows: dict[str, dict[tuple[str, int], tuple[int, bytes]]] = {}
@@ -84,6 +60,7 @@ class MemorySnapshots:
         names: tuple[str, ...] | None = None,
         limit: int | None = None,
     ) -> list[SnapshotRow]:
+        """The rows of ``stream_id`` (without payloads), newest seq first."""
         stored = self._rows.get(stream_id, {})
         rows = [
             SnapshotRow(name, seq, version)
@@ -98,6 +75,7 @@ class MemorySnapshots:
         return {(n, s): stored[(n, s)] for n in names for s in seqs if (n, s) in stored}
 
     async def save(self, stream_id: str, seq: int, payloads: Payloads) -> None:
+        """Insert or replace the rows of ``seq``."""
         stored = self._rows.setdefault(stream_id, {})
         for name, row in payloads.items():
             stored[(name, seq)] = row
@@ -193,6 +171,9 @@ class SqlSnapshots:
         async with (await self._engine()).begin() as conn:
             await conn.execute(_S.delete().where(_S.c.stream_id.in_(stream_ids)))
 
+
+# Both keep the same methods; a session's snapshots go to the one beside its events.
+SnapshotStorage = MemorySnapshots | SqlSnapshots
 
 _storages: weakref.WeakKeyDictionary[EventStore, SnapshotStorage] = weakref.WeakKeyDictionary()
 
