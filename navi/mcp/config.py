@@ -33,10 +33,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 TOOL_NAME_MAX = 64
 
 
-class ServerEntry(msgspec.Struct, frozen=True, kw_only=True):
-    """One server of ``mcpServers``: either ``command`` (stdio) or ``url`` (HTTP)."""
+class _Keys(msgspec.Struct, frozen=True, kw_only=True):
+    """The keys of one server of ``mcpServers`` that Navi reads."""
 
-    name: str
     command: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] = {}
@@ -50,6 +49,12 @@ class ServerEntry(msgspec.Struct, frozen=True, kw_only=True):
     network: bool = False
     disabled: bool = False
 
+
+class ServerEntry(_Keys, frozen=True, kw_only=True):
+    """One server of ``mcpServers``: either ``command`` (stdio) or ``url`` (HTTP)."""
+
+    name: str
+
     @property
     def transport(self) -> str:
         return "stdio" if self.command else "http"
@@ -58,18 +63,9 @@ class ServerEntry(msgspec.Struct, frozen=True, kw_only=True):
         return self.profiles is None or profile_id in self.profiles
 
 
-class _RawEntry(msgspec.Struct, frozen=True, kw_only=True):
-    command: str = ""
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = {}
-    url: str = ""
-    headers: dict[str, str] = {}
-    profiles: tuple[str, ...] | None = None
-    approval: Approval | None = None
-    sandbox: bool = False
-    network: bool = False
-    disabled: bool = False
+class _RawEntry(_Keys, frozen=True, kw_only=True):
     # Written by other clients; accepted, not used (the transport follows from the keys).
+    # Not kept in ServerEntry: the running servers restart only when what Navi reads changes.
     type: str = ""
 
 
@@ -116,7 +112,7 @@ def _entry(name: str, raw: Any) -> tuple[str, ServerEntry | None]:
         return 'give either "command" (a stdio server) or "url" (an HTTP server)', None
     if entry.url and not re.match(r"^https?://", entry.url):
         return '"url" must be an http:// or https:// URL', None
-    fields = {f: getattr(entry, f) for f in ServerEntry.__struct_fields__ if f != "name"}
+    fields = {f: getattr(entry, f) for f in _Keys.__struct_fields__}
     return "", ServerEntry(name=name, **fields)
 
 
