@@ -30,18 +30,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from navi.replay.history import History, load_history
 from navi.replay.pacing import BadReplayRequest, parse_speed
 from navi.server.frames import Frame
-from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.replay_feed import ReplayFeed
 from navi.server.state import ServerState, state_of
-from navi.session.errors import SessionNotFound
+from navi.server.ws import CLOSE_TOO_SLOW, SEND_TIMEOUT, accept_session
 
 log = structlog.get_logger(__name__)
 
 CLOSE_BAD_REQUEST = 4400
-CLOSE_NOT_FOUND = 4004
-CLOSE_TOO_SLOW = 4008
-SEND_TIMEOUT = 10.0
 MAX_MESSAGE_BYTES = 64 * 1024
 
 _encode = msgspec.json.Encoder().encode
@@ -64,14 +60,10 @@ def _seq_param(websocket: WebSocket, name: str) -> int | None:
 
 
 async def replay_socket(websocket: WebSocket) -> None:
-    server = state_of(websocket)
-    session_id = websocket.path_params["session_id"]
-    await websocket.accept()
-    try:
-        await server.sessions.get(session_id, user_of(websocket))  # type: ignore[arg-type]
-    except SessionNotFound:
-        await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
+    session_id = await accept_session(websocket)
+    if session_id is None:
         return
+    server = state_of(websocket)
     history = await load_history(server.navi.store, session_id)
     try:
         start = _seq_param(websocket, "from") or 1

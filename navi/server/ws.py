@@ -70,17 +70,24 @@ def _sub_after(websocket: WebSocket) -> dict[str, int]:
     return out
 
 
-async def session_socket(websocket: WebSocket) -> None:
-    server = state_of(websocket)
-    session_id = websocket.path_params["session_id"]
+async def accept_session(websocket: WebSocket) -> str | None:
+    """Accept; the session's id, or None when this user has no such session (closed 4004)."""
+    session_id: str = websocket.path_params["session_id"]
     await websocket.accept()
     try:
-        await server.sessions.get(session_id, user_of(websocket))  # type: ignore[arg-type]
+        await state_of(websocket).sessions.get(session_id, user_of(websocket))  # type: ignore[arg-type]
     except SessionNotFound:
         await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
+        return None
+    return session_id
+
+
+async def session_socket(websocket: WebSocket) -> None:
+    session_id = await accept_session(websocket)
+    if session_id is None:
         return
     user = user_of(websocket)  # type: ignore[arg-type]
-    connection = Connection(server, websocket, session_id, user)
+    connection = Connection(state_of(websocket), websocket, session_id, user)
     await connection.serve()
 
 
