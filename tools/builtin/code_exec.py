@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools.base import Tool, ToolResult
-from tools.builtin.terminal import describe_outcome
+from tools.base import ToolResult
+from tools.builtin.terminal import TIMEOUT_ARGUMENT, ProcessTool, describe_outcome
 from tools.context import ToolContext
 from tools.processes import minimal_env, run_process_tree
 from tools.sandbox import (
@@ -41,9 +41,8 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
-class CodeExecTool(Tool):
+class CodeExecTool(ProcessTool):
     name = "code_exec"
-    approval = "ask"  # runs commands on the user's machine
     description = (
         "Run Python 3 code in a separate sandboxed process and return its exit code and "
         "output (stdout and stderr; use print). Each call starts fresh in its own empty "
@@ -56,19 +55,11 @@ class CodeExecTool(Tool):
         "type": "object",
         "properties": {
             "code": {"type": "string", "minLength": 1, "description": "Python source to run."},
-            "timeout_s": {
-                "type": "number",
-                "minimum": 1,
-                "description": "Time limit in seconds (default 30).",
-            },
+            "timeout_s": TIMEOUT_ARGUMENT,
         },
         "required": ["code"],
         "additionalProperties": False,
     }
-    idempotent = False
-
-    def timeout_for(self, args: dict[str, Any]) -> float:
-        return float(args.get("timeout_s") or 300.0) + 15.0
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings

@@ -41,9 +41,26 @@ def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
     return ok(text)
 
 
-class TerminalTool(Tool):
-    name = "terminal"
+TIMEOUT_ARGUMENT = {
+    "type": "number",
+    "minimum": 1,
+    "description": "Time limit in seconds (default 30).",
+}
+
+
+class ProcessTool(Tool):
+    """A tool that runs a process tree on the user's machine, for ``timeout_s`` at most."""
+
     approval = "ask"  # runs commands on the user's machine
+    idempotent = False
+
+    def timeout_for(self, args: dict[str, Any]) -> float:
+        # The process runner enforces the real limit and kills the tree; this is a backstop.
+        return float(args.get("timeout_s") or 300.0) + 15.0
+
+
+class TerminalTool(ProcessTool):
+    name = "terminal"
     description = (
         "Run one command (an allowlisted program with arguments) in the session's files "
         "directory and return its exit code and output. " + NO_SHELL + " Pipes, ';', '&&', "
@@ -59,20 +76,11 @@ class TerminalTool(Tool):
                 "minLength": 1,
                 "description": 'The command line, e.g. "ls -la" or "grep -n \'a|b\' notes.txt".',
             },
-            "timeout_s": {
-                "type": "number",
-                "minimum": 1,
-                "description": "Time limit in seconds (default 30).",
-            },
+            "timeout_s": TIMEOUT_ARGUMENT,
         },
         "required": ["command"],
         "additionalProperties": False,
     }
-    idempotent = False
-
-    def timeout_for(self, args: dict[str, Any]) -> float:
-        # The process runner enforces the real limit and kills the tree; this is a backstop.
-        return float(args.get("timeout_s") or 300.0) + 15.0
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings
