@@ -17,6 +17,7 @@ from navi.session.actor import SessionActor
 from navi.subagents import SpawnAgentTool, Spawner
 from profiles import Profile, ProfileRegistry, UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
+from tools.base import Approval
 from tools.context import Hook
 
 if TYPE_CHECKING:
@@ -42,6 +43,12 @@ class SwitchProfileTool(Tool):
     }
     idempotent = True
     timeout_s = 30.0
+
+    def __init__(self, profiles: ProfileRegistry) -> None:
+        self.profiles = profiles
+
+    def approval_for(self, args: dict[str, Any]) -> Approval:
+        return "ask" if self.profiles.entering_asks(args.get("profile_id")) else "auto"
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.switch_profile is None:
@@ -80,7 +87,7 @@ class SessionTools:
         self.store = store
         self.new_id = new_id
         self.spawn_agent = SpawnAgentTool(profiles)
-        self.switch_profile = SwitchProfileTool()
+        self.switch_profile = SwitchProfileTool(profiles)
 
     def tools(self) -> list[Tool]:
         return [self.switch_profile, self.spawn_agent]

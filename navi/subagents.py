@@ -45,6 +45,7 @@ from navi.session import messages as m
 from navi.session.actor import SessionActor
 from profiles import ProfileRegistry, UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
+from tools.base import Approval
 
 if TYPE_CHECKING:
     from events.base import BaseEventStore
@@ -268,6 +269,10 @@ class SpawnAgentTool(Tool):
         self.profiles = profiles
         self.subagent_timeout_s = timeout_s
         self.timeout_s = timeout_s + 2 * STOP_GRACE_S + ASK_TIMEOUT_S
+
+    def approval_for(self, args: dict[str, Any]) -> Approval:
+        # Without a profile_id the subagent has this conversation's profile: nothing widens.
+        return "ask" if self.profiles.entering_asks(args.get("profile_id")) else "auto"
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.spawn is None:

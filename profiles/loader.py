@@ -196,6 +196,12 @@ class ProfileRegistry:
     def default(self) -> Profile:
         return self.get(self.default_id)
 
+    def entering_asks(self, profile_id: object) -> bool:
+        """Whether a tool call that enters ``profile_id`` waits for a person (see
+        ``Profile.loosens_safety``); an unknown id asks nothing: the call fails."""
+        profile = self._profiles.get(profile_id) if isinstance(profile_id, str) else None
+        return profile is not None and profile.loosens_safety
+
     def source_of(self, profile_id: str) -> Path:
         """The folder a profile was loaded from."""
         self.get(profile_id)

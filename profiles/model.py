@@ -75,6 +75,14 @@ class Profile(ProfileConfig, frozen=True, kw_only=True):
         return self.subagent_tools or self.enabled_tools
 
     @property
+    def loosens_safety(self) -> bool:
+        """Whether its tools may do more than the defaults let them without a person: the
+        network from the sandbox, private (LAN) addresses, or a call that would ask
+        running at once. Entering it (``switch_profile``, ``spawn_agent``) asks first: an
+        LLM that read a hostile page must not widen its own reach."""
+        return self.tool_network or self.allow_private_urls or "auto" in self.tool_policy.values()
+
+    @property
     def subagent_prompt(self) -> str:
         return self.subagent_system_prompt or self.system_prompt
 

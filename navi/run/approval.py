@@ -10,7 +10,8 @@ tool decides:
 4. the tool's own default: ``ask`` for the tools that act on the machine (code_exec,
    terminal, ssh_exec, write_tool, reload_tools, filesystem writes, http_request other
    than GET/HEAD, user tools and external tools that do not declare themselves
-   read-only), ``auto`` for the rest.
+   read-only, switch_profile and spawn_agent into a profile that loosens safety),
+   ``auto`` for the rest.
 
 A call that would ``ask`` runs without asking when the user approved its tool "for this
 session" before (``tool.approval_decided`` with scope ``session``, in the log).
@@ -73,7 +74,8 @@ def approval_report(operator: str) -> tuple[str, str]:
         return "ok", "approvals: every tool call waits for a person (NAVI_TOOL_APPROVAL=ask)"
     return "ok", (
         "approvals: code_exec, terminal, ssh_exec, file writes, non-GET http_request, "
-        "write_tool, reload_tools and external tools ask first"
+        "write_tool, reload_tools, external tools and entering a profile with a wider reach "
+        "ask first"
     )
 
 

@@ -268,3 +268,47 @@ def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerP
     for turn in turns:
         turn.join(30)
     assert not marker[mine].exists() and not marker[theirs].exists()
+
+
+def _deny_the_one_request(server: NaviServerProcess, sid: str, tool: str) -> None:
+    [request] = _pending(server, sid, None)
+    assert request["tool"] == tool and request["policy"] == f"{tool}'s default", request
+    with server.client() as http:
+        denied = http.post(
+            f"/sessions/{sid}/approvals/{request['call_id']}", json={"decision": "deny"}
+        )
+        assert denied.status_code == 200, denied.text
+
+
+def test_the_llm_does_not_widen_its_own_reach_by_entering_a_profile(
+    asking_server: NaviServerProcess,
+) -> None:
+    # A page tells the LLM to move into server_admin, whose sandboxed code has the
+    # network (and so Navi's own API on 127.0.0.1): the switch waits for the person.
+    server = asking_server
+    sid = server.create_session("secretary")
+    into_admin = FakeToolCall(name="switch_profile", arguments={"profile_id": "server_admin"})
+    server.llm.script(Reply(tool_calls=[into_admin]), Reply(text="I stayed."))
+    turn = _turn_in_background(server, sid, None)
+    _deny_the_one_request(server, sid, "switch_profile")
+    turn.join(30)
+    assert server.session(sid)["profile_id"] == "secretary"
+    [tool] = server.tool_messages(sid)
+    assert tool["success"] is False and "declined" in tool["content"]
+
+    # A subagent under server_admin waits for the person too.
+    spawn = FakeToolCall(
+        name="spawn_agent", arguments={"task": "check the disks", "profile_id": "server_admin"}
+    )
+    server.llm.script(Reply(tool_calls=[spawn]), Reply(text="No subagent then."))
+    turn = _turn_in_background(server, sid, None)
+    _deny_the_one_request(server, sid, "spawn_agent")
+    turn.join(30)
+
+    # Entering a profile that widens nothing runs at once.
+    stay = FakeToolCall(name="switch_profile", arguments={"profile_id": "secretary"})
+    server.llm.script(Reply(tool_calls=[stay]), Reply(text="Still here."))
+    assert server.send(sid, "stay where you are").status_code == 200
+    assert server.tool_messages(sid)[-1]["success"] is True
+    with server.client() as http:
+        assert http.get(f"/sessions/{sid}/approvals").json()["approvals"] == []
