@@ -10,16 +10,23 @@ their messages: navi/blobs.py); past it, 413 and nothing is kept. The same conte
 uploaded again to a session is kept once: the answer names the file already there.
 Uploads stay files of the session's folder, not shared blobs: they are the tools'
 working copies, which a tool may change.
+
+A tool may also leave symbolic links in that folder (``code_exec`` writes it): an upload
+is made as a new file relative to the folder's descriptor (``O_CREAT | O_EXCL |
+O_NOFOLLOW``, ``tools.beneath``), so it never writes through a link, and a name taken by
+anything (a file, a folder or a link, dangling or not) is never reused.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 import shutil
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 import anyio
 import structlog
@@ -29,10 +36,11 @@ from starlette.responses import Response
 from starlette.types import Message
 
 from navi.blobs import BlobStore
-from navi.ids import session_folder
+from navi.ids import InvalidId, session_folder
 from navi.server.http import HTTPError, json_response, user_of
 from navi.server.state import state_of
 from navi.session.errors import QuotaExceeded
+from tools.beneath import make_dirs_beneath, open_beneath
 
 if TYPE_CHECKING:
     from navi.server.views import SessionsView
@@ -41,6 +49,7 @@ log = structlog.get_logger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 CLEAN_INTERVAL_S = 600.0
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL  # open_beneath adds O_NOFOLLOW
 
 
 def safe_name(name: str) -> str:
@@ -63,15 +72,35 @@ class FileStore:
         """The session's folder (raises ``InvalidId`` for an id that is not a UUID)."""
         return session_folder(self.root, session_id)
 
-    def place(self, session_id: str, name: str) -> Path:
+    def create(self, session_id: str, name: str) -> tuple[Path, BinaryIO]:
+        """A new, empty file in the session's folder (made if missing), open for writing:
+        named ``name`` made safe, or ``stem-1.suffix``, ``stem-2.suffix``… while that is
+        taken by anything, a symbolic link included (dangling or not). Nothing is opened
+        through a link: not the folder, not the file (``InvalidId`` or ``OSError`` if the
+        folder is one)."""
         folder = self.directory(session_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        target = folder / safe_name(name)
-        stem, suffix, n = target.stem, target.suffix, 1
-        while target.exists():
-            target = folder / f"{stem}-{n}{suffix}"
-            n += 1
-        return target
+        self.root.mkdir(parents=True, exist_ok=True)
+        root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            folder_fd = make_dirs_beneath(root_fd, [folder.name])
+        finally:
+            os.close(root_fd)
+        try:
+            wanted = Path(safe_name(name))
+            stem, suffix, n = wanted.stem, wanted.suffix, 1
+            candidate = wanted.name
+            while True:
+                try:  # 0o666 as open() would: the umask decides
+                    fd = open_beneath(folder_fd, [candidate], _NEW_FILE, 0o666)
+                except OSError as exc:
+                    if exc.errno not in (errno.EEXIST, errno.ELOOP):
+                        raise
+                    candidate = f"{stem}-{n}{suffix}"
+                    n += 1
+                    continue
+                return folder / candidate, os.fdopen(fd, "wb")
+        finally:
+            os.close(folder_fd)
 
     async def clean(self, sessions: SessionsView, now: float | None = None) -> list[str]:
         """Remove the folders of sessions idle past the TTL (or gone); returns their ids."""
@@ -144,10 +173,19 @@ async def upload_file(request: Request) -> Response:
             raise HTTPError(
                 413, f"the file is larger than the limit of {limit // (1024 * 1024)} MB"
             )
-        target = server.files.place(session_id, upload.filename or "upload")
+        try:
+            target, out = server.files.create(session_id, upload.filename or "upload")
+        except (OSError, InvalidId) as exc:
+            if isinstance(exc, OSError) and exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise
+            # The session's folder is a symbolic link or a file (a tool put it there).
+            log.warning("files.no_folder", session_id=session_id, error=str(exc))
+            raise HTTPError(
+                409, "the session's files folder is not a folder: the upload was not stored"
+            ) from None
         digest = hashlib.sha256()
         await upload.seek(0)
-        with target.open("wb") as out:
+        with out:
             while chunk := await upload.read(1024 * 1024):
                 out.write(chunk)
                 digest.update(chunk)

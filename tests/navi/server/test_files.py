@@ -25,7 +25,8 @@ async def test_files_of_idle_sessions_are_removed_after_the_ttl(tmp_path: Path) 
         await store.append(IDLE, [SessionCreated(profile_id="p")], expected_seq=0)
         files = FileStore(tmp_path, ttl_hours=1)
         for sid in (BUSY, IDLE, GONE):
-            files.place(sid, "a.txt").write_text("x")
+            with files.create(sid, "a.txt")[1] as out:
+                out.write(b"x")
         view = SessionsView(store)
         # Nothing is old yet.
         assert await files.clean(view) == []
@@ -40,10 +41,13 @@ def test_upload_names_cannot_escape_or_collide(tmp_path: Path) -> None:
     assert safe_name("../../etc/passwd") == "passwd"
     assert safe_name("..\\..\\x.txt") == "x.txt"
     assert safe_name("") == "upload"
-    first = files.place(BUSY, "a.txt")
-    first.write_text("1")
-    second = files.place(BUSY, "a.txt")
+    first, out = files.create(BUSY, "a.txt")
+    with out:
+        out.write(b"1")
+    second, out = files.create(BUSY, "a.txt")
+    out.close()
     assert second.name == "a-1.txt" and second.parent == first.parent
+    assert first.read_bytes() == b"1" and second.read_bytes() == b""
 
 
 async def test_cleaned_uploads_no_longer_count_against_the_quota(tmp_path: Path) -> None:
@@ -52,8 +56,9 @@ async def test_cleaned_uploads_no_longer_count_against_the_quota(tmp_path: Path)
         async with InMemoryEventStore() as store:
             await store.append(IDLE, [SessionCreated(profile_id="p")], expected_seq=0)
             files = FileStore(tmp_path / "files", ttl_hours=1, blobs=blobs)
-            upload = files.place(IDLE, "a.bin")
-            upload.write_bytes(b"x" * 800)
+            upload, out = files.create(IDLE, "a.bin")
+            with out:
+                out.write(b"x" * 800)
             blobs.add_upload(upload, user_id="local", session_id=IDLE, sha256="0" * 64)
             assert blobs.usage("local") == 800
             await files.clean(SessionsView(store), now=time.time() + 2 * 3600)
