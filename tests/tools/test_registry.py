@@ -203,6 +203,27 @@ def test_idempotency_per_tool_and_per_call(registry: ToolRegistry) -> None:
     assert not registry.is_idempotent("nope", {})
 
 
+@pytest.mark.parametrize(
+    ("args", "approval"),
+    [
+        ({"url": "http://x"}, "auto"),
+        ({"url": "http://x", "method": "head", "headers": {"Accept": "text/html"}}, "auto"),
+        ({"url": "http://x", "method": "DELETE"}, "ask"),
+        # A GET that carries a body, or asks the server to take it for another method,
+        # may change something: it asks, like the method it stands for.
+        ({"url": "http://x", "body": "rm=all"}, "ask"),
+        ({"url": "http://x", "json": {"delete": True}}, "ask"),
+        ({"url": "http://x", "headers": {"X-HTTP-Method-Override": "DELETE"}}, "ask"),
+        ({"url": "http://x", "headers": {"x-method-override": "PUT"}}, "ask"),
+    ],
+)
+def test_only_a_plain_read_of_http_request_runs_without_asking(
+    registry: ToolRegistry, args: dict[str, Any], approval: str
+) -> None:
+    assert registry.approval_for("http_request", args) == approval
+    assert registry.is_idempotent("http_request", args) is (approval == "auto")
+
+
 def test_every_builtin_of_the_issue_is_registered(registry: ToolRegistry) -> None:
     assert set(registry.builtin_names) == {
         "web_search", "web_view", "filesystem", "http_request", "code_exec", "terminal",

@@ -14,6 +14,9 @@ _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
 
 
+METHOD_OVERRIDES = frozenset({"x-http-method-override", "x-http-method", "x-method-override"})
+
+
 class HttpRequestTool(Tool):
     name = "http_request"
     uses_files = False
@@ -43,10 +46,19 @@ class HttpRequestTool(Tool):
     timeout_s = 120.0
 
     def is_idempotent(self, args: dict[str, Any]) -> bool:
-        return str(args.get("method", "GET")).upper() in ("GET", "HEAD")
+        # A plain GET or HEAD reads. One with a body, or asking the server to take it for
+        # another method (frameworks honour these headers), may change something.
+        if str(args.get("method", "GET")).upper() not in ("GET", "HEAD"):
+            return False
+        if "body" in args or "json" in args:
+            return False
+        headers = args.get("headers")
+        return not (
+            isinstance(headers, dict) and METHOD_OVERRIDES & {str(k).lower() for k in headers}
+        )
 
     def approval_for(self, args: dict[str, Any]) -> Approval:
-        # A GET or HEAD reads; any other method may change something somewhere.
+        # Only a plain read runs without asking (and is run again on resume).
         return "auto" if self.is_idempotent(args) else "ask"
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
