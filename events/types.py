@@ -198,13 +198,16 @@ class ToolApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval
 class ToolApprovalDecided(Event, frozen=True, kw_only=True, tag="tool.approval_decided"):
     """The answer to a ``tool.approval_requested``: ``by`` is the user who decided (or
     ``navi`` for a timeout); ``session`` scope approves the tool for the rest of the
-    session."""
+    session. ``imported``: the decision came in an imported log (navi/replay/import_.py
+    sets it on every decision it writes): a person of another Navi, or nobody, took it,
+    so it approves nothing here (a session scope does not carry to later runs)."""
 
     call_id: str
     approved: bool
     scope: ApprovalScope = "once"
     by: str = ""
     reason: str = ""
+    imported: bool = False
 
 
 class ContextCompressing(Event, frozen=True, kw_only=True, tag="context.compressing"):

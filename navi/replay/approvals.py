@@ -47,6 +47,7 @@ class ApprovalView(msgspec.Struct, frozen=True, kw_only=True):
     by: str = ""
     reason: str = ""
     waited_s: float | None = None  # from the request to the decision (or the stop)
+    imported: bool = False  # decided in the log an import brought: it approves nothing here
 
 
 def fold_approvals(records: Iterable[Recorded]) -> list[ApprovalView]:
@@ -76,7 +77,12 @@ def fold_approvals(records: Iterable[Recorded]) -> list[ApprovalView]:
                 continue  # not an approval, or a denied call's own tool.failed
             if isinstance(e, ToolApprovalDecided):
                 outcome = "approved" if e.approved else "denied"
-                decision: dict[str, Any] = {"scope": e.scope, "by": e.by, "reason": e.reason}
+                decision: dict[str, Any] = {
+                    "scope": e.scope,
+                    "by": e.by,
+                    "reason": e.reason,
+                    "imported": e.imported,
+                }
             else:
                 outcome, decision = "stopped", {"reason": e.reason}
             found[e.call_id] = replace(
@@ -130,4 +136,5 @@ def _decision(v: ApprovalView) -> str:
         return f"stopped while waiting (seq {v.decided_seq}, {waited})"
     scope = " for the session" if v.outcome == "approved" and v.scope == "session" else ""
     reason = f": {v.reason}" if v.reason else ""
-    return f"{v.outcome}{scope} by {v.by or '?'} at seq {v.decided_seq}, {waited}{reason}"
+    where = " (in the imported log)" if v.imported else ""
+    return f"{v.outcome}{scope} by {v.by or '?'}{where} at seq {v.decided_seq}, {waited}{reason}"

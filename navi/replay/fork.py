@@ -45,20 +45,27 @@ class ForkResult(msgspec.Struct, frozen=True, kw_only=True):
     closed_run: bool  # the fork point was inside a run, which the fork stopped
 
 
-def closing_events(run_state: RunState, context: ContextState) -> list[Event]:
-    """What ends a run left open at the fork point (nothing if none is)."""
+def closing_events(
+    run_state: RunState,
+    context: ContextState,
+    reason: str = FORK_REASON,
+    said: str = "the session was forked",
+) -> list[Event]:
+    """What ends a run left open at the fork point (nothing if none is). An import
+    closes an unfinished run of the file the same way (import_.py): ``reason`` is the
+    stop's and the run's, ``said`` the error of what it ends."""
     if run_state == RunState.COMPRESSING_AFTER_RUN:
-        return [ContextCompressionFailed(error="the session was forked during compression")]
+        return [ContextCompressionFailed(error=f"{said} during compression")]
     if run_state not in ACTIVE_STATES:
         return []
     events: list[Event] = []
     if run_state != RunState.STOPPING:
-        events.append(StopRequested(reason=FORK_REASON))
+        events.append(StopRequested(reason=reason))
     events += [
-        ToolFailed(call_id=call_id, name=name, reason="stopped", error="the session was forked")
+        ToolFailed(call_id=call_id, name=name, reason="stopped", error=said)
         for call_id, name in context.open_calls
     ]
-    events.append(RunStopped(reason=FORK_REASON))
+    events.append(RunStopped(reason=reason))
     state: RunState = run_state
     for event in events:  # what we write must be legal: check it before writing
         state = transition(state, event)

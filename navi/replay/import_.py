@@ -26,7 +26,22 @@ ids for its subagent streams (``navi import --as-new`` passes a fresh UUID): the
 ``session.created.parent_stream_id`` and ``subagent.*.child_stream_id`` are rewritten to
 match, events get new event ids, and keep their times. Events keep their ``event_id``
 and ``timestamp`` otherwise, so the imported session's projections are the exported
-one's, byte for byte.
+one's, byte for byte (for a session at rest: see below for a run left unfinished).
+
+An import never resumes anything, and brings no one's approval with it (an export file
+is anybody's text: it may end in an approval nobody gave):
+
+- a stream whose run the file leaves unfinished (the session was exported mid-run, or
+  the file was made so) gets the events that close it, appended after the file's, as a
+  fork closes a run at its fork point (fork.py ``closing_events``):
+  ``stop.requested(reason="import")``, a ``tool.failed(reason="stopped")`` per call
+  still waiting for its result (an approved call that never started included), then
+  ``run.stopped(reason="import")`` (``context.compression_failed`` for a post-run
+  compression). Nothing of that run is done again: no call, no LLM request; the
+  session rests and takes a new message. ``warnings`` names each stream so closed;
+- every ``tool.approval_decided`` is written with ``imported=True``: a ``session``
+  scope in it approves nothing in the imported session's later runs
+  (navi/run/progress.py); the record of who decided what stays as the file says.
 
 Writing is one atomic append per stream, subagent streams first and the session's last:
 a failure part way (another writer took one of the ids in between the check and the
@@ -36,7 +51,9 @@ of the imported streams are built.
 
 from __future__ import annotations
 
+import functools
 import math
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -46,15 +63,36 @@ from msgspec.structs import replace
 from events.envelope import NewEvent, Recorded
 from events.errors import EventDecodeError
 from events.store import EventStore
-from events.types import Event, SessionCreated, SubagentFinished, SubagentSpawned
+from events.types import (
+    Event,
+    SessionCreated,
+    SubagentFinished,
+    SubagentSpawned,
+    ToolApprovalDecided,
+)
 from navi import ids
 from navi.ids import is_uuid
 from navi.replay.errors import ExportFormatError, SessionExistsError
 from navi.replay.export import EXPORT_FORMAT, ExportHeader
+from navi.replay.fork import closing_events
 from navi.replay.import_links import checked_links
 from navi.replay.jsonl import EventLine, line_decoder
-from navi.replay.snapshots import SNAPSHOT_EVERY, catch_up_snapshots, delete_snapshots
-from navi.run.state import INITIAL, IllegalTransition, RunState, event_kind, next_state
+from navi.replay.projection_set import RunStateInfo
+from navi.replay.snapshots import (
+    SNAPSHOT_EVERY,
+    catch_up_snapshots,
+    delete_snapshots,
+    states_at,
+)
+from navi.run.state import (
+    INITIAL,
+    IllegalTransition,
+    RunState,
+    event_kind,
+    next_state,
+    transition,
+)
+from projections import context
 
 _header_decoder = msgspec.json.Decoder(ExportHeader)
 
@@ -63,6 +101,7 @@ _header_decoder = msgspec.json.Decoder(ExportHeader)
 EARLIEST = 946_684_800.0
 LATEST = 4_102_444_800.0
 MAX_ID_LENGTH = 64  # the log's event_id, run_id and causation_id columns
+IMPORT_REASON = "import"  # the stop.requested / run.stopped of a run the file left open
 
 
 @dataclass
@@ -76,6 +115,8 @@ class _Stream:
 class ParsedExport:
     header: ExportHeader
     streams: dict[str, list[Recorded]]  # in the header's order; the session's first
+    # Each stream's run state at the end of the file (an active one: a run to close).
+    states: dict[str, RunState] = field(default_factory=dict)
 
     @property
     def session_id(self) -> str:
@@ -89,7 +130,7 @@ class ImportResult(msgspec.Struct, frozen=True, kw_only=True):
     renamed: dict[str, str]  # exported id → imported id (empty unless imported as new)
     forked_from: str | None = None  # lineage of the exported session (not linked here)
     owner: str = ""  # the user the imported session belongs to
-    warnings: tuple[str, ...] = ()  # links dropped or changed (import_links.py)
+    warnings: tuple[str, ...] = ()  # links dropped or changed (import_links.py), runs closed
 
 
 def _parse_header(raw: bytes) -> ExportHeader:
@@ -209,7 +250,11 @@ def parse_export(lines: Iterable[bytes | str]) -> ParsedExport:
                 f"the file ends, but stream {info.stream_id!r} has {got} of the "
                 f"{info.events} events the header announces: it is truncated",
             )
-    return ParsedExport(header, {sid: s.records for sid, s in streams.items()})
+    return ParsedExport(
+        header,
+        {sid: s.records for sid, s in streams.items()},
+        {sid: s.state for sid, s in streams.items()},
+    )
 
 
 def _renamed(event: Event, ids: dict[str, str], parent_default: str | None) -> Event:
@@ -225,6 +270,43 @@ def _renamed(event: Event, ids: dict[str, str], parent_default: str | None) -> E
     return event
 
 
+def _imported(event: Event) -> Event:
+    """The event as the import writes it: a decision on an approval is marked as one
+    taken elsewhere (it approves nothing here; see the module doc)."""
+    if isinstance(event, ToolApprovalDecided) and not event.imported:
+        return replace(event, imported=True)
+    return event
+
+
+async def _closing(
+    store: EventStore, records: list[Recorded], created: SessionCreated, state: RunState
+) -> list[NewEvent]:
+    """The events that close the run the stream leaves unfinished once imported (none if
+    it rests), in the name of that run, no earlier than the file's last event. ``state``
+    is the file's; a fork link that is kept (``created``) puts its origin's events
+    first, and with them maybe the origin's run: the history decides."""
+    if created.forked_from is None:
+        folded = functools.reduce(context.evolve, records, context.INITIAL)
+    else:
+        origin = await states_at(
+            store, created.forked_from, created.forked_at_seq, names=("run_state", "context")
+        )
+        run: RunStateInfo = origin.states["run_state"]
+        state, folded = run.state, origin.states["context"]
+        for record in records[1:]:
+            try:
+                state = transition(state, record.event)
+            except IllegalTransition as exc:
+                raise ExportFormatError(
+                    0, f"stream {record.stream_id!r} does not follow its fork origin: {exc}"
+                ) from exc
+            folded = context.evolve(folded, record)
+    events = closing_events(state, folded, reason=IMPORT_REASON, said="the session was imported")
+    run_id = next((r.run_id for r in reversed(records) if r.run_id is not None), None)
+    at = max(time.time(), records[-1].timestamp)
+    return [NewEvent(event=event, run_id=run_id, timestamp=at) for event in events]
+
+
 def _new_events(
     records: list[Recorded],
     created: SessionCreated,
@@ -233,7 +315,7 @@ def _new_events(
 ) -> list[NewEvent]:
     """The stream's events to write, its ``session.created`` replaced by ``created``
     (owner and links as checked)."""
-    events: list[Event] = [created, *(r.event for r in records[1:])]
+    events: list[Event] = [created, *(_imported(r.event) for r in records[1:])]
     if ids is None:
         return [
             NewEvent(
@@ -294,20 +376,29 @@ async def import_session(
     created = _first_events(parsed)
     user = owner if owner is not None else created[exported_id].user_id
     links = await checked_links(store, created, session_id, user)
+    closing = {
+        sid: await _closing(store, records, links.created[sid], parsed.states[sid])
+        for sid, records in parsed.streams.items()
+    }
+    closed = tuple(
+        f"stream {target[sid]!r}: its unfinished run was stopped (an import never resumes one)"
+        for sid in parsed.streams
+        if closing[sid]
+    )
     await delete_snapshots(store, list(target.values()))
     # Subagent streams first, the session's last: until it is written, nothing lists them.
     for sid in reversed(list(parsed.streams)):
         parent_default = None if sid == exported_id else session_id
         events = _new_events(parsed.streams[sid], links.created[sid], ids, parent_default)
-        await store.append(target[sid], events, expected_seq=0)
+        await store.append(target[sid], [*events, *closing[sid]], expected_seq=0)
     for sid in parsed.streams:
         await catch_up_snapshots(store, target[sid], every=snapshot_every)
     return ImportResult(
         session_id=session_id,
-        streams={target[sid]: len(records) for sid, records in parsed.streams.items()},
-        events=sum(len(records) for records in parsed.streams.values()),
+        streams={target[sid]: len(r) + len(closing[sid]) for sid, r in parsed.streams.items()},
+        events=sum(len(r) + len(closing[sid]) for sid, r in parsed.streams.items()),
         renamed={} if ids is None else dict(ids),
         forked_from=parsed.header.forked_from,
         owner=user,
-        warnings=links.warnings,
+        warnings=(*links.warnings, *closed),
     )

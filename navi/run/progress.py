@@ -77,7 +77,7 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     started: frozenset[str] = frozenset()  # call ids with tool.started (may have run)
     # Approvals (navi/run/approval.py): the call waiting for a person, and when it began
     # to wait; the decisions of this step's calls; the tools approved for the session
-    # (kept across runs).
+    # (kept across runs; never by a decision of an imported log).
     awaiting: ToolApprovalRequested | None = None
     awaiting_since: float = 0.0
     decisions: tuple[ToolApprovalDecided, ...] = ()
@@ -212,8 +212,10 @@ def _approval_requested(p: RunProgress, record: Recorded, e: ToolApprovalRequest
 
 
 def _approval_decided(p: RunProgress, record: Recorded, e: ToolApprovalDecided) -> RunProgress:
+    # A decision that came in an imported log was not taken by a person of this Navi
+    # (the file may say anything): it approves no tool for the session's later runs.
     approved = p.approved_tools
-    if e.approved and e.scope == "session" and p.awaiting is not None:
+    if e.approved and e.scope == "session" and not e.imported and p.awaiting is not None:
         approved = approved | {p.awaiting.name}
     return replace(p, awaiting=None, decisions=(*p.decisions, e), approved_tools=approved)
 

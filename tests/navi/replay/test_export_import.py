@@ -1,11 +1,30 @@
 from __future__ import annotations
 
+import functools
+
 import msgspec
 import pytest
+from msgspec.structs import replace
 
 from events.base import BaseEventStore
 from events.memory import InMemoryEventStore
-from events.types import SessionCreated, SubagentSpawned, UserMessage
+from events.types import (
+    Event,
+    LLMCompleted,
+    LLMRequested,
+    RunStarted,
+    RunStopped,
+    SessionCreated,
+    StopRequested,
+    SubagentSpawned,
+    ToolApprovalDecided,
+    ToolApprovalRequested,
+    ToolCall,
+    ToolFailed,
+    ToolRequested,
+    UserMessage,
+)
+from navi.replay.approvals import approvals
 from navi.replay.errors import ExportFormatError, SessionExistsError
 from navi.replay.export import export_bytes
 from navi.replay.fork import fork
@@ -13,11 +32,13 @@ from navi.replay.history import read_history
 from navi.replay.import_ import import_session, parse_export
 from navi.replay.snapshot_store import snapshots_for
 from navi.replay.snapshots import load_context, load_messages
+from navi.run.progress import RunProgress, evolve
+from navi.run.state import RunState, state_at
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.messages import MESSAGES
 from tests.golden.make_golden import CHILD, SESSION, subagent
-from tests.navi.replay.support import long_session, make_session, turn
+from tests.navi.replay.support import long_session, make_session, tool_turn, turn
 
 pytestmark = pytest.mark.anyio
 
@@ -315,3 +336,75 @@ async def test_a_subagents_foreign_parent_becomes_the_imported_session(
         assert any("linked to the imported session" in w for w in result.warnings)
         child = (await other.read(CHILD))[0].event
         assert isinstance(child, SessionCreated) and child.parent_stream_id == SESSION
+
+
+def _waiting_for_approval(approval: ToolApprovalDecided) -> list[Event]:
+    """A turn whose call a (forged) decision approves, and which never started."""
+    call = ToolCall(id="call-1", name="code_exec", arguments={"code": "print(1)"})
+    return [
+        UserMessage(text="go"),
+        RunStarted(profile_id="secretary"),
+        LLMRequested(tools=("code_exec",)),
+        LLMCompleted(tool_calls=(call,)),
+        ToolRequested(call_id=call.id, name=call.name, arguments=call.arguments),
+        ToolApprovalRequested(call_id=call.id, name=call.name, arguments=call.arguments),
+        approval,
+    ]
+
+
+async def test_an_unfinished_run_is_closed_and_its_approvals_approve_nothing() -> None:
+    forged = ToolApprovalDecided(call_id="call-1", approved=True, scope="session", by="local")
+    async with InMemoryEventStore() as source:
+        await make_session(source, S, _waiting_for_approval(forged))
+        lines = (await export_bytes(source, S, now=NOW)).splitlines()
+    assert parse_export(lines).states[S] is RunState.EXECUTING_TOOLS
+    async with InMemoryEventStore() as store:
+        result = await import_session(store, lines, new_session_id=COPY)
+        records = await store.read(COPY)
+        assert result.events == len(records) == len(lines) - 1 + 3
+        assert "unfinished run was stopped" in result.warnings[-1]
+        assert [r.event for r in records[-3:]] == [
+            StopRequested(reason="import"),
+            ToolFailed(
+                call_id="call-1",
+                name="code_exec",
+                reason="stopped",
+                error="the session was imported",
+            ),
+            RunStopped(reason="import"),
+        ]
+        assert {r.run_id for r in records[-3:]} == {records[-4].run_id}
+        assert records[-1].timestamp >= records[-4].timestamp
+        assert state_at(records) is RunState.STOPPED
+        decided = records[-4].event
+        assert isinstance(decided, ToolApprovalDecided) and decided.imported
+        assert (decided.approved, decided.scope) == (True, "session")  # as the file says
+        progress = functools.reduce(evolve, records, RunProgress())
+        assert progress.approved_tools == frozenset()
+        [view] = await approvals(store, COPY)
+        assert view.outcome == "approved" and view.imported
+        # The same decision taken here carries, as it always did.
+        here = [replace(r, event=forged) if r.seq == records[-4].seq else r for r in records]
+        assert functools.reduce(evolve, here, RunProgress()).approved_tools == {"code_exec"}
+        # Imported again (the closed run rests): nothing more is added.
+        again = (await export_bytes(store, COPY, now=NOW)).splitlines()
+        assert (await import_session(store, again, new_session_id=G)).events == len(again) - 1
+
+
+async def test_a_kept_fork_link_into_a_run_in_progress_closes_that_run() -> None:
+    """A file that is only a fork link to the importer's own session, at a seq where
+    its run is in the middle of a tool call: the imported history ends that run."""
+    async with InMemoryEventStore() as store:
+        head = await make_session(store, ORIGIN, turn("hi"), tool_turn("search"))
+        lines = await _export()
+        created = _created(lines, 2)
+        payload = {**created["payload"], "forked_from": ORIGIN, "forked_at_seq": head}
+        linked = _set(lines, 2, {**created, "payload": payload})[:2]
+        header = {**_line(linked, 1), "events": 1}
+        header["streams"] = [{**header["streams"][0], "events": 1}]
+        linked[0] = msgspec.json.encode(header)
+        result = await import_session(store, linked, owner="local", new_session_id=COPY)
+        assert "unfinished run was stopped" in result.warnings[-1]
+        history = await read_history(store, COPY)
+        assert state_at(history) is RunState.STOPPED
+        assert isinstance(history[-2].event, ToolFailed) and history[-2].event.call_id == "call-1"
