@@ -9,7 +9,8 @@ hop connects through here again.
 
 Never reachable: cloud-metadata addresses, link-local addresses, and Navi's own
 listening port on any address of this machine. Reachable only when the operator sets
-``NAVI_ALLOW_PRIVATE_URLS=1``: loopback (and ``0.0.0.0``, which reaches it). Reachable
+``NAVI_ALLOW_PRIVATE_URLS=1``: this machine's addresses, loopback (and ``0.0.0.0``,
+which reaches it) and its interfaces' own (a public one included). Reachable
 when the profile allows LAN access (``allow_private_urls``) or the operator does:
 private, shared (CGNAT), reserved and multicast ranges. Everything else is public.
 """
@@ -71,14 +72,16 @@ class OutboundPolicy:
             return "a cloud metadata address, never reachable from tools"
         if plain.is_link_local:
             return "a link-local address, never reachable from tools"
-        if port == self.navi_port and _is_this_machine(plain):
-            return "Navi's own address, never reachable from tools"
-        if plain.is_loopback or plain.is_unspecified or plain in _THIS_NETWORK:
+        if _is_this_machine(plain):
+            # Loopback, or an interface's own address: the same services either way (one
+            # bound to 0.0.0.0 answers on both), so the same rule.
+            if port == self.navi_port:
+                return "Navi's own address, never reachable from tools"
             if self.allow_loopback:
                 return None
             return (
-                "an address of this machine (loopback); only the operator can open those, "
-                "with NAVI_ALLOW_PRIVATE_URLS=1"
+                "an address of this machine (loopback or one of its interfaces); only the "
+                "operator can open those, with NAVI_ALLOW_PRIVATE_URLS=1"
             )
         public = plain.is_global and not plain.is_multicast and not plain.is_reserved
         if public or self.allow_private:
@@ -112,6 +115,8 @@ def _is_this_machine(address: IPAddress) -> bool:
     (only a local interface's address can be bound)."""
     if address.is_loopback or address.is_unspecified or address in _THIS_NETWORK:
         return True
+    if address.is_multicast:  # a socket binds to a group to receive it, on any machine
+        return False
     family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as probe:

@@ -10,6 +10,7 @@ redirects anywhere; web_view kept hidden text; tool results reached the LLM unma
 from __future__ import annotations
 
 import ipaddress
+import socket
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -217,7 +218,7 @@ def test_the_smart_home_lan_grant_does_not_open_loopback(
     results = run_turn(
         server, session, FakeToolCall(name="http_request", arguments={"url": f"{base}/"})
     )
-    assert "this machine (loopback)" in results[0]
+    assert "an address of this machine" in results[0]
     assert seen == []
 
 
@@ -267,6 +268,31 @@ def test_navis_own_port_is_refused_on_every_local_address() -> None:
     assert hatch.refusal(ipaddress.ip_address("127.0.0.1"), 8124) is None
     # Another machine's 8123 is not Navi.
     assert hatch.refusal(ipaddress.ip_address("192.0.2.10"), 8123) is None
+
+
+def _an_interface_address() -> ipaddress.IPv4Address | None:
+    """This machine's address on its default route (no packet is sent), if it has one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.123", 9))
+        except OSError:
+            return None
+        address = ipaddress.IPv4Address(probe.getsockname()[0])
+    return None if address.is_loopback else address
+
+
+def test_this_machines_own_interface_address_is_loopback_to_the_policy() -> None:
+    # A service bound to 0.0.0.0 answers on the interface's address as on 127.0.0.1:
+    # neither the LAN grant nor a public address opens it; only the operator does.
+    address = _an_interface_address()
+    if address is None:
+        pytest.skip("this machine has no interface address besides loopback")
+    for policy in (OutboundPolicy(), OutboundPolicy(allow_private=True)):
+        reason = policy.refusal(address, 11434)
+        assert reason is not None and "an address of this machine" in reason, reason
+    hatch = OutboundPolicy(allow_private=True, allow_loopback=True, navi_port=8123)
+    assert hatch.refusal(address, 11434) is None
+    assert "Navi's own address" in (hatch.refusal(address, 8123) or "")
 
 
 def test_the_profile_grant_and_the_operator_setting(tmp_path: Path) -> None:
