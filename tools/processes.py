@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -115,8 +115,14 @@ async def run_process_tree(
     stop: StopSignal,
     output_limit_bytes: int,
     kill_grace_s: float = 1.0,
+    pass_fds: Sequence[int] = (),
+    started: Callable[[Process], Awaitable[None]] | None = None,
 ) -> ProcessOutcome:
-    """Run ``argv`` (never through a shell) and collect stdout+stderr, interleaved."""
+    """Run ``argv`` (never through a shell) and collect stdout+stderr, interleaved.
+
+    ``started``, if given, runs once the process exists and before the time limit
+    starts (the sandbox's network set-up); if it raises, the tree is ended and the
+    error goes to the caller."""
     process = await anyio.open_process(
         list(argv),
         stdin=subprocess.DEVNULL,
@@ -125,10 +131,19 @@ async def run_process_tree(
         cwd=cwd,
         env=dict(env),
         start_new_session=True,
+        pass_fds=pass_fds,
     )
+    assert process.stdout is not None
+    if started is not None:
+        try:
+            await started(process)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await _terminate_group(process, kill_grace_s)
+                await process.stdout.aclose()
+            raise
     output = _CappedOutput(output_limit_bytes)
     ended_by: EndedBy = "exit"
-    assert process.stdout is not None
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(output.drain, process.stdout)

@@ -4,7 +4,10 @@ What a sandboxed process sees (each line is a ``bwrap`` option, see :func:`bwrap
 
 - new PID, IPC, UTS and cgroup namespaces and a private ``/proc``: the server's
   processes do not exist there, so ``/proc/<server pid>/environ`` cannot be read;
-- no network (``--unshare-net``) unless the profile grants ``tool_network``;
+- a network namespace of its own (``--unshare-net``): no network at all, or, where the
+  profile grants ``tool_network``, the user-mode network of ``tools.sandbox_net``
+  (slirp4netns), which never reaches the host's loopback; without slirp4netns such a
+  call runs without network and its result says so;
 - a root made of read-only system folders only (``/usr``, ``/bin``, ``/lib*``, the
   ``/etc`` files programs need) plus what the call adds (the Python install for
   ``code_exec``): the server's data folder, database, users file, other sessions,
@@ -25,6 +28,7 @@ operator set ``NAVI_UNSANDBOXED_TOOLS=1``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -40,6 +44,7 @@ from tools.base import ToolError
 from tools.cgroups import create_call_cgroup, join_command
 from tools.context import StopSignal
 from tools.processes import ProcessOutcome, run_process_tree
+from tools.sandbox_net import MISSING_NOTE, NO_NETWORK_NOTE, UserNetwork, find_slirp4netns
 
 INSTALL_HINT = (
     "Install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: "
@@ -154,8 +159,14 @@ def _covered(path: Path, by: Iterable[Path | str] = _SYSTEM_DIRS) -> bool:
     return any(path == Path(d) or Path(d) in path.parents for d in by)
 
 
-def bwrap_command(bwrap: str, argv: Sequence[str], spec: SandboxSpec) -> list[str]:
-    """The bwrap command line that runs ``argv`` as described in the module docstring."""
+def bwrap_command(
+    bwrap: str, argv: Sequence[str], spec: SandboxSpec, *, user_network: Sequence[str] = ()
+) -> list[str]:
+    """The bwrap command line that runs ``argv`` as described in the module docstring.
+
+    ``user_network``: the options of a :class:`~tools.sandbox_net.UserNetwork`, the
+    network of a ``tool_network`` call. A spec with ``network`` and without them shares
+    the host's network (only an MCP server the operator configured so)."""
     cmd = [
         bwrap,
         "--die-with-parent",
@@ -167,10 +178,11 @@ def bwrap_command(bwrap: str, argv: Sequence[str], spec: SandboxSpec) -> list[st
         "--cap-drop",
         "ALL",
     ]
-    if not spec.network:
+    if not spec.network or user_network:
         cmd.append("--unshare-net")
     cmd += _system_binds()
     cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    cmd += user_network  # after the binds: its resolv.conf covers the host's
     readonly = list(dict.fromkeys(spec.readonly))
     for path in readonly:
         others = [other for other in readonly if other != path]
@@ -225,8 +237,17 @@ async def run_sandboxed(
     output_limit_bytes: int,
     kill_grace_s: float,
 ) -> ProcessOutcome:
-    """Run ``argv`` in the sandbox; the tree is killed and its cgroup removed at the end."""
+    """Run ``argv`` in the sandbox; the tree is killed and its cgroup removed at the end.
+
+    With ``spec.network``, the sandbox gets a user-mode network (``tools.sandbox_net``)
+    or, where slirp4netns is missing, none, and the output starts with a note saying so."""
     bwrap = await require_sandbox()
+    slirp4netns = find_slirp4netns() if spec.network else None
+    note = ""
+    if spec.network and slirp4netns is None:
+        # Safe by default: never the host's network, loopback included.
+        spec = dataclasses.replace(spec, network=False)
+        note = NO_NETWORK_NOTE + "\n"
     cgroup = await anyio.to_thread.run_sync(
         create_call_cgroup, limits.memory_bytes, limits.max_processes
     )
@@ -241,11 +262,14 @@ async def run_sandboxed(
             "--",
             *inner,
         ]
-    command = bwrap_command(bwrap, inner, spec)
-    if cgroup is not None:
-        command = join_command(cgroup, command)
+    network = UserNetwork(slirp4netns) if slirp4netns is not None else None
     try:
-        return await run_process_tree(
+        options = network.bwrap_options() if network is not None else []
+        command = bwrap_command(bwrap, inner, spec, user_network=options)
+        if cgroup is not None:
+            # Its /bin/sh passes the network's fds on to bwrap: it closes none it inherits.
+            command = join_command(cgroup, command)
+        outcome = await run_process_tree(
             command,
             cwd=spec.workdir,
             env={"PATH": SANDBOX_PATH},
@@ -253,8 +277,13 @@ async def run_sandboxed(
             stop=stop,
             output_limit_bytes=output_limit_bytes,
             kill_grace_s=kill_grace_s,
+            pass_fds=network.pass_fds if network is not None else (),
+            started=network.start if network is not None else None,
         )
+        return dataclasses.replace(outcome, output=note + outcome.output) if note else outcome
     finally:
+        if network is not None:
+            await network.aclose()
         if cgroup is not None:
             with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
                 await anyio.to_thread.run_sync(cgroup.remove)
@@ -282,4 +311,6 @@ def sandbox_report(unsandboxed: bool) -> tuple[str, str]:
         if limits.available
         else f"no cgroup ({limits.reason}): prlimit per process instead"
     )
+    if find_slirp4netns() is None:
+        return "warning", f"sandbox: bubblewrap at {status.bwrap}; {how}; {MISSING_NOTE}"
     return "ok", f"sandbox: bubblewrap at {status.bwrap}; {how}"

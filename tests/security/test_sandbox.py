@@ -5,25 +5,35 @@ environment, a canary file outside every allowed folder, a canary SSH key in its
 folder and a canary row in its database.
 
 All of this needs bubblewrap; where it is missing or cannot make namespaces, the tests
-skip and say why (CI installs it: .ci/run)."""
+skip and say why (CI installs it: .ci/run). The network of a ``tool_network`` sandbox
+needs slirp4netns too; its tests skip without it."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
+import os
+import shutil
 import socket
 import textwrap
+import threading
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tools.base import ToolError
 from tools.cgroups import cgroup_support
-from tools.sandbox import sandbox_status
+from tools.sandbox import SandboxLimits, SandboxSpec, run_sandboxed, sandbox_env, sandbox_status
+from tools.sandbox_net import NO_NETWORK_NOTE, find_slirp4netns
 
 _status = sandbox_status()
 pytestmark = pytest.mark.skipif(
@@ -213,9 +223,160 @@ def test_code_exec_has_no_network_unless_the_profile_grants_it(
     [message] = run_tools(server, code(CALL_NAVI, url=server.url))
     assert "UNREACHABLE" in message["content"], message["content"]
     assert "REACHED" not in message["content"]
-    # The grant: a profile with "tool_network": true reaches it (here: Navi itself).
+    # Granted or not, Navi on 127.0.0.1 is out of reach: in open access, a request
+    # without Origin is the admin's, and could make write_tool auto-approved.
     [granted] = run_tools(server, code(CALL_NAVI, url=server.url), profile="networked")
-    assert "REACHED 200" in granted["content"], granted["content"]
+    assert "UNREACHABLE" in granted["content"], granted["content"]
+    assert "REACHED" not in granted["content"]
+
+
+needs_slirp = pytest.mark.skipif(
+    find_slirp4netns() is None, reason="slirp4netns is not installed (the sandbox's network)"
+)
+
+
+def _interface_address() -> str | None:
+    """This machine's address on its way out (no packet is sent), None if only loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.123", 9))
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+@contextlib.contextmanager
+def _http_server(host: str) -> Iterator[tuple[int, list[str]]]:
+    """A server on ``host`` answering 200 to any GET: (its port, the paths it was asked)."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], asked
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+CALL_URLS = """
+    import urllib.request
+    for url in __urls__:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                print(url, "REACHED", response.status)
+        except OSError as exc:
+            print(url, "UNREACHABLE", exc)
+"""
+
+
+@needs_slirp
+def test_a_networked_sandbox_reaches_the_lan_but_never_this_machines_loopback(
+    server: NaviServerProcess,
+) -> None:
+    address = _interface_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback to reach the network by")
+    with (
+        _http_server("127.0.0.1") as (local, local_asked),
+        _http_server("0.0.0.0") as (
+            lan,
+            lan_asked,
+        ),
+    ):
+        urls = [
+            f"http://127.0.0.1:{local}/loopback",
+            f"http://10.0.2.2:{local}/gateway",  # slirp4netns's way to the host's loopback
+            f"http://10.0.2.2:{lan}/gateway",
+            f"http://{address}:{lan}/interface",  # as another machine on the LAN would
+        ]
+        [message] = run_tools(server, code(CALL_URLS, urls=urls), profile="networked")
+    output = message["content"]
+    for url in urls[:3]:
+        assert f"{url} UNREACHABLE" in output, output
+    assert f"{urls[3]} REACHED 200" in output, output  # the network works
+    assert local_asked == [] and lan_asked == ["/interface"], (local_asked, lan_asked)
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _argv0(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return ""
+
+
+def _slirp4netns_serving(pids: set[int]) -> list[int]:
+    """Live slirp4netns processes attached to one of ``pids`` (their next-to-last arg)."""
+    found = []
+    for pid in running_with("slirp4netns"):
+        with contextlib.suppress(OSError):
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            target = args[-3] if len(args) > 2 else ""
+            if "slirp4netns" in args[0] and target.isdigit() and int(target) in pids:
+                found.append(pid)
+    return found
+
+
+@needs_slirp
+@pytest.mark.anyio
+@pytest.mark.parametrize("ending", ["exit", "timeout", "stop"])
+async def test_a_networked_call_leaves_no_process_behind(tmp_path: Path, ending: str) -> None:
+    # The unique duration names the call's sleep on the host (it runs in a PID namespace).
+    marker = f"{'1' if ending == 'exit' else '300'}.{uuid.uuid4().int % 10**9:09d}"
+    stop = anyio.Event()
+    seen: list[int] = []  # the host pids of the sandbox's tree and of its slirp4netns
+
+    async def watch() -> None:
+        # The sleep itself (bwrap's command line names the marker too): it starts only
+        # once the network is up.
+        while not (sleepers := [p for p in running_with(marker) if _argv0(p) == "sleep"]):
+            await anyio.sleep(0.02)
+        tree = set(sleepers)
+        for pid in sleepers:
+            while (pid := _parent(pid)) not in (0, 1, os.getpid()):  # up to bwrap
+                tree.add(pid)
+        seen.extend(tree | set(_slirp4netns_serving(tree)))
+        assert _slirp4netns_serving(tree), "the call's network is not slirp4netns"
+        if ending == "stop":
+            stop.set()
+
+    spec = SandboxSpec(workdir=tmp_path, network=True, env=sandbox_env(home=tmp_path))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        outcome = await run_sandboxed(
+            ["sleep", marker],
+            spec=spec,
+            limits=SandboxLimits(256 * 1024 * 1024, 32),
+            timeout_s=3 if ending == "timeout" else 60,
+            stop=stop,
+            output_limit_bytes=10_000,
+            kill_grace_s=0.5,
+        )
+    assert outcome.ended_by == ending, outcome
+    assert seen
+    for _ in range(100):
+        if not (left := [pid for pid in running_with("") if pid in seen]):
+            break
+        await anyio.sleep(0.05)
+    assert left == [], "a process of the call outlived it"
 
 
 SETSID_CHILD = """
@@ -287,6 +448,33 @@ def test_the_process_count_is_limited_and_the_server_carries_on(
     assert httpx.get(server.url + "/health", timeout=10).status_code == 200
     [after] = run_tools(server, code("print('still fine')"))
     assert "still fine" in after["content"]
+
+
+async def test_a_network_that_never_gets_ready_fails_the_call_and_ends_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marker = f"300.{uuid.uuid4().int % 10**9:09d}"
+    stuck = tmp_path / "slirp4netns"
+    stuck.write_text(f"#!/bin/sh\nexec sleep {marker}\n")
+    stuck.chmod(0o755)
+    monkeypatch.setattr("tools.sandbox.find_slirp4netns", lambda: str(stuck))
+    monkeypatch.setattr("tools.sandbox_net.READY_TIMEOUT_S", 1.0)
+    spec = SandboxSpec(workdir=tmp_path, network=True, env=sandbox_env(home=tmp_path))
+    with pytest.raises(ToolError, match="network did not start: not ready within 1s"):
+        await run_sandboxed(
+            ["sleep", f"{marker}1"],
+            spec=spec,
+            limits=SandboxLimits(256 * 1024 * 1024, 32),
+            timeout_s=60,
+            stop=anyio.Event(),
+            output_limit_bytes=10_000,
+            kill_grace_s=0.5,
+        )
+    for _ in range(100):
+        if not running_with(marker):
+            break
+        await anyio.sleep(0.05)
+    assert running_with(marker) == [], "the stuck slirp4netns or the sandbox outlived the call"
 
 
 def test_terminal_defaults_are_read_only(server: NaviServerProcess) -> None:
@@ -381,6 +569,31 @@ def test_without_bubblewrap_code_exec_and_terminal_refuse_and_say_how_to_install
         assert "apt-get install bubblewrap" in message["content"], message["content"]
         assert server.leaked(message["content"]) == []
     assert "bubblewrap (bwrap) is not installed" in server.logs()
+
+
+def test_without_slirp4netns_a_networked_call_runs_without_network_and_says_so(
+    start_navi: StartNavi, profiles_dir: Path, tmp_path: Path
+) -> None:
+    bwrap = sandbox_status().bwrap
+    assert bwrap is not None
+    only_bwrap = tmp_path / "bin-without-slirp4netns"
+    only_bwrap.mkdir()
+    for name, target in (("bwrap", bwrap), ("true", shutil.which("true"))):
+        (only_bwrap / name).symlink_to(str(target))  # true: the start-up probe runs it
+    server = start_navi(env={"PROFILES_DIR": str(profiles_dir), "PATH": str(only_bwrap)})
+    address = _interface_address() or "192.0.2.1"
+    with _http_server("0.0.0.0") as (port, asked):
+        [message] = run_tools(
+            server, code(CALL_URLS, urls=[f"http://{address}:{port}/x"]), profile="networked"
+        )
+    output = message["content"]
+    assert NO_NETWORK_NOTE in output and "UNREACHABLE" in output, output
+    assert asked == []
+    # Said at start-up too, as a warning (only profiles with tool_network need it).
+    assert "slirp4netns is not installed" in server.logs()
+    # A call without the grant says nothing of it.
+    [plain] = run_tools(server, code("print('plain')"))
+    assert "plain" in plain["content"] and "slirp4netns" not in plain["content"]
 
 
 def test_the_operators_escape_hatch_is_a_warning_at_start_up(

@@ -19,7 +19,17 @@ def spec(tmp_path: Path, **kw: object) -> SandboxSpec:
 def test_no_network_unless_granted(tmp_path: Path) -> None:
     assert "--unshare-net" in bwrap_command("bwrap", ["true"], spec(tmp_path))
     granted = bwrap_command("bwrap", ["true"], spec(tmp_path, network=True))
-    assert "--unshare-net" not in granted
+    assert "--unshare-net" not in granted  # the host's: only an operator's MCP server
+
+
+def test_a_user_mode_network_is_a_namespace_of_its_own(tmp_path: Path) -> None:
+    options = ["--info-fd", "5", "--block-fd", "6", "--ro-bind-data", "7", "/etc/resolv.conf"]
+    command = bwrap_command("bwrap", ["true"], spec(tmp_path, network=True), user_network=options)
+    assert "--unshare-net" in command
+    start = command.index("--info-fd")
+    assert command[start : start + len(options)] == options
+    # Its resolv.conf (naming slirp4netns's DNS) goes over the host's, bound before it.
+    assert command.index("/etc/resolv.conf") < start
 
 
 def test_only_system_folders_and_the_call_s_own_are_mounted(tmp_path: Path) -> None:
