@@ -283,7 +283,7 @@ async def run_sandboxed(
         return dataclasses.replace(outcome, output=note + outcome.output) if note else outcome
     finally:
         if network is not None:
-            await network.aclose()
+            network.close()
         if cgroup is not None:
             with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
                 await anyio.to_thread.run_sync(cgroup.remove)
