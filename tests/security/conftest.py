@@ -30,11 +30,13 @@ file, or plants something in its log keeps a server of its own (``start_navi``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -175,6 +177,33 @@ class NaviServerProcess:
             assert response.status_code == 200, response.text
             data: dict[str, Any] = response.json()
             return data
+
+    def send_in_background(
+        self, session_id: str, text: str = "go on", *, token: str | None = None
+    ) -> threading.Thread:
+        """A turn in a thread of its own (it waits for approvals); join it to wait for it."""
+
+        def turn() -> None:
+            with contextlib.suppress(httpx.HTTPError):  # a test may kill the server meanwhile
+                self.send(session_id, text, token=token)
+
+        thread = threading.Thread(target=turn)
+        thread.start()
+        return thread
+
+    def pending(
+        self, session_id: str, *, token: str | None = None, wait_s: float = 20
+    ) -> list[dict[str, Any]]:
+        """The session's approval requests, once there is one (fails after ``wait_s``)."""
+        deadline = time.monotonic() + wait_s
+        with self.client(token=token) as http:
+            while time.monotonic() < deadline:
+                response = http.get(f"/sessions/{session_id}/approvals")
+                approvals: list[dict[str, Any]] = response.json()["approvals"]
+                if approvals:
+                    return approvals
+                time.sleep(0.05)
+        raise AssertionError("no approval request came")
 
     def tool_messages(self, session_id: str, *, token: str | None = None) -> list[dict[str, Any]]:
         """The session's tool results as the UI shows them (role ``tool``)."""

@@ -5,12 +5,9 @@ can see or decide the request; bad decisions get clear errors and lose nothing."
 
 from __future__ import annotations
 
-import contextlib
 import json
 import signal
-import threading
 import time
-from typing import Any
 
 import httpx
 import pytest
@@ -43,29 +40,6 @@ def _marker_code(path: str) -> FakeToolCall:
     return FakeToolCall(name="code_exec", arguments={"code": code})
 
 
-def _turn_in_background(server: NaviServerProcess, sid: str, token: str | None) -> threading.Thread:
-    def turn() -> None:
-        with contextlib.suppress(httpx.HTTPError):  # a test may kill the server meanwhile
-            server.send(sid, "summarise that page", token=token)
-
-    thread = threading.Thread(target=turn)
-    thread.start()
-    return thread
-
-
-def _pending(
-    server: NaviServerProcess, sid: str, token: str | None, wait_s: float = 20
-) -> list[Any]:
-    deadline = time.monotonic() + wait_s
-    with server.client(token=token) as http:
-        while time.monotonic() < deadline:
-            approvals: list[Any] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]
-            if approvals:
-                return approvals
-            time.sleep(0.05)
-    raise AssertionError("no approval request came")
-
-
 def test_code_a_hostile_page_asked_for_waits_and_never_runs_when_denied(
     asking_server: NaviServerProcess,
 ) -> None:
@@ -75,8 +49,8 @@ def test_code_a_hostile_page_asked_for_waits_and_never_runs_when_denied(
     server.llm.script(
         Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="I did not run it.")
     )
-    turn = _turn_in_background(server, sid, None)
-    [request] = _pending(server, sid, None)
+    turn = server.send_in_background(sid, "summarise that page")
+    [request] = server.pending(sid)
     assert request["type"] == "approval_required" and request["tool"] == "code_exec"
     assert request["policy"] == "code_exec's default"
     time.sleep(0.5)
@@ -104,8 +78,8 @@ def test_only_the_owner_or_an_admin_sees_and_decides(start_navi: StartNavi) -> N
     marker = server.root / "outside" / "alice-code-ran"
     sid = server.create_session("secretary", token=ALICE["token"])
     server.llm.script(Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="ok"))
-    turn = _turn_in_background(server, sid, ALICE["token"])
-    [request] = _pending(server, sid, ALICE["token"])
+    turn = server.send_in_background(sid, "summarise that page", token=ALICE["token"])
+    [request] = server.pending(sid, token=ALICE["token"])
     call = request["call_id"]
     with server.client(token=BOB["token"]) as bob:
         assert bob.get(f"/sessions/{sid}/approvals").status_code == 404
@@ -120,7 +94,7 @@ def test_only_the_owner_or_an_admin_sees_and_decides(start_navi: StartNavi) -> N
     time.sleep(0.3)
     assert not marker.exists()
     # Still waiting for Alice; an admin may decide.
-    assert _pending(server, sid, ALICE["token"])[0]["call_id"] == call
+    assert server.pending(sid, token=ALICE["token"])[0]["call_id"] == call
     with server.client(token=ADMIN["token"]) as admin:
         approved = admin.post(f"/sessions/{sid}/approvals/{call}", json={"decision": "approve"})
         assert approved.status_code == 200, approved.text
@@ -165,8 +139,8 @@ def test_bad_decisions_get_clear_errors_and_the_wait_goes_on(
     sid = server.create_session("secretary")
     marker = server.root / "outside" / f"bad-decision-ran-{sid}"
     server.llm.script(Reply(tool_calls=[_marker_code(str(marker))]), Reply(text="ok"))
-    turn = _turn_in_background(server, sid, None)
-    [request] = _pending(server, sid, None)
+    turn = server.send_in_background(sid, "summarise that page")
+    [request] = server.pending(sid)
     url = f"{server.url}/sessions/{sid}/approvals/{request['call_id']}"
     response = httpx.post(url, content=body, headers=headers, timeout=30)
     assert response.status_code == status, response.text
@@ -175,7 +149,7 @@ def test_bad_decisions_get_clear_errors_and_the_wait_goes_on(
         unknown = http.post(f"/sessions/{sid}/approvals/no-such-call", json={"decision": "approve"})
         assert unknown.status_code == 404 and "no-such-call" in unknown.text
     # Nothing was decided: the call still waits, and a proper decision still works.
-    assert _pending(server, sid, None)[0]["call_id"] == request["call_id"]
+    assert server.pending(sid)[0]["call_id"] == request["call_id"]
     assert not marker.exists()
     with server.client() as http:
         ok = http.post(f"/sessions/{sid}/approvals/{request['call_id']}", json={"decision": "deny"})
@@ -193,13 +167,13 @@ def test_a_sigkill_while_waiting_neither_runs_nor_asks_twice(start_navi: StartNa
         Reply(tool_calls=[FakeToolCall(name="code_exec", arguments={"code": code})]),
         Reply(text="Ran it once."),
     )
-    turn = _turn_in_background(server, sid, None)
-    [request] = _pending(server, sid, None)
+    turn = server.send_in_background(sid, "summarise that page")
+    [request] = server.pending(sid)
     server.stop(signal.SIGKILL)
     turn.join(30)
     server.start()
     # Still waiting, the same request, asked once; nothing ran.
-    [again] = _pending(server, sid, None)
+    [again] = server.pending(sid)
     assert again["call_id"] == request["call_id"] and again["seq"] == request["seq"]
     assert not effects.exists()
     with server.client() as http:
@@ -234,10 +208,10 @@ def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerP
         Reply(text="ok"),
         Reply(text="ok"),
     )
-    turns = [_turn_in_background(server, mine, None)]
-    [mine_call] = [p["call_id"] for p in _pending(server, mine, None)]
-    turns.append(_turn_in_background(server, theirs, None))
-    [their_call] = [p["call_id"] for p in _pending(server, theirs, None)]
+    turns = [server.send_in_background(mine, "summarise that page")]
+    [mine_call] = [p["call_id"] for p in server.pending(mine)]
+    turns.append(server.send_in_background(theirs, "summarise that page"))
+    [their_call] = [p["call_id"] for p in server.pending(theirs)]
     assert mine_call != their_call
     bad = [
         {"type": "approve"},
@@ -256,12 +230,12 @@ def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerP
             assert [a["type"] for a in answers] == ["error"], (frame, answers)
             assert "Traceback" not in answers[0]["message"]
         for sid, call in ((mine, mine_call), (theirs, their_call)):
-            assert [p["call_id"] for p in _pending(server, sid, None)] == [call]
+            assert [p["call_id"] for p in server.pending(sid)] == [call]
         # A proper decision on this socket still works; the other call waits on.
         ws.send(json.dumps({"type": "deny", "call_id": mine_call, "reason": "no"}))
         decided = [a for a in ws_frames(ws) if a["type"] == "approval_decided"]
         assert decided and decided[0]["call_id"] == mine_call and not decided[0]["approved"]
-    assert _pending(server, theirs, None)[0]["call_id"] == their_call
+    assert server.pending(theirs)[0]["call_id"] == their_call
     with server.client() as http:
         answer = http.post(f"/sessions/{theirs}/approvals/{their_call}", json={"decision": "deny"})
         assert answer.status_code == 200, answer.text
@@ -271,7 +245,7 @@ def test_bad_decisions_over_the_socket_decide_nothing(asking_server: NaviServerP
 
 
 def _deny_the_one_request(server: NaviServerProcess, sid: str, tool: str) -> None:
-    [request] = _pending(server, sid, None)
+    [request] = server.pending(sid)
     assert request["tool"] == tool and request["policy"] == f"{tool}'s default", request
     with server.client() as http:
         denied = http.post(
@@ -289,7 +263,7 @@ def test_the_llm_does_not_widen_its_own_reach_by_entering_a_profile(
     sid = server.create_session("secretary")
     into_admin = FakeToolCall(name="switch_profile", arguments={"profile_id": "server_admin"})
     server.llm.script(Reply(tool_calls=[into_admin]), Reply(text="I stayed."))
-    turn = _turn_in_background(server, sid, None)
+    turn = server.send_in_background(sid, "summarise that page")
     _deny_the_one_request(server, sid, "switch_profile")
     turn.join(30)
     assert server.session(sid)["profile_id"] == "secretary"
@@ -301,7 +275,7 @@ def test_the_llm_does_not_widen_its_own_reach_by_entering_a_profile(
         name="spawn_agent", arguments={"task": "check the disks", "profile_id": "server_admin"}
     )
     server.llm.script(Reply(tool_calls=[spawn]), Reply(text="No subagent then."))
-    turn = _turn_in_background(server, sid, None)
+    turn = server.send_in_background(sid, "summarise that page")
     _deny_the_one_request(server, sid, "spawn_agent")
     turn.join(30)
 

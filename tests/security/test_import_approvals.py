@@ -16,14 +16,11 @@ import carries as it does in any session.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.security.conftest import NaviServerProcess, StartNavi, fresh
@@ -53,27 +50,6 @@ def _marker_code(marker: Path) -> str:
 
 def _code_call(code: str) -> FakeToolCall:
     return FakeToolCall(name="code_exec", arguments={"code": code})
-
-
-def _turn_in_background(server: NaviServerProcess, sid: str) -> threading.Thread:
-    def turn() -> None:
-        with contextlib.suppress(httpx.HTTPError):
-            server.send(sid, "go on")
-
-    thread = threading.Thread(target=turn)
-    thread.start()
-    return thread
-
-
-def _pending(server: NaviServerProcess, sid: str, wait_s: float = 20) -> list[Any]:
-    deadline = time.monotonic() + wait_s
-    with server.client() as http:
-        while time.monotonic() < deadline:
-            approvals: list[Any] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]
-            if approvals:
-                return approvals
-            time.sleep(0.05)
-    raise AssertionError("no approval request came")
 
 
 def _decide(server: NaviServerProcess, sid: str, call_id: str, **body: str) -> None:
@@ -116,8 +92,8 @@ def _waiting_export(server: NaviServerProcess) -> tuple[dict[str, Any], list[dic
     wait is then denied: the source session never runs it)."""
     sid = server.create_session("secretary")
     server.llm.script(Reply(tool_calls=[_code_call("print('harmless')")]), Reply(text="ok"))
-    turn = _turn_in_background(server, sid)
-    [request] = _pending(server, sid)
+    turn = server.send_in_background(sid)
+    [request] = server.pending(sid)
     exported = _export(server, sid)
     _decide(server, sid, request["call_id"], decision="deny")
     turn.join(30)
@@ -190,8 +166,8 @@ def test_an_imported_approved_call_never_runs(start_navi: StartNavi) -> None:
 
     # The forged session-scope approval approves nothing later: the next run asks.
     server.llm.script(Reply(tool_calls=[_code_call(_marker_code(marker))]), Reply(text="ok"))
-    turn = _turn_in_background(server, sid)
-    [request] = _pending(server, sid)
+    turn = server.send_in_background(sid)
+    [request] = server.pending(sid)
     assert request["tool"] == "code_exec"
     _decide(server, sid, request["call_id"], decision="deny")
     turn.join(30)
@@ -205,8 +181,8 @@ def test_an_imported_session_approval_does_not_carry(asking_server: NaviServerPr
     # A finished run whose call a person approved once...
     source = server.create_session("secretary")
     server.llm.script(Reply(tool_calls=[_code_call("print('harmless')")]), Reply(text="ok"))
-    turn = _turn_in_background(server, source)
-    [request] = _pending(server, source)
+    turn = server.send_in_background(source)
+    [request] = server.pending(source)
     _decide(server, source, request["call_id"], decision="approve")
     turn.join(30)
     header, events = _export(server, source)
@@ -221,8 +197,8 @@ def test_an_imported_session_approval_does_not_carry(asking_server: NaviServerPr
     assert result["warnings"] == [], result
     assert _types(server, sid)[-1] == "run.completed"  # a finished run: nothing added
     server.llm.script(Reply(tool_calls=[_code_call(_marker_code(marker))]), Reply(text="ok"))
-    turn = _turn_in_background(server, sid)
-    [request] = _pending(server, sid)
+    turn = server.send_in_background(sid)
+    [request] = server.pending(sid)
     assert request["tool"] == "code_exec"
     time.sleep(0.3)
     assert not marker.exists(), "the imported session-scope approval approved the call"
@@ -245,8 +221,8 @@ def test_an_approval_given_after_the_import_carries(asking_server: NaviServerPro
     assert server.send(source, "hi").status_code == 200
     sid = _import(server, _file(*_export(server, source)))["session_id"]
     server.llm.script(Reply(tool_calls=[_code_call("print('first')")]), Reply(text="ok"))
-    turn = _turn_in_background(server, sid)
-    [request] = _pending(server, sid)
+    turn = server.send_in_background(sid)
+    [request] = server.pending(sid)
     _decide(server, sid, request["call_id"], decision="approve", scope="session")
     turn.join(30)
     server.llm.script(Reply(tool_calls=[_code_call(_marker_code(marker))]), Reply(text="ok"))
