@@ -116,7 +116,7 @@ async def run_process_tree(
     output_limit_bytes: int,
     kill_grace_s: float = 1.0,
     pass_fds: Sequence[int] = (),
-    started: Callable[[Process], Awaitable[None]] | None = None,
+    started: Callable[[], Awaitable[None]] | None = None,
 ) -> ProcessOutcome:
     """Run ``argv`` (never through a shell) and collect stdout+stderr, interleaved.
 
@@ -136,7 +136,7 @@ async def run_process_tree(
     assert process.stdout is not None
     if started is not None:
         try:
-            await started(process)
+            await started()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await _terminate_group(process, kill_grace_s)

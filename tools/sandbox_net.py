@@ -35,7 +35,6 @@ import threading
 from typing import IO
 
 import anyio
-from anyio.abc import Process
 
 from tools.base import ToolError
 
@@ -97,7 +96,7 @@ class UserNetwork:
                 self._open.discard(fd)
                 os.close(fd)
 
-    async def start(self, sandbox: Process) -> None:
+    async def start(self) -> None:
         """With bwrap running: tap0 up in its namespace, then its command released.
 
         Raises :class:`ToolError` if the network does not come up; the caller then
