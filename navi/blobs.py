@@ -37,7 +37,7 @@ import structlog
 from events.types import ImageRef
 from navi.session.errors import QuotaExceeded
 from tools import ToolResult, fail
-from tools.builtin.image_view import sniff_image_type
+from tools.image_types import sniff_image_type
 
 log = structlog.get_logger(__name__)
 

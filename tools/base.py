@@ -99,6 +99,11 @@ class Tool(abc.ABC):
     # Whether a person approves a call first (navi/run/approval.py): "auto" runs at once,
     # "ask" waits for the user, "deny" never runs. Tools that act on the machine ask.
     approval: Approval = "auto"
+    # Python modules the tool imports when it runs (its third-party libraries). The
+    # registry imports them once when the tool is registered: if one is missing or
+    # broken, that tool is unavailable, with the error as the reason (navi doctor and the
+    # start-up log say so), and the server starts all the same.
+    requires: tuple[str, ...] = ()
 
     @abc.abstractmethod
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult: ...

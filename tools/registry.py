@@ -7,6 +7,7 @@ tools, navi/mcp). A source says which profiles may use its tools; a profile's
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 from collections.abc import Iterable
@@ -57,6 +58,8 @@ class ToolRegistry:
     def __init__(self, settings: ToolSettings | None = None) -> None:
         self.settings = settings or ToolSettings()
         self._builtins: dict[str, Tool] = {}
+        # Built-ins whose libraries cannot be imported here: name -> why (navi doctor).
+        self.unavailable: dict[str, str] = {}
         self._user = UserToolSet()
         self._external: dict[str, ExternalSource] = {}
         self._fingerprint: tuple[tuple[str, int, int], ...] = ()
@@ -72,8 +75,15 @@ class ToolRegistry:
 
     def register_builtin(self, tool: Tool) -> None:
         """Add a tool; :class:`~tools.validation.ToolSchemaError` if its parameters
-        are not a usable JSON schema (the message says why)."""
+        are not a usable JSON schema (the message says why). A tool whose libraries
+        (``Tool.requires``) cannot be imported is left out, with the reason kept in
+        :attr:`unavailable`: one tool's broken dependency never stops the server."""
         ensure_valid_schema(tool.name, tool.parameters)
+        reason = _missing_requirement(tool.requires)
+        if reason:
+            self.unavailable[tool.name] = reason
+            log.warning("tools.unavailable", tool=tool.name, reason=reason)
+            return
         self._builtins[tool.name] = tool
         self.generation += 1
 
@@ -262,6 +272,8 @@ class ToolRegistry:
         tool = self.get(name)
         if tool is None:
             available = ", ".join(sorted(self.names())) or "none"
+            if name in self.unavailable:
+                return fail(f"tool '{name}' is unavailable here: {self.unavailable[name]}")
             return fail(f"unknown tool '{name}'. Available tools: {available}")
         if not isinstance(args, dict):
             return fail(
@@ -284,6 +296,18 @@ class ToolRegistry:
             timeout = tool.timeout_s
         result = await _run_guarded(tool, args, ctx, timeout)
         return cap_result(result, self.settings.output_max_chars)
+
+
+def _missing_requirement(modules: Iterable[str]) -> str:
+    """"" when every module imports, else why the first one does not (any error: a
+    library can be installed and still fail to import, e.g. lxml without lxml_html_clean)."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            detail = str(exc).strip().splitlines()
+            return f"{module} cannot be imported ({type(exc).__name__}: {detail[0] if detail else ''})"
+    return ""
 
 
 async def _run_guarded(

@@ -123,6 +123,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line(not tools.load_errors, f"tools: {len(tools.names())} loaded")
         for error in tools.load_errors:
             line(False, f"  {error}")
+        for name, reason in tools.unavailable.items():
+            line(False, f"  tool {name} is unavailable: {reason}")
         for p in profiles.all():
             missing = [t for t in p.enabled_tools if tools.get(t) is None]
             if missing:

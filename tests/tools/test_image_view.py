@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.local_servers import LocalHTTPServer, tiny_png
 from tools import InMemoryToolState, ToolContext, ToolRegistry, ToolSettings
-from tools.builtin.image_view import sniff_image_type
+from tools.image_types import sniff_image_type
 
 pytestmark = pytest.mark.anyio
 

@@ -15,24 +15,8 @@ from urllib.parse import urlsplit
 from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 from tools.fetch import fetch, policy_for
+from tools.image_types import sniff_image_type
 from tools.paths import PathGuard, read_regular_file
-
-_SIGNATURES: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-    (b"BM", "image/bmp"),
-)
-
-
-def sniff_image_type(data: bytes) -> str | None:
-    for signature, mime in _SIGNATURES:
-        if data.startswith(signature):
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
 
 
 class ImageViewTool(Tool):

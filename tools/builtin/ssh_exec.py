@@ -11,14 +11,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import asyncssh
 import structlog
 
 from tools.base import Tool, ToolError, ToolResult, fail, ok, truncation_marker
 from tools.context import ToolContext
+
+if TYPE_CHECKING:
+    import asyncssh
 
 log = structlog.get_logger()
 _UNSET: Any = object()
@@ -92,6 +94,8 @@ class SshPool:
     async def get(
         self, session_id: str, host: SshHost, timeout_s: float
     ) -> asyncssh.SSHClientConnection:
+        import asyncssh
+
         key = (session_id, host.name)
         lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
@@ -152,6 +156,7 @@ class SshExecTool(Tool):
         "additionalProperties": False,
     }
     idempotent = False
+    requires = ("asyncssh",)
 
     def __init__(self, pool: SshPool | None = None) -> None:
         self.pool = pool if pool is not None else SshPool()
@@ -166,6 +171,8 @@ class SshExecTool(Tool):
         await self.pool.close_all()
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        import asyncssh
+
         settings = ctx.settings
         hosts = load_hosts(Path(settings.ssh_hosts_file))
         host = hosts.get(args["host"])

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 from tools.base import Tool, ToolError, ToolResult, cap_output, ok
-from tools.builtin.page_text import decode_page, readable_text
 from tools.context import ToolContext
 from tools.fetch import fetch, policy_for
 
@@ -36,8 +35,11 @@ class WebViewTool(Tool):
     }
     idempotent = True
     timeout_s = 60.0
+    requires = ("tools.builtin.page_text",)  # lxml and trafilatura
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        from tools.builtin.page_text import decode_page, readable_text
+
         settings = ctx.settings
         page = await fetch(
             args["url"],
