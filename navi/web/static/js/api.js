@@ -83,7 +83,8 @@ export const api = {
     request('PATCH', `/sessions/${id(sessionId)}`, { json: { title } }),
   deleteSession: (sessionId) => request('DELETE', `/sessions/${id(sessionId)}`),
   stopRun: (sessionId) => request('POST', `/sessions/${id(sessionId)}/stop`),
-  // A tool call that waits for the user: {decision: 'approve'|'deny', scope?, reason?}.
+  // A tool call that waits for the user: {decision: 'approve'|'deny', scope?, reason?,
+  // stream_id?} (stream_id: the approval_required frame's, when it has one).
   decideApproval: (sessionId, callId, decision) =>
     request('POST', `/sessions/${id(sessionId)}/approvals/${id(callId)}`, { json: decision }),
   switchProfile: (sessionId, profileId) =>

@@ -1,36 +1,33 @@
-// Tool calls of the open chat that wait for the user's decision (issue 21): the
+// Tool calls of the open chat that wait for the user's decision (issues 21 and 30): the
 // approval_required / approval_decided frames → an approval panel in the call's tool
-// card, decisions sent with POST /sessions/{id}/approvals/{call_id}, and
+// card, decisions sent with POST /sessions/{id}/approvals/{call_id} (with the frame's
+// `stream_id` when it has one: the call is named exactly, never guessed by its id), and
 // `state.approvals` (how many wait here) for the page title and the sidebar's mark.
 //
 // The server sends approval_required again to every client that (re)connects while
-// the call waits, so one call may arrive twice: it is known by its call_id (and its
-// subagent's id: a subagent numbers its calls as its parent does, so ids may repeat).
+// the call waits, so one call may arrive twice: it is known by its stream and call_id
+// (a subagent numbers its calls as its parent does, so call ids alone may repeat).
 //
-// Focus: a new request takes the focus on its Approve button (Enter approves), unless
-// the user is typing: a text field that holds text keeps the caret (Tab or a click
-// reaches the buttons). Esc never denies: it stops the run, as everywhere.
+// Focus: an approval is given on purpose. A request never moves the keyboard focus —
+// not when the composer is empty, not after a reload, not from one decided card to the
+// next — so no key typed for the composer (Space, Enter) can press Approve or Deny.
+// Esc never denies: it stops the run, as everywhere.
 
 import { api } from './api.js';
 import { approvalPanel } from './approval_card.js';
 import { state, update } from './state.js';
 
-/** Whether a request may move the focus: not while the caret is in a text field with
- *  something typed, nor away from another request's panel, nor under a dialog. */
-/** A call's key: its call_id within its stream (the session's, or a subagent's). */
+/** A call's key: its call_id within its stream (the frame's `stream_id`; from an older
+ *  server, the subagent's id, or '' for the session's own stream). */
 function keyOf(frame) {
-  return `${frame.is_subagent ? frame.subagent_id || '?' : ''}/${frame.call_id}`;
+  const stream = frame.stream_id || (frame.is_subagent ? frame.subagent_id || '?' : '');
+  return `${stream}/${frame.call_id}`;
 }
 
-function mayTakeFocus() {
-  if (document.querySelector('dialog[open], .lightbox')) return false;
-  const active = document.activeElement;
-  if (!active || active === document.body) return true;
-  if (active.closest('.approval')) return false;
-  if (active.matches('input, textarea, select, [contenteditable="true"]')) {
-    return !active.value;
-  }
-  return true;
+/** The older key of the same call: a decision frame without `stream_id` still finds
+ *  a request that had one. */
+function legacyKeyOf(frame) {
+  return `${frame.is_subagent ? frame.subagent_id || '?' : ''}/${frame.call_id}`;
 }
 
 export class Approvals {
@@ -38,7 +35,7 @@ export class Approvals {
    *  composer). */
   constructor({ onReleased }) {
     this.onReleased = onReleased;
-    this.waiting = new Map(); // keyOf(frame) → {panel, card, sent}
+    this.waiting = new Map(); // keyOf(frame) → {panel, card, legacyKey, streamId, sent}
   }
 
   /** Another chat is shown: its requests arrive with its connection. */
@@ -62,14 +59,27 @@ export class Approvals {
     const panel = approvalPanel(frame, { onDecide: (choice) => this.decide(key, callId, choice) });
     card.attach(panel.el);
     card.setAwaiting(true);
-    this.waiting.set(key, { panel, card });
+    const streamId = typeof frame.stream_id === 'string' && frame.stream_id ? frame.stream_id : null;
+    this.waiting.set(key, { panel, card, legacyKey: legacyKeyOf(frame), streamId });
     this.count();
-    if (mayTakeFocus()) panel.focus();
+    // No focus(): the user's caret stays where it is (see the top of this file).
+  }
+
+  /** The key of the waiting call a decision or result frame is about, or null. */
+  keyFor(frame) {
+    const key = keyOf(frame);
+    if (this.waiting.has(key)) return key;
+    const legacy = legacyKeyOf(frame);
+    for (const [other, entry] of this.waiting) {
+      // Only when one side has no stream_id (an older frame): never across streams.
+      if (entry.legacyKey === legacy && !(entry.streamId && frame.stream_id)) return other;
+    }
+    return null;
   }
 
   /** An approval_decided frame: from this page, another tab, the terminal or a timeout. */
   decided(frame) {
-    const entry = this.take(keyOf(frame));
+    const entry = this.take(this.keyFor(frame));
     if (!entry) return;
     entry.panel.decided(frame);
     // Approved: the tool runs now (the spinner); declined: its tool_call follows.
@@ -79,7 +89,7 @@ export class Approvals {
   /** A tool_call frame: a call that still showed its buttons ended without a decision
    *  (the run was stopped while it waited). */
   settled(frame) {
-    this.end(keyOf(frame));
+    this.end(this.keyFor(frame));
   }
 
   /** The run ended: nothing waits any more. */
@@ -93,19 +103,16 @@ export class Approvals {
   }
 
   take(key) {
-    const entry = this.waiting.get(key);
+    const entry = key === null ? null : this.waiting.get(key);
     if (!entry) return null;
     // A click disables the buttons (the focus may drop to the body meanwhile).
     const active = document.activeElement;
     const hadFocus = entry.panel.el.contains(active) || (entry.sent && (!active || active === document.body));
     this.waiting.delete(key);
     this.count();
-    if (hadFocus) {
-      // The next request keeps the keyboard on the approvals; else back to the composer.
-      const next = this.waiting.values().next().value;
-      if (next) next.panel.focus();
-      else this.onReleased();
-    }
+    // Back to the composer, never to another request's buttons: a second Enter or
+    // Space must not decide the next call.
+    if (hadFocus) this.onReleased();
     return entry;
   }
 
@@ -117,6 +124,9 @@ export class Approvals {
     entry.panel.busy(true);
     entry.panel.failed(null);
     const body = approved ? { decision: 'approve', scope } : { decision: 'deny', reason };
+    // The call's stream, from its frame: the server decides exactly this call. (An older
+    // server sends none and would refuse the field.)
+    if (entry.streamId) body.stream_id = entry.streamId;
     try {
       await api.decideApproval(sessionId, callId, body);
       // The approval_decided frame updates the panel (for every tab alike).

@@ -21,8 +21,10 @@ export function mountShortcuts(actions) {
     ['New line in the message', ['Shift', 'Enter']],
     ['Queue a message while Navi answers', ['Enter']],
     ['Stop the answer (never denies a waiting tool call)', ['Esc']],
-    ['Approve the tool call that waits (its Approve button has the focus)', ['Enter']],
-    ['Decline it with the reason typed in its field', ['Enter']],
+    // No key approves: a card never takes the focus, so nothing typed for the message
+    // box can press Approve or Deny (issue 30).
+    ['Approve or deny a tool call that waits', ['click its button']],
+    ['Decline it with the reason you typed in its field', ['Enter']],
     ['New chat', [MOD, 'Shift', 'O']],
     ['Search chats', [MOD, 'K']],
     ['Focus the message box', ['/']],
