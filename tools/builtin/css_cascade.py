@@ -12,7 +12,7 @@ ancestor tried); a page whose rules would take more gets the rest of them unappl
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator
 
 import lxml.html
 import structlog
@@ -28,6 +28,8 @@ Rank = tuple[int, int, int, int, int, int]
 # (compound index, element number) → whether it matches.
 Memo = dict[tuple[int, int], bool]
 _NONE: frozenset[str] = frozenset()
+# A style attribute's rank, normal and !important: above every rule of the same weight.
+_INLINE: tuple[Rank, Rank] = ((0, 1, 0, 0, 0, 0), (1, 1, 0, 0, 0, 0))
 
 
 class BudgetSpent(Exception):
@@ -50,6 +52,7 @@ class Cascade:
         self._index()
         self._declared: dict[int, dict[str, tuple[Rank, str]]] = defaultdict(dict)
         self._steps = steps
+        self._matched: dict[Selector, list[int]] = {}
         sheets = [
             e.text_content()
             for e in nodes
@@ -64,7 +67,7 @@ class Cascade:
         for i, element in enumerate(nodes):
             style = element.get("style")
             if style:
-                self._set(i, declarations(style, wanted), (1, 0, 0, 0), 0)
+                self._set(i, declarations(style, wanted), _INLINE)
 
     def of(self, element: lxml.html.HtmlElement) -> dict[str, str]:
         """The winning value of each wanted property declared for ``element``."""
@@ -77,32 +80,95 @@ class Cascade:
         self._by_id: dict[str, list[int]] = defaultdict(list)
         self._by_class: dict[str, list[int]] = defaultdict(list)
         self._by_tag: dict[str, list[int]] = defaultdict(list)
+        # The children of each element, and where its subtree ends: the elements are in
+        # document order, so an element's descendants are the ones up to its end.
+        self._children: list[list[int]] = [[] for _ in self._tags]
+        self._end = list(range(1, len(self._tags) + 1))
+        for i in reversed(range(len(self._tags))):
+            parent = self._parent[i]
+            if parent >= 0:
+                self._children[parent].append(i)
+                self._end[parent] = max(self._end[parent], self._end[i])
+        for children in self._children:
+            children.reverse()
+        self._by_attr: dict[str, list[int]] = defaultdict(list)
         for i, tag in enumerate(self._tags):
             self._by_tag[tag].append(i)
+            for name in self._nodes[i].keys():  # noqa: SIM118 (an lxml element)
+                self._by_attr[name].append(i)
             if self._ids[i]:
                 self._by_id[self._ids[i]].append(i)
             for name in self._classes[i]:
                 self._by_class[name].append(i)
 
-    def _candidates(self, compound: Compound) -> Sequence[int]:
+    def _indexed(self, compound: Compound) -> list[int] | None:
+        """The elements an index lists for ``compound`` (by id, class, tag or attribute
+        name), or None for one that names none of them (``*``)."""
         if compound.ids:
             return self._by_id.get(compound.ids[0], [])
         if compound.classes:
             return min((self._by_class.get(c, []) for c in compound.classes), key=len)
         if compound.tag is not None:
             return self._by_tag.get(compound.tag, [])
-        return range(len(self._nodes))
+        if compound.attrs:
+            return self._by_attr.get(compound.attrs[0][0], [])
+        return None
+
+    def _candidates(self, selector: Selector, index: int, memo: Memo, above: Memo) -> Iterable[int]:
+        """The elements that may match ``selector``'s compound ``index``: those its index
+        lists, or those under the elements that match the compound before it when that
+        is fewer to try (``div.menu a``, ``.box *``)."""
+        own = self._indexed(selector.compounds[index])
+        if index == 0:
+            return range(len(self._nodes)) if own is None else own
+        before = self._indexed(selector.compounds[index - 1])
+        child = selector.combinators[index - 1] == ">"
+        if before is not None and own is not None:
+            under = sum(len(self._children[i]) if child else self._end[i] - i for i in before)
+            if len(own) <= under:
+                return own
+        elif own is not None:
+            return own
+        anchors = []
+        for i in self._candidates(selector, index - 1, memo, above):
+            self._spend()
+            if self._matches_at(selector, index - 1, i, memo, above):
+                anchors.append(i)
+        if child:
+            return [c for i in anchors for c in self._children[i]]
+        return self._under(anchors)
+
+    def _under(self, anchors: list[int]) -> Iterator[int]:
+        """The elements under ``anchors`` (in document order), each once."""
+        covered = 0
+        for i in sorted(anchors):
+            if i >= covered:  # not inside the subtree of an anchor before it
+                yield from range(i + 1, self._end[i])
+                covered = self._end[i]
 
     def _apply(self, selector: Selector, found: dict[str, tuple[str, bool]], order: int) -> None:
-        rank = (0, *selector.specificity)
+        ids, classes, tags = selector.specificity
+        keys = ((0, 0, ids, classes, tags, order), (1, 0, ids, classes, tags, order))
+        for i in self._matching(selector):
+            self._set(i, found, keys)
+
+    def _matching(self, selector: Selector) -> list[int]:
+        """The elements ``selector`` matches (a selector of several rules, ``p`` or
+        ``a``, is matched once)."""
+        known = self._matched.get(selector)
+        if known is not None:
+            return known
         last = len(selector.compounds) - 1
         # Shared by the candidates: an ancestor is judged once per compound.
-        memo: dict[tuple[int, int], bool] = {}
-        above: dict[tuple[int, int], bool] = {}
-        for i in self._candidates(selector.compounds[last]):
+        memo: Memo = {}
+        above: Memo = {}
+        matched = []
+        for i in self._candidates(selector, last, memo, above):
             self._spend()
             if self._matches_at(selector, last, i, memo, above):
-                self._set(i, found, rank, order)
+                matched.append(i)
+        self._matched[selector] = matched
+        return matched
 
     def _matches_at(
         self, selector: Selector, index: int, node: int, memo: Memo, above: Memo
@@ -164,15 +230,12 @@ class Cascade:
         if self._steps < 0:
             raise BudgetSpent
 
-    def _set(
-        self,
-        i: int,
-        found: dict[str, tuple[str, bool]],
-        rank: tuple[int, int, int, int],
-        order: int,
-    ) -> None:
+    def _set(self, i: int, found: dict[str, tuple[str, bool]], keys: tuple[Rank, Rank]) -> None:
+        """Record ``found`` for element ``i`` where it wins; ``keys``: its rank when
+        normal and when ``!important``."""
         declared = self._declared[i]
         for name, (value, important) in found.items():
-            key: Rank = (int(important), *rank, order)
-            if name not in declared or key >= declared[name][0]:
+            key = keys[important]
+            held = declared.get(name)
+            if held is None or key >= held[0]:
                 declared[name] = (key, value)
