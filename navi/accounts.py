@@ -4,12 +4,15 @@ Bound to a loopback address with no token configured, Navi has one local user
 (``local``, admin) and no login. Otherwise every request needs a token: ``NAVI_API_TOKEN``
 (user ``local``, admin) or one from the users file (``NAVI_USERS_FILE``), a JSON list of
 
-    {"id": "alice", "token_sha256": "<hex>", "role": "user", "tools": ["web_search", …]}
+    {"id": "alice", "token_sha256": "<hex>", "role": "user", "tools": ["web_search", …],
+     "grants": ["lan", …]}
 
 (``token`` in clear instead of ``token_sha256`` still works; ``navi users add`` writes
 the hash). Roles: an ``admin`` may use every tool a profile enables; a ``user`` only
 the tools named in ``tools``, or, without that list, every tool but the ones that act
-on the machine (``RESTRICTED_TOOLS``). The users file is read again when it changes.
+on the machine (``RESTRICTED_TOOLS``). ``grants`` widen a ``user``'s reach (LAN
+addresses, the sandbox's network: navi/grants.py); an admin has them all. The users
+file is read again when it changes.
 
 The run asks ``Users.refusal`` before each tool call (navi/run/permissions.py), so this
 module knows nothing of HTTP (that is navi/server/auth.py).
@@ -29,6 +32,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 import structlog
+
+from navi.grants import GRANTS
 
 log = structlog.get_logger(__name__)
 
@@ -56,6 +61,8 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     token_sha256: str = ""
     # The tools a ``user`` may use; None: all but the restricted ones. Admins may use all.
     tools: tuple[str, ...] | None = None
+    # The reach a ``user`` has beyond the defaults (navi/grants.py); admins have it all.
+    grants: tuple[str, ...] = ()
 
     def may_use(self, tool: str) -> bool:
         if self.role == "admin":
@@ -63,6 +70,9 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
         if self.tools is not None:
             return tool in self.tools
         return tool not in RESTRICTED_TOOLS and not tool.startswith(RESTRICTED_PREFIXES)
+
+    def has_grant(self, grant: str) -> bool:
+        return self.role == "admin" or grant in self.grants
 
     @property
     def digest(self) -> bytes:
@@ -112,7 +122,21 @@ def read_users_file(path: Path) -> list[User]:
             raise AuthConfigError(
                 f"{where} is an admin, who may use every tool: drop 'tools' or make the role 'user'"
             )
+        _check_grants(where, user.role, user.grants)
     return users
+
+
+def _check_grants(where: str, role: str, grants: tuple[str, ...]) -> None:
+    unknown = [g for g in grants if g not in GRANTS]
+    if unknown:
+        raise AuthConfigError(
+            f"{where} has the unknown grant {', '.join(map(repr, unknown))}: the grants "
+            f"are {', '.join(map(repr, GRANTS))}"
+        )
+    if role == "admin" and grants:
+        raise AuthConfigError(
+            f"{where} is an admin, who has every grant: drop 'grants' or make the role 'user'"
+        )
 
 
 class Users:
@@ -234,7 +258,12 @@ def is_loopback(host: str) -> bool:
 
 
 def add_user(
-    path: Path, user_id: str, *, role: Role = "user", tools: tuple[str, ...] | None = None
+    path: Path,
+    user_id: str,
+    *,
+    role: Role = "user",
+    tools: tuple[str, ...] | None = None,
+    grants: tuple[str, ...] = (),
 ) -> str:
     """Add a user with a new token to the users file (made if missing) and return the
     token: the file keeps only its hash. Other entries are kept as they are."""
@@ -247,6 +276,7 @@ def add_user(
         ) from None
     if role == "admin" and tools is not None:
         raise AuthConfigError("an admin may use every tool: give --tools to role 'user' only")
+    _check_grants(f"user {user_id!r}", role, grants)
     entries: list[dict[str, Any]] = []
     if path.exists():
         read_users_file(path)  # refuse to extend a file the server could not read
@@ -257,6 +287,8 @@ def add_user(
     entry: dict[str, Any] = {"id": user_id, "role": role, "token_sha256": hash_token(token)}
     if tools is not None:
         entry["tools"] = list(tools)
+    if grants:
+        entry["grants"] = list(grants)
     entries.append(entry)
     _write_private(path, msgspec.json.format(msgspec.json.encode(entries)) + b"\n")
     return token

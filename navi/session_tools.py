@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from events.types import ProfileSwitched
+from navi.grants import GrantRequired, check_entry
 from navi.session.actor import SessionActor
 from navi.subagents import SpawnAgentTool, Spawner
 from profiles import Profile, ProfileRegistry, UnknownProfile
@@ -55,7 +56,7 @@ class SwitchProfileTool(Tool):
             return fail("switch_profile works only inside a session's run")
         try:
             profile: Profile = await ctx.switch_profile(args["profile_id"])
-        except UnknownProfile as exc:
+        except (UnknownProfile, GrantRequired) as exc:
             return fail(str(exc))
         return ok(
             f"Switched to the {profile.name} profile ({profile.id}). "
@@ -65,7 +66,8 @@ class SwitchProfileTool(Tool):
 
 class ProfileSwitcher:
     """The ``switch_profile`` hook of one call: records ``profile.switched`` in the
-    session that runs it (raises ``UnknownProfile`` for an unknown id)."""
+    session that runs it (raises ``UnknownProfile`` for an unknown id, ``GrantRequired``
+    for a profile whose reach the session's owner has no grant for)."""
 
     def __init__(self, session: SessionActor, profiles: ProfileRegistry) -> None:
         self.session = session
@@ -73,6 +75,7 @@ class ProfileSwitcher:
 
     async def __call__(self, profile_id: str) -> Profile:
         profile = self.profiles.get(profile_id)
+        check_entry(self.session.deps.run.users, self.session.state.user_id, profile)
         await self.session.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
         return profile
 

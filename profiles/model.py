@@ -75,12 +75,25 @@ class Profile(ProfileConfig, frozen=True, kw_only=True):
         return self.subagent_tools or self.enabled_tools
 
     @property
+    def needed_grants(self) -> tuple[str, ...]:
+        """The account grants a session of this profile needs (navi/grants.py), one for
+        each way it widens its tools' reach: ``lan`` (``allow_private_urls``),
+        ``tool_network``, ``auto_approval`` (a ``tool_policy`` of ``auto``)."""
+        needed = (
+            ("lan", self.allow_private_urls),
+            ("tool_network", self.tool_network),
+            ("auto_approval", "auto" in self.tool_policy.values()),
+        )
+        return tuple(grant for grant, needs in needed if needs)
+
+    @property
     def loosens_safety(self) -> bool:
         """Whether its tools may do more than the defaults let them without a person: the
         network from the sandbox, private (LAN) addresses, or a call that would ask
         running at once. Entering it (``switch_profile``, ``spawn_agent``) asks first: an
-        LLM that read a hostile page must not widen its own reach."""
-        return self.tool_network or self.allow_private_urls or "auto" in self.tool_policy.values()
+        LLM that read a hostile page must not widen its own reach; and the account needs
+        the grants it names (``needed_grants``)."""
+        return bool(self.needed_grants)
 
     @property
     def subagent_prompt(self) -> str:

@@ -63,9 +63,10 @@ class ProfileInfo:
     # Empty: the scratchpad's built-in defaults for ``id`` are used.
     scratchpad_sections: tuple[str, ...] = ()
     step_validation_enabled: bool = False
-    # Sandboxed tools (code_exec, terminal) may use the network: the profile's grant.
+    # Sandboxed tools (code_exec, terminal) may use the network: the profile's, if the
+    # session's account has the grant (navi/grants.py).
     tool_network: bool = False
-    # http_request, web_view, image_view may reach private (LAN) addresses: the profile's grant.
+    # http_request, web_view, image_view may reach private (LAN) addresses: likewise.
     allow_private_urls: bool = False
 
 

@@ -11,7 +11,8 @@ Never reachable: cloud-metadata addresses, link-local addresses, and Navi's own
 listening port on any address of this machine. Reachable only when the operator sets
 ``NAVI_ALLOW_PRIVATE_URLS=1``: this machine's addresses, loopback (and ``0.0.0.0``,
 which reaches it) and its interfaces' own (a public one included). Reachable
-when the profile allows LAN access (``allow_private_urls``) or the operator does:
+when the profile allows LAN access (``allow_private_urls``) and the session's account
+has the ``lan`` grant (navi/grants.py), or the operator does:
 private, shared (CGNAT), reserved and multicast ranges. Everything else is public.
 """
 
@@ -47,8 +48,8 @@ _THIS_NETWORK = ipaddress.ip_network("0.0.0.0/8")  # connecting to 0.x reaches t
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 _LAN_HINT = (
-    "this profile does not allow LAN access (the profile's allow_private_urls, or the "
-    "operator's NAVI_ALLOW_PRIVATE_URLS=1)"
+    "this call has no LAN access (it needs a profile with allow_private_urls and the "
+    "account's 'lan' grant, or the operator's NAVI_ALLOW_PRIVATE_URLS=1)"
 )
 
 

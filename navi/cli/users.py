@@ -31,6 +31,15 @@ def add_commands(sub: Any) -> None:
     )
     add.add_argument("--tools", help="comma-separated tools a 'user' may use (e.g. a,b)")
     add.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="GRANT",
+        help="a reach a 'user' gets beyond the defaults, repeatable: lan (private/LAN "
+        "addresses), tool_network (the network in the sandbox), auto_approval (profiles "
+        "whose tool_policy runs tools without asking); see docs/approvals.md",
+    )
+    add.add_argument(
         "--file",
         help="the users file (default: NAVI_USERS_FILE, else users.json in the data folder)",
     )
@@ -50,7 +59,8 @@ def cmd_users_add(args: argparse.Namespace) -> int:
         tools = tuple(t.strip() for t in args.tools.split(",") if t.strip())
     path = Path(where)
     try:
-        token = add_user(path, args.name, role=args.role, tools=tools)
+        grants = tuple(g.strip() for arg in args.grant for g in arg.split(",") if g.strip())
+        token = add_user(path, args.name, role=args.role, tools=tools, grants=grants)
     except AuthConfigError as exc:
         return fail(str(exc), 2)
     sys.stdout.write(token + "\n")

@@ -91,6 +91,9 @@ class MemoryForgetTool(Tool):
     # Forgetting twice leaves the same memory: safe to run again after a crash.
     idempotent = True
     timeout_s = 30.0
+    # A fact forgotten is gone for good, and a page the model read may ask for it: the
+    # user says yes first (a profile or the user's settings may make it "auto").
+    approval = "ask"
 
     def __init__(self, service: MemoryService) -> None:
         self.service = service

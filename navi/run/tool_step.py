@@ -4,7 +4,9 @@ each call with the context its tool gets.
 A call may not run when a crash left it open and its tool is not idempotent (it becomes
 ``tool.failed(reason="interrupted")``: it may or may not have happened), when the
 profile or the user's grants do not allow it (navi/run/permissions.py), or when its
-approval policy denies it or the user declined it (navi/run/approval.py). Either way
+approval policy denies it or the user declined it (navi/run/approval.py). A call runs
+with the profile as granted to the session's owner (navi/grants.py): no LAN, no
+sandbox network, no ``auto`` rule of the profile that the account has no grant for. Either way
 the failure is an outcome, held by the driver like a result. A call whose policy asks
 runs only once a person approved it: the driver asks first (``must_ask``).
 """
@@ -31,7 +33,9 @@ from events.types import (
     ToolFailed,
     ToolStarted,
 )
+from navi.accounts import User
 from navi.blobs import keep_tool_image
+from navi.grants import granted_profile
 from navi.ids import session_folder
 from navi.run import approval, permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
@@ -58,6 +62,8 @@ class ToolStep:
         # Calls that were open when the run was recovered follow the resume rules.
         self.in_doubt = in_doubt
         self._info: tuple[Profile, ProfileInfo] | None = None  # of the profile last used
+        # The session's profile, its owner, and the profile as granted to them.
+        self._granted: tuple[Profile, User | None, Profile] | None = None
         self._files: tuple[str, Path, str] | None = None  # owner, files folder, its name
         # The user's own approval defaults (their settings page), read once per run by
         # the driver.
@@ -104,7 +110,7 @@ class ToolStep:
         return approval.policy_for(
             call,
             tools=self.deps.tools,
-            profile=active_profile(state, self.deps),
+            profile=self._granted_profile(),
             operator=self.deps.settings.tool_approval,
             user=self.user_policy,
             approved_tools=state.progress.approved_tools,
@@ -155,7 +161,19 @@ class ToolStep:
             active_profile(self.state, self.deps),
             subagent=is_subagent(self.state),
             user_id=self.state.user_id,
+            arguments=call.arguments,
         )
+
+    def _granted_profile(self) -> Profile:
+        """The session's profile as its tools may act for the session's owner: what the
+        account has no grant for turned off (navi/grants.py), however the session came
+        to be in it (made before a grant was withdrawn, imported, forked)."""
+        profile = active_profile(self.state, self.deps)
+        user = self.deps.users.get(self.state.user_id)
+        cached = self._granted
+        if cached is None or cached[0] is not profile or cached[1] is not user:
+            cached = self._granted = (profile, user, granted_profile(profile, user))
+        return cached[2]
 
     def _approval_refusal(self, call: ToolCall) -> ToolFailed | None:
         """The ``tool.failed`` of a call its policy denies or a person declined."""
@@ -214,7 +232,7 @@ class ToolStep:
             user_id=state.user_id,
             stop=self.host.stop_signal,
             settings=self.deps.settings.tools,
-            profile=self._profile_info(active_profile(state, self.deps)),
+            profile=self._profile_info(self._granted_profile()),
             call_id=call.id,
             spawn=hooks.get("spawn"),
             switch_profile=hooks.get("switch_profile"),

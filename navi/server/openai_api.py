@@ -33,6 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from navi.grants import entry_refusal
 from navi.run.state import IllegalTransition
 from navi.server.auth import User
 from navi.server.bodies import BodyError
@@ -113,10 +114,11 @@ def _index(request: Request) -> ConversationIndex:
 
 
 def usable_profiles(navi: Navi, user: User) -> list[Profile]:
-    """The profiles the caller may chat with. Accounts grant tools, not profiles: a user
-    may open a session of any profile (as ``POST /sessions`` does), whose runs offer and
-    run only the tools the user may use (navi/run/permissions.py)."""
-    return list(navi.profiles.all())
+    """The profiles the caller may chat with: those whose reach (LAN, the sandbox's
+    network, tools run without asking) the account has the grants for, as for
+    ``POST /sessions`` (navi/grants.py). Their runs offer and run only the tools the
+    user may use (navi/run/permissions.py)."""
+    return [p for p in navi.profiles.all() if entry_refusal(user, user.id, p) is None]
 
 
 def _model_json(profile: Profile) -> dict[str, Any]:
@@ -132,9 +134,12 @@ def _model_json(profile: Profile) -> dict[str, Any]:
 
 def _profile(navi: Navi, user: User, model: str) -> Profile:
     profile_id = profile_of_model(model)
-    for profile in usable_profiles(navi, user):
-        if profile.id == profile_id:
-            return profile
+    if profile_id is not None and profile_id in navi.profiles:
+        profile = navi.profiles.get(profile_id)
+        refusal = entry_refusal(user, user.id, profile)
+        if refusal is not None:
+            raise OpenAIError(403, refusal, code="grant_required", param="model")
+        return profile
     raise OpenAIError(
         404,
         f"The model {model!r} does not exist: the models are navi/<profile_id>, "

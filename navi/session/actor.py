@@ -35,6 +35,7 @@ from events.types import (
     UserMessage,
 )
 from navi.blobs import BlobStore
+from navi.grants import check_entry
 from navi.llm.stop import StopSignal
 from navi.run import compression
 from navi.run.host import RunDeps
@@ -164,6 +165,7 @@ class SessionActor(Actor[object]):
             return await run_actor.recompress(self, message.model)
         if isinstance(message, m.SwitchProfile):
             profile = self.deps.run.profiles.get(message.profile_id)
+            check_entry(self.deps.run.users, self.state.user_id, profile)
             await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
             return profile.id
         if isinstance(message, m.ChooseModel):
@@ -197,6 +199,7 @@ class SessionActor(Actor[object]):
         if self.state.created is not None:
             raise SessionError(f"session {self.session_id!r} already exists")
         profile = self.deps.run.profiles.get(message.profile_id)
+        check_entry(self.deps.run.users, message.user_id, profile)
         await self.record(
             SessionCreated(
                 profile_id=profile.id,

@@ -24,7 +24,8 @@ ALICE = "v1-security-alice-2fa94c7e"
 BOB = "v1-security-bob-81d3e5a0c"
 USERS = [
     {"id": "admin", "token": ADMIN, "role": "admin"},
-    {"id": "alice", "token": ALICE, "role": "user"},
+    # server_admin's reach (the sandbox's network) is granted; its tools are the role's.
+    {"id": "alice", "token": ALICE, "role": "user", "grants": ["tool_network"]},
     {"id": "bob", "token": BOB, "role": "user", "tools": ["todo", "scratchpad"]},
 ]
 
@@ -117,7 +118,8 @@ def test_a_run_offers_and_runs_only_the_tools_the_caller_may_use(
     [tool] = server.tool_messages(raw.headers["x-navi-session"], token=BOB)
     assert tool["success"] is False and "code-ran-5d2a" not in tool["content"]
     assert "may not use tool code_exec" in tool["content"]
-    # Alice (role user, no grants): everything but the tools that act on the machine.
+    # Alice (role user, no tools list): everything but the tools that act on the machine,
+    # in server_admin too (her grant opens its reach, not its tools).
     server.llm.script(Reply(text="ok"))
     client(server, ALICE).chat.completions.create(
         model="navi/server_admin", messages=[{"role": "user", "content": "hello"}]

@@ -2,9 +2,8 @@
 main content (not menus, cookie banners, sidebars or footers) taken by trafilatura.
 
 Hidden text goes first because a page can hide instructions for the LLM where no reader
-sees them (``display:none``, ``visibility:hidden``, the ``hidden`` attribute,
-``aria-hidden="true"``, and the usual "hidden" classes); what a person does not see, the
-model does not read either.
+sees them (off-screen, clipped, white on white…: tools/builtin/hidden_text.py); what a
+person does not see, the model does not read either.
 """
 
 from __future__ import annotations
@@ -21,16 +20,10 @@ import trafilatura
 from lxml.etree import ParserError
 from trafilatura.settings import use_config
 
-_HIDDEN_STYLE = re.compile(
-    r"display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)"
-    r"|opacity\s*:\s*0*(?:\.0+)?\s*(?:;|$|!)|font-size\s*:\s*0+(?:\.0+)?[a-z%]*\s*(?:;|$|!)",
-    re.IGNORECASE,
-)
-# Classes that mean "not shown" in the common CSS frameworks (Bootstrap, Tailwind, WordPress).
-_HIDDEN_CLASSES = frozenset(
-    {"hidden", "d-none", "sr-only", "visually-hidden", "screen-reader-text", "invisible"}
-)
-_CANDIDATES = "//*[@hidden or @aria-hidden or @style or @class] | //template"
+from tools.builtin.hidden_text import drop_hidden
+
+__all__ = ["decode_page", "drop_hidden", "readable_text"]
+
 # <meta charset="x"> and <meta http-equiv="Content-Type" content="text/html; charset=x">
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
 _BOMS = (
@@ -130,23 +123,3 @@ _DEFAULT_CONFIG = use_config()
 # odd markup): that is how extraction goes, not a fault of Navi's worth a log line.
 logging.getLogger("trafilatura").setLevel(logging.ERROR)
 _NO_MINIMUM = _no_minimum()
-
-
-def drop_hidden(tree: lxml.html.HtmlElement) -> None:
-    """Remove every element a browser would not show (their tail text stays: it belongs
-    to the parent)."""
-    for element in tree.xpath(_CANDIDATES):
-        if element.getparent() is not None and _is_hidden(element):
-            element.drop_tree()
-
-
-def _is_hidden(element: lxml.html.HtmlElement) -> bool:
-    if element.tag == "template" or element.get("hidden") is not None:
-        return True
-    if (element.get("aria-hidden") or "").strip().lower() == "true":
-        return True
-    style = element.get("style")
-    if style and _HIDDEN_STYLE.search(style):
-        return True
-    classes = element.get("class")
-    return bool(classes) and not _HIDDEN_CLASSES.isdisjoint(classes.split())

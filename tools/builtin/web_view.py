@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
+
 from tools.base import Tool, ToolError, ToolResult, cap_output, ok
 from tools.context import ToolContext
 from tools.fetch import fetch, policy_for
@@ -53,7 +55,10 @@ class WebViewTool(Tool):
         if kind in ("text/html", "application/xhtml+xml") or (
             not kind and b"<html" in page.body[:2048].lower()
         ):
-            text = readable_text(decode_page(page.body, page.charset), page.url)
+            # Parsing, the hidden-text filter and extraction take a big page a second of
+            # CPU: off the event loop, which serves every other session meanwhile.
+            html = decode_page(page.body, page.charset)
+            text = await anyio.to_thread.run_sync(readable_text, html, page.url)
         elif kind == "application/json" or kind.endswith("+json"):
             text = _pretty_json(page.text())
         elif kind.startswith("text/") or kind in _TEXT_TYPES:
