@@ -88,7 +88,7 @@ def _log_sandbox(settings: Settings) -> None:
     from navi.run.approval import approval_report
     from tools.sandbox import sandbox_report
 
-    level, text = sandbox_report(settings.tools.unsandboxed_tools)
+    level, text = sandbox_report(settings.tools.unsandboxed_tools, settings.tools.sandbox_user)
     log = structlog.get_logger("navi.sandbox")
     if level == "ok":
         log.info("tools.sandbox", status=text)

@@ -48,7 +48,7 @@ def test_a_read_only_call_has_nothing_writable(tmp_path: Path) -> None:
     assert "--bind" not in command
     assert command[-2:] == ["--", "true"]
     remounts = [command[i + 1] for i, arg in enumerate(command) if arg == "--remount-ro"]
-    assert remounts == ["/tmp", "/"]
+    assert remounts == ["/tmp", "/dev/shm", "/"]
 
 
 def test_python_install_is_mounted_but_never_a_folder_holding_home(
