@@ -221,11 +221,23 @@ def set_ceiling(support: CgroupSupport, total_bytes: int) -> None:
     target = support.ceiling_file
     if target is None or _ceilings.get(target) == total_bytes:
         return
+    # No swap beyond it where swap is accounted: v1 counts memory+swap against the same
+    # figure (never below the memory limit: written before a raise and after a cut),
+    # v2 gives none.
+    memsw = target.parent / "memory.memsw.limit_in_bytes"
+    if support.kind == "v1":
+        with contextlib.suppress(OSError):
+            memsw.write_text(str(total_bytes))
     try:
         target.write_text(str(total_bytes))
     except OSError as exc:
         log.warning("tool_limits_ceiling_failed", error=str(exc), bytes=total_bytes)
         return
+    with contextlib.suppress(OSError):
+        if support.kind == "v2":
+            (target.parent / "memory.swap.max").write_text("0")
+        else:
+            memsw.write_text(str(total_bytes))
     _ceilings[target] = total_bytes
 
 

@@ -19,8 +19,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import anyio
+import structlog
 
 from tools.base import ToolError
+
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class SandboxSlots:
 
         Raises :class:`ToolError` when none frees within ``wait_s``."""
         started = anyio.current_time()
+        if not self._free_for(user, bounds):
+            log.info("tools.sandbox_wait", user=user, busy=self._busy(user, bounds))
         with anyio.move_on_after(wait_s):
             while not self._free_for(user, bounds):
                 event = anyio.Event()
