@@ -102,7 +102,7 @@ def _acl(path: str, mode: int) -> list[tuple[int, int, int]]:
             raise
         raw = b""
     if len(raw) > 4:
-        return [tuple(entry) for entry in struct.iter_unpack("<HHI", raw[4:])]  # type: ignore[misc]
+        return [(tag, perm, uid) for tag, perm, uid in struct.iter_unpack("<HHI", raw[4:])]
     return [
         (_USER_OBJ, (mode >> 6) & 7, _NO_ID),
         (_GROUP_OBJ, (mode >> 3) & 7, _NO_ID),
