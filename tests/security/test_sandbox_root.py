@@ -38,6 +38,7 @@ from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
 from tools.cgroups import cgroup_support
 from tools.sandbox import sandbox_status
+from tools.sandbox_net import find_slirp4netns
 
 _status = sandbox_status()
 pytestmark = [
@@ -71,16 +72,18 @@ def host_sysctls() -> Iterator[dict[str, str]]:
 
 
 def _profiles(root: Path) -> Path:
-    folder = root / "sandboxed"
-    folder.mkdir(parents=True)
-    config = {
-        "id": "sandboxed",
-        "name": "sandboxed",
-        "enabled_tools": ["code_exec", "terminal"],
-        "planning_enabled": False,
-    }
-    (folder / "config.json").write_text(json.dumps(config))
-    (folder / "system_prompt.txt").write_text("You test the sandbox.")
+    for name, network in (("sandboxed", False), ("networked", True)):
+        folder = root / name
+        folder.mkdir(parents=True)
+        config = {
+            "id": name,
+            "name": name,
+            "enabled_tools": ["code_exec", "terminal"],
+            "tool_network": network,
+            "planning_enabled": False,
+        }
+        (folder / "config.json").write_text(json.dumps(config))
+        (folder / "system_prompt.txt").write_text("You test the sandbox.")
     return root
 
 
@@ -113,11 +116,15 @@ def code(source: str, **values: object) -> FakeToolCall:
 
 
 def run_code(
-    server: NaviServerProcess, source: str, session: str | None = None, **values: object
+    server: NaviServerProcess,
+    source: str,
+    session: str | None = None,
+    profile: str = "sandboxed",
+    **values: object,
 ) -> tuple[str, str]:
     """One turn in which the model calls code_exec once: (the session, the tool's text)."""
     server.llm.script(Reply(tool_calls=[code(source, **values)]), Reply(text="done"))
-    session = session or server.create_session("sandboxed")
+    session = session or server.create_session(profile)
     response = server.send(session, "go")
     assert response.status_code == 200, response.text
     messages = server.tool_messages(session)
@@ -321,6 +328,28 @@ def test_files_the_code_leaves_never_hand_the_server_anything(
     with server.client(token=USERS_TOKEN) as http:
         assert http.delete(f"/sessions/{session}").status_code in (200, 204)
     assert not folder.exists()
+
+
+READ_SYSTEM_FILES = """
+    for path in ("/etc/resolv.conf", "/etc/passwd", "/etc/ssl/certs"):
+        try:
+            open(path).read() if not path.endswith("certs") else __import__("os").listdir(path)
+            print(path, "READABLE")
+        except OSError as exc:
+            print(path, "UNREADABLE", type(exc).__name__)
+"""
+
+
+@as_root
+@pytest.mark.skipif(find_slirp4netns() is None, reason="slirp4netns is not installed")
+def test_the_sandbox_user_reads_what_programs_need_networked_or_not(
+    server: NaviServerProcess,
+) -> None:
+    # The sandbox's resolv.conf (naming slirp4netns's DNS) too: without it, no name
+    # resolves for the sandbox user.
+    for profile in ("sandboxed", "networked"):
+        _, output = run_code(server, READ_SYSTEM_FILES, profile=profile)
+        assert "UNREADABLE" not in output and output.count("READABLE") == 3, (profile, output)
 
 
 # -- the write limit ----------------------------------------------------------------------
