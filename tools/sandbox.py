@@ -55,6 +55,7 @@ from tools.sandbox_command import (
     DEFAULT_WRITE_LIMIT_BYTES,
     SANDBOX_PATH,
     SandboxSpec,
+    SandboxUnavailable,
     build_command,
 )
 from tools.sandbox_files import WriteWatch
@@ -63,7 +64,6 @@ from tools.sandbox_slots import SlotBounds, server_slots
 from tools.sandbox_status import (
     INSTALL_HINT,
     SandboxStatus,
-    SandboxUnavailable,
     require_sandbox,
     sandbox_report,
     sandbox_status,

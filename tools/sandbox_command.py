@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.base import ToolError
 from tools.sandbox_files import grant_read, hand_over
 from tools.sandbox_user import ROOT_BWRAP_CAPS, PrivilegeDrop
 
@@ -35,6 +36,10 @@ _ETC_ENTRIES = (
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "mtrr")
 # Hidden: /dev/null over them, on a nodev mount (it opens neither).
 _PROC_HIDDEN = ("kcore", "kmsg", "kallsyms", "keys", "timer_list", "sched_debug")
+
+
+class SandboxUnavailable(ToolError):
+    """The sandbox cannot run here; the message says how to fix that."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,7 +128,14 @@ def build_command(
     ``tmp_bytes``: the size of /tmp and /dev/shm (memory), by default the write limit."""
     if drop is not None:
         hand_over((spec.workdir, *spec.writable), drop.user)
-        grant_read(spec.readonly, drop.user)
+        try:
+            grant_read(spec.readonly, drop.user)
+        except OSError as exc:
+            raise SandboxUnavailable(
+                f"the sandbox runs as {drop.user.describe()}, which may not read "
+                f"{exc.filename or 'a folder it is shown'}, and no ACL could let it "
+                f"({exc.strerror}): make that readable by it (chmod o+rX, or setfacl)"
+            ) from None
     cmd = [
         bwrap,
         "--die-with-parent",

@@ -208,7 +208,10 @@ class WriteWatch:
     async def wait(self) -> None:
         while not self._exceeded:
             began = anyio.current_time()
-            used = await anyio.to_thread.run_sync(folder_usage, self.folders)
+            # Abandoned when the call ends: its end (and a Stop) never waits for a walk.
+            used = await anyio.to_thread.run_sync(
+                folder_usage, self.folders, abandon_on_cancel=True
+            )
             self.grown_bytes = used - self.start_bytes
             if self.grown_bytes > self.limit_bytes:
                 self._exceeded = True

@@ -16,8 +16,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from tools.base import ToolError
-from tools.sandbox_command import SANDBOX_PATH, SandboxSpec, build_command
+from tools.sandbox_command import SANDBOX_PATH, SandboxSpec, SandboxUnavailable, build_command
 from tools.sandbox_net import MISSING_NOTE, find_slirp4netns
 from tools.sandbox_user import PrivilegeDrop, SandboxUserError, resolve_sandbox_user
 
@@ -32,10 +31,6 @@ USERNS_HINT = (
     "AppArmor profile that lets bwrap and unshare make them); in a container, a seccomp "
     "profile that allows unshare/clone of user namespaces"
 )
-
-
-class SandboxUnavailable(ToolError):
-    """The sandbox cannot run here; the message says how to fix that."""
 
 
 @dataclass(frozen=True)
