@@ -139,8 +139,10 @@ def bwrap_command(
     tmp_bytes: int | None = None,
 ) -> list[str]:
     """The whole command line that runs ``argv`` as described in the module docstring,
-    the switch to the sandbox user included when Navi runs as root (whose folders the
-    call writes are handed to that user first: ``tools.sandbox_files``).
+    the switch to the sandbox user included when Navi runs as root. Then, before it
+    returns, the folders the call uses are made reachable for that user: a writable
+    working directory and ``spec.owned`` are handed to it, ``spec.writable`` and what it
+    reads get an ACL entry where their mode does not let it (``tools.sandbox_files``).
 
     ``user_network``: the options of a :class:`~tools.sandbox_net.UserNetwork`, the
     network of a ``tool_network`` call. A spec with ``network`` and without them shares

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.base import ToolError
-from tools.sandbox_files import grant_read, hand_over
+from tools.sandbox_files import grant_read, grant_write, hand_over
 from tools.sandbox_user import ROOT_BWRAP_CAPS, PrivilegeDrop
 
 SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
@@ -47,6 +47,10 @@ class SandboxSpec:
     """One sandboxed call: where it works, what else it sees, whether it has a network."""
 
     workdir: Path
+    # Folders the call may write. As root, ``writable`` ones (an operator's) get an ACL
+    # entry letting the sandbox user write in them, their content untouched; ``owned``
+    # ones (Navi's own: the session's files) are handed to that user with what the
+    # server put in them, as a writable working directory is (tools.sandbox_files).
     writable: tuple[Path, ...] = ()
     readonly: tuple[Path, ...] = ()
     network: bool = False
@@ -57,6 +61,7 @@ class SandboxSpec:
     # (``run_sandboxed`` ends it past that; a caller passes the user's remaining quota);
     # also the size of /tmp and /dev/shm. None: DEFAULT_WRITE_LIMIT_BYTES.
     write_limit_bytes: int | None = None
+    owned: tuple[Path, ...] = ()
 
     @property
     def write_limit(self) -> int:
@@ -67,7 +72,7 @@ class SandboxSpec:
     def written_folders(self) -> tuple[Path, ...]:
         """The folders the call may write: the watched ones."""
         mine = (self.workdir,) if self.writable_workdir else ()
-        return tuple(dict.fromkeys((*mine, *self.writable)))
+        return tuple(dict.fromkeys((*mine, *self.owned, *self.writable)))
 
 
 def _covered(path: Path, by: Iterable[Path | str] = _SYSTEM_DIRS) -> bool:
@@ -112,6 +117,22 @@ def _parents(paths: Iterable[Path]) -> list[str]:
     return args
 
 
+def _open_to(drop: PrivilegeDrop, spec: SandboxSpec) -> None:
+    """As root: what the call writes and reads, made reachable for the sandbox user."""
+    mine = (spec.workdir,) if spec.writable_workdir else ()
+    hand_over((*mine, *spec.owned), drop.user)
+    shown = spec.readonly if spec.writable_workdir else (*spec.readonly, spec.workdir)
+    try:
+        grant_write(spec.writable, drop.user)
+        grant_read(shown, drop.user)
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"the sandbox runs as {drop.user.describe()}, which may not use "
+            f"{exc.filename or 'a folder it is shown'}, and no ACL could let it "
+            f"({exc.strerror}): make that readable (or writable) by it (chmod, setfacl)"
+        ) from None
+
+
 def build_command(
     bwrap: str,
     argv: Sequence[str],
@@ -121,21 +142,13 @@ def build_command(
     drop: PrivilegeDrop | None = None,
     tmp_bytes: int | None = None,
 ) -> list[str]:
-    """The whole command line. With ``drop`` (Navi as root) the folders the call writes
-    are handed to the sandbox user first, and read-only paths it could not read are
-    opened to it (``tools.sandbox_files``).
+    """The whole command line. With ``drop`` (Navi as root) Navi's own folders the call
+    writes are handed to the sandbox user first, and the others it writes or reads are
+    opened to it by an ACL entry where their mode does not (``tools.sandbox_files``).
 
     ``tmp_bytes``: the size of /tmp and /dev/shm (memory), by default the write limit."""
     if drop is not None:
-        hand_over((spec.workdir, *spec.writable), drop.user)
-        try:
-            grant_read(spec.readonly, drop.user)
-        except OSError as exc:
-            raise SandboxUnavailable(
-                f"the sandbox runs as {drop.user.describe()}, which may not read "
-                f"{exc.filename or 'a folder it is shown'}, and no ACL could let it "
-                f"({exc.strerror}): make that readable by it (chmod o+rX, or setfacl)"
-            ) from None
+        _open_to(drop, spec)
     cmd = [
         bwrap,
         "--die-with-parent",
@@ -161,13 +174,13 @@ def build_command(
     shown = [path for path in readonly if not _covered(path)]
     if drop is not None:
         shown += [Path(drop.setpriv), Path(drop.unshare)]  # shown where they live
-    cmd += _parents([*shown, *spec.writable, spec.workdir])
+    cmd += _parents([*shown, *spec.owned, *spec.writable, spec.workdir])
     for path in dict.fromkeys(shown):
         others = [other for other in shown if other != path]
         # Within a folder already shown, read-only: there is nothing to add (nor room to).
         if not _covered(path) and not _covered(path, others):
             cmd += ["--ro-bind", str(path), str(path)]
-    for path in dict.fromkeys(spec.writable):
+    for path in dict.fromkeys((*spec.owned, *spec.writable)):
         cmd += ["--bind", str(path), str(path)]
     if spec.writable_workdir:
         cmd += ["--bind", str(spec.workdir), str(spec.workdir)]

@@ -1,11 +1,13 @@
 """The folders a sandboxed call writes: handed to the sandbox user, and measured.
 
 **Handing over** (Navi as root only, see ``tools.sandbox_user``): the sandboxed code runs
-as an unprivileged user, so the folders it may write (its working directory, the
-session's files) and what the server put in them (uploads, files the ``filesystem`` tool
-wrote) are given to that user before each call: without it, the code could not write
-there, nor read an upload made private by the server's umask. What a hostile call could
-do with files it owns, and why it stays harmless:
+as an unprivileged user, so Navi's own folders it may write (its working directory, the
+session's files: ``SandboxSpec.owned``) and what the server put in them (uploads, files
+the ``filesystem`` tool wrote) are given to that user before each call: without it, the
+code could not write there, nor read an upload made private by the server's umask.
+Anyone else's folder (an operator's, ``SandboxSpec.writable``) is never given away: one
+ACL entry lets that user write in it (:func:`grant_write`), and what is in it stays as
+it is. What a hostile call could do with files it owns, and why it stays harmless:
 
 - the walk never follows a symbolic link (``fwalk`` without following, ``lchown``), and
   gives away only folders and regular files of the server's own uid: a link the code
@@ -125,28 +127,40 @@ def _may_read(info: os.stat_result, entries: list[tuple[int, int, int]], user: S
 
 def grant_read(paths: Iterable[Path], user: SandboxUser) -> None:
     """Let ``user`` read each of ``paths`` (a folder: list and enter it) where its mode
-    does not: an ACL entry for that user on the path itself, never on what it holds,
-    nothing else changed (a private temporary folder the server shows read-only, e.g.
-    the one ``write_tool`` checks a new tool in). Raises ``OSError`` where the file
-    system takes no ACL."""
+    does not (a private temporary folder the server shows read-only, e.g. the one
+    ``write_tool`` checks a new tool in): see :func:`_grant`."""
     for path in dict.fromkeys(os.path.realpath(p) for p in paths):
-        try:
-            info = os.stat(path)
-        except FileNotFoundError:
-            continue  # bwrap says so when it mounts it
-        needed = 5 if stat.S_ISDIR(info.st_mode) else 4
-        entries = _acl(path, info.st_mode)
-        if _may_read(info, entries, user) & needed == needed:
-            continue
-        # The mask bounds every named entry: widened by the new one only, never more
-        # for the others than they had (without an ACL, the group's bits stand in).
-        old_mask = next((perm for tag, perm, _ in entries if tag == _MASK), None)
-        mask = needed | ((info.st_mode >> 3) & 7 if old_mask is None else old_mask)
-        kept = [e for e in entries if e[0] != _MASK and not (e[0] == _USER and e[2] == user.uid)]
-        kept += [(_USER, needed, user.uid), (_MASK, mask, _NO_ID)]
-        kept.sort(key=lambda e: (e[0], e[2]))
-        raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in kept)
-        os.setxattr(path, _ACL, raw)
+        _grant(path, user, write=False)
+
+
+def grant_write(paths: Iterable[Path], user: SandboxUser) -> None:
+    """Let ``user`` write in each of ``paths`` (a folder: make, rename and delete what is
+    in it) where its mode does not: an operator's folder a sandbox writes, whose content
+    stays as it is (see :func:`_grant`)."""
+    for path in dict.fromkeys(os.path.realpath(p) for p in paths):
+        _grant(path, user, write=True)
+
+
+def _grant(path: str, user: SandboxUser, *, write: bool) -> None:
+    """An ACL entry for ``user`` on ``path`` itself, never on what it holds, nothing
+    else changed. Raises ``OSError`` where the file system takes no ACL."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return  # bwrap says so when it mounts it
+    needed = (5 if stat.S_ISDIR(info.st_mode) else 4) | (2 if write else 0)
+    entries = _acl(path, info.st_mode)
+    if _may_read(info, entries, user) & needed == needed:
+        return
+    # The mask bounds every named entry: widened by the new one only, never more for
+    # the others than they had (without an ACL, the group's bits stand in).
+    old_mask = next((perm for tag, perm, _ in entries if tag == _MASK), None)
+    mask = needed | ((info.st_mode >> 3) & 7 if old_mask is None else old_mask)
+    kept = [e for e in entries if e[0] != _MASK and not (e[0] == _USER and e[2] == user.uid)]
+    kept += [(_USER, needed, user.uid), (_MASK, mask, _NO_ID)]
+    kept.sort(key=lambda e: (e[0], e[2]))
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in kept)
+    os.setxattr(path, _ACL, raw)
 
 
 def folder_usage(folders: Iterable[Path]) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.sandbox_files import folder_usage, grant_read, hand_over
+from tools.sandbox_files import folder_usage, grant_read, grant_write, hand_over
 from tools.sandbox_user import SandboxUser
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root gives files away")
@@ -136,3 +136,21 @@ def test_usage_sees_into_a_folder_the_code_locked(tmp_path: Path) -> None:
         assert folder_usage([tmp_path]) >= 200_000
     finally:
         locked.chmod(0o700)
+
+
+@as_root
+def test_grant_write_lets_it_make_files_in_a_private_folder_and_changes_nothing_in_it(
+    open_tmp: Path,
+) -> None:
+    folder = open_tmp / "operator"
+    folder.mkdir()
+    folder.chmod(0o700)
+    (folder / "theirs.txt").write_text("x")
+    (folder / "theirs.txt").chmod(0o600)
+    grant_write([folder], SANDBOX)
+    probe = ["setpriv", f"--reuid={SANDBOX.uid}", f"--regid={SANDBOX.gid}", "--clear-groups"]
+    made = subprocess.run([*probe, "touch", str(folder / "new.txt")], capture_output=True)
+    assert made.returncode == 0, made.stderr
+    read = subprocess.run([*probe, "cat", str(folder / "theirs.txt")], capture_output=True)
+    assert read.returncode != 0  # what was there stays as it was
+    assert _owner(folder / "theirs.txt") == (0, 0) and _owner(folder) == (0, 0)

@@ -106,7 +106,7 @@ class CodeExecTool(ProcessTool):
                 ctx.files_dir.mkdir(parents=True, exist_ok=True)
                 spec = SandboxSpec(
                     workdir=Path(workdir),
-                    writable=(ctx.files_dir,),
+                    owned=(ctx.files_dir,),
                     readonly=python_install(settings.code_exec_python),
                     network=ctx.profile.tool_network,
                     env=sandbox_env(
