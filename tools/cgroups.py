@@ -9,9 +9,12 @@ Navi tries, once per process, in this order:
   cgroup that holds processes cannot hand controllers down, so the server first moves
   itself into ``<own cgroup>/navi-server`` (what systemd's ``Delegate=yes`` expects);
 - **cgroup v1** (separate ``memory`` and ``pids`` hierarchies, as in many containers):
-  ``call-<id>`` under the server's own cgroup in each;
+  ``<own cgroup>/navi-tools/call-<id>`` in each;
 - otherwise none: the caller falls back to ``prlimit`` per process plus the PID
   namespace (see docs/tools.md).
+
+``navi-tools`` is the parent of every call's cgroup: its memory limit is the ceiling of
+all sandboxes together (``NAVI_SANDBOXES_MEMORY_MB``, :func:`set_ceiling`).
 
 A call's process joins its cgroup before it runs anything (see :func:`join_command`),
 so no child can be forked outside it. At the end every process left in it is killed
@@ -48,6 +51,16 @@ class CgroupSupport:
     @property
     def available(self) -> bool:
         return self.kind != "none"
+
+    @property
+    def ceiling_file(self) -> Path | None:
+        """The memory limit of the parent of every call's cgroup: all sandboxes together."""
+        for controller, parent in self.parents:
+            if self.kind == "v2":
+                return parent / "memory.max"
+            if controller == "memory":
+                return parent / "memory.limit_in_bytes"
+        return None
 
 
 @dataclass
@@ -148,11 +161,13 @@ def _detect_v1(own: dict[str, str]) -> CgroupSupport:
         root = CGROUP_ROOT / controller
         if controller not in own or not (root / "cgroup.procs").exists():
             raise OSError(f"no cgroup v1 {controller} hierarchy")
-        parent = _inside(root, own[controller])
-        probe = parent / f"navi-probe-{os.getpid()}"
-        probe.mkdir(exist_ok=True)
-        probe.rmdir()
-        parents.append((controller, parent))
+        tools = _inside(root, own[controller]) / "navi-tools"
+        tools.mkdir(exist_ok=True)
+        if controller == "memory":
+            # Children count in the parent's limit (always so since Linux 5.16).
+            with contextlib.suppress(OSError):
+                (tools / "memory.use_hierarchy").write_text("1")
+        parents.append((controller, tools))
     return CgroupSupport(kind="v1", parents=tuple(parents))
 
 
@@ -193,11 +208,50 @@ def cgroup_support() -> CgroupSupport:
     return CgroupSupport(kind="none", reason="; ".join(reasons))
 
 
-def create_call_cgroup(memory_bytes: int, max_processes: int) -> CallCgroup | None:
-    """A fresh cgroup (v2) or pair (v1) with the limits set; None where none can be made."""
+def machine_memory_bytes() -> int:
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+_ceilings: dict[Path, int] = {}
+
+
+def set_ceiling(support: CgroupSupport, total_bytes: int) -> None:
+    """The memory limit of all sandboxes together, on their parent cgroup (written when
+    it changes; a limit below what they use now is refused by the kernel and logged)."""
+    target = support.ceiling_file
+    if target is None or _ceilings.get(target) == total_bytes:
+        return
+    # No swap beyond it where swap is accounted: v1 counts memory+swap against the same
+    # figure (never below the memory limit: written before a raise and after a cut),
+    # v2 gives none.
+    memsw = target.parent / "memory.memsw.limit_in_bytes"
+    if support.kind == "v1":
+        with contextlib.suppress(OSError):
+            memsw.write_text(str(total_bytes))
+    try:
+        target.write_text(str(total_bytes))
+    except OSError as exc:
+        log.warning("tool_limits_ceiling_failed", error=str(exc), bytes=total_bytes)
+        return
+    with contextlib.suppress(OSError):
+        if support.kind == "v2":
+            (target.parent / "memory.swap.max").write_text("0")
+        else:
+            memsw.write_text(str(total_bytes))
+    _ceilings[target] = total_bytes
+
+
+def create_call_cgroup(
+    memory_bytes: int, max_processes: int, total_memory_bytes: int | None = None
+) -> CallCgroup | None:
+    """A fresh cgroup (v2) or pair (v1) with the limits set; None where none can be made.
+
+    ``total_memory_bytes``: the ceiling of all calls together, set on their parent."""
     support = cgroup_support()
     if not support.available:
         return None
+    if total_memory_bytes is not None:
+        set_ceiling(support, total_memory_bytes)
     name = f"call-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     made: list[Path] = []
     try:

@@ -24,7 +24,8 @@ from anyio.abc import ByteReceiveStream, Process
 from tools.base import truncation_marker
 from tools.context import StopSignal
 
-EndedBy = Literal["exit", "timeout", "stop"]
+# "write_limit": ended by the sandbox for writing past its limit (tools.sandbox).
+EndedBy = Literal["exit", "timeout", "stop", "write_limit"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,8 @@ class ProcessOutcome:
     exit_code: int | None
     output: str
     ended_by: EndedBy
+    # Why a limit ended it, in words for the user (empty otherwise).
+    detail: str = ""
 
 
 class _CappedOutput:

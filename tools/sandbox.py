@@ -4,6 +4,12 @@ What a sandboxed process sees (each line is a ``bwrap`` option, see :func:`bwrap
 
 - new PID, IPC, UTS and cgroup namespaces and a private ``/proc``: the server's
   processes do not exist there, so ``/proc/<server pid>/environ`` cannot be read;
+  ``/proc/sys`` and the kernel's other knobs there (``sysrq-trigger``, ``irq``, ``bus``,
+  ``fs``, ``mtrr``) are read-only, ``kcore``, ``kmsg`` and the like hidden;
+- never the host's root (``tools.sandbox_user``): run by an ordinary user, the code is
+  that user in the user namespace bubblewrap makes; run by root, bubblewrap sets the
+  sandbox up as root and the code then starts as an unprivileged host user (``setpriv``)
+  in a user namespace of its own (``unshare``), with no capability and ``no_new_privs``;
 - a network namespace of its own (``--unshare-net``): no network at all, or, where the
   profile grants ``tool_network``, the user-mode network of ``tools.sandbox_net``
   (slirp4netns), which never reaches the host's loopback; without slirp4netns such a
@@ -11,18 +17,22 @@ What a sandboxed process sees (each line is a ``bwrap`` option, see :func:`bwrap
 - a root made of read-only system folders only (``/usr``, ``/bin``, ``/lib*``, the
   ``/etc`` files programs need) plus what the call adds (the Python install for
   ``code_exec``): the server's data folder, database, users file, other sessions,
-  user tools and the home folder are not mounted at all; ``/tmp`` is a private tmpfs;
-- writable: the call's working directory and the session's files folder only;
+  user tools and the home folder are not mounted at all; ``/tmp`` and ``/dev/shm`` are
+  private tmpfs of a bounded size;
+- writable: the call's working directory and the session's files folder only, which may
+  grow by the call's write limit at most (``tools.sandbox_files``: watched, the call is
+  ended past it);
 - no capabilities (``--cap-drop ALL``), a fresh session (``--new-session``), and an
   environment of PATH, HOME (the working directory), LANG and what the caller adds;
 - the whole tree ends with the call: ``--die-with-parent`` kills the namespace's init
   when bwrap goes, and the kernel kills everything in a PID namespace with its init,
   ``setsid`` children included;
 - memory and process count limited for the whole tree by a cgroup (``tools.cgroups``),
-  else by ``prlimit`` per process.
+  else by ``prlimit`` per process; all sandboxes together under a memory ceiling and a
+  bound on how many run at once (``tools.sandbox_slots``).
 
-Where bwrap is missing or cannot make namespaces the tools refuse to run, unless the
-operator set ``NAVI_UNSANDBOXED_TOOLS=1``.
+Where bwrap is missing or cannot make the namespaces (a user namespace included) the
+tools refuse to run, unless the operator set ``NAVI_UNSANDBOXED_TOOLS=1``.
 """
 
 from __future__ import annotations
@@ -31,8 +41,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import shutil
-import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,92 +48,73 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from tools.base import ToolError
-from tools.cgroups import create_call_cgroup, join_command
+from tools.cgroups import create_call_cgroup, join_command, machine_memory_bytes
 from tools.context import StopSignal
 from tools.processes import ProcessOutcome, run_process_tree
-from tools.sandbox_net import MISSING_NOTE, NO_NETWORK_NOTE, UserNetwork, find_slirp4netns
-
-INSTALL_HINT = (
-    "Install bubblewrap (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: "
-    "`dnf install bubblewrap`) and make sure it may create namespaces; or, knowing that "
-    "the tool then runs with the server's own rights, set NAVI_UNSANDBOXED_TOOLS=1."
+from tools.sandbox_command import (
+    DEFAULT_WRITE_LIMIT_BYTES,
+    SANDBOX_PATH,
+    SandboxSpec,
+    SandboxUnavailable,
+    build_command,
 )
-SANDBOX_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+from tools.sandbox_files import WriteWatch
+from tools.sandbox_net import NO_NETWORK_NOTE, UserNetwork, find_slirp4netns
+from tools.sandbox_slots import SlotBounds, server_slots
+from tools.sandbox_status import (
+    INSTALL_HINT,
+    SandboxStatus,
+    require_sandbox,
+    sandbox_report,
+    sandbox_status,
+    use_sandbox_user,
+)
+from tools.settings import ToolSettings
 
-_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# What programs need from /etc: libraries, names, time, TLS roots, alternatives.
-# Not /etc as a whole: it holds host keys, shadow passwords and service credentials.
-_ETC_ENTRIES = (
-    "alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
-    "fonts", "gai.conf", "group", "host.conf", "hostname", "hosts", "ld.so.cache",
-    "ld.so.conf", "ld.so.conf.d", "locale.alias", "localtime", "magic", "magic.mime",
-    "mime.types", "nsswitch.conf", "os-release", "passwd", "pki", "protocols",
-    "resolv.conf", "services", "ssl", "timezone",
-)  # fmt: skip
-
-
-class SandboxUnavailable(ToolError):
-    """The sandbox cannot run here; the message says how to fix that."""
-
-
-@dataclass(frozen=True)
-class SandboxStatus:
-    available: bool
-    bwrap: str | None
-    reason: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class SandboxSpec:
-    """One sandboxed call: where it works, what else it sees, whether it has a network."""
-
-    workdir: Path
-    writable: tuple[Path, ...] = ()
-    readonly: tuple[Path, ...] = ()
-    network: bool = False
-    env: Mapping[str, str]
-    # False: nothing at all is writable, the working directory and /tmp included.
-    writable_workdir: bool = True
+__all__ = [
+    "DEFAULT_WRITE_LIMIT_BYTES",
+    "INSTALL_HINT",
+    "SANDBOX_PATH",
+    "SandboxLimits",
+    "SandboxSpec",
+    "SandboxStatus",
+    "SandboxUnavailable",
+    "bwrap_command",
+    "passed_env",
+    "python_install",
+    "require_sandbox",
+    "run_sandboxed",
+    "sandbox_env",
+    "sandbox_report",
+    "sandbox_status",
+    "use_sandbox_user",
+]
 
 
 @dataclass(frozen=True)
 class SandboxLimits:
     memory_bytes: int
     max_processes: int
+    # All sandboxes of this server: how many run at once (in all, of one user) and the
+    # memory of all together (None: half the machine's).
+    max_sandboxes: int = 8
+    user_max_sandboxes: int = 2
+    total_memory_bytes: int | None = None
 
-
-def _probe(bwrap: str) -> str:
-    """ "" when bwrap can make the namespaces the sandbox uses, else why not."""
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"]
-    try:
-        done = subprocess.run(argv, capture_output=True, timeout=15, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap does not run: {exc}"
-    if done.returncode != 0:
-        detail = done.stderr.decode(errors="replace").strip() or f"exit code {done.returncode}"
-        return f"bubblewrap cannot create namespaces here: {detail}"
-    return ""
-
-
-@functools.cache
-def sandbox_status() -> SandboxStatus:
-    """Whether the sandbox works on this machine (probed once per process)."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        return SandboxStatus(False, None, "bubblewrap (bwrap) is not installed")
-    reason = _probe(bwrap)
-    return SandboxStatus(not reason, bwrap, reason)
-
-
-async def require_sandbox() -> str:
-    """The bwrap executable, or :class:`SandboxUnavailable` saying how to get one."""
-    status = await anyio.to_thread.run_sync(sandbox_status)
-    if not status.available or status.bwrap is None:
-        raise SandboxUnavailable(
-            f"this tool runs only in a sandbox: {status.reason}. {INSTALL_HINT}"
+    @classmethod
+    def from_settings(cls, settings: ToolSettings, memory_mb: int) -> SandboxLimits:
+        total = settings.sandboxes_memory_mb * 1024 * 1024 or None
+        return cls(
+            memory_bytes=memory_mb * 1024 * 1024,
+            max_processes=settings.sandbox_max_processes,
+            max_sandboxes=settings.max_sandboxes,
+            user_max_sandboxes=settings.user_max_sandboxes,
+            total_memory_bytes=total,
         )
-    return status.bwrap
+
+    @property
+    def ceiling_bytes(self) -> int:
+        return self.total_memory_bytes or machine_memory_bytes() // 2
 
 
 def sandbox_env(extra: Mapping[str, str] | None = None, *, home: Path) -> dict[str, str]:
@@ -141,65 +130,32 @@ def passed_env(names: Iterable[str]) -> dict[str, str]:
     return {name: os.environ[name] for name in names if name in os.environ}
 
 
-def _system_binds() -> list[str]:
-    args: list[str] = []
-    for folder in _SYSTEM_DIRS:
-        if os.path.islink(folder):
-            args += ["--symlink", os.readlink(folder), folder]
-        elif os.path.isdir(folder):
-            args += ["--ro-bind", folder, folder]
-    for entry in _ETC_ENTRIES:
-        args += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
-    args += ["--symlink", "../proc/self/mounts", "/etc/mtab"]
-    return args
-
-
-def _covered(path: Path, by: Iterable[Path | str] = _SYSTEM_DIRS) -> bool:
-    """True if one of the folders ``by`` (by default the system folders) shows ``path``."""
-    return any(path == Path(d) or Path(d) in path.parents for d in by)
-
-
 def bwrap_command(
-    bwrap: str, argv: Sequence[str], spec: SandboxSpec, *, user_network: Sequence[str] = ()
+    bwrap: str,
+    argv: Sequence[str],
+    spec: SandboxSpec,
+    *,
+    user_network: Sequence[str] = (),
+    tmp_bytes: int | None = None,
 ) -> list[str]:
-    """The bwrap command line that runs ``argv`` as described in the module docstring.
+    """The whole command line that runs ``argv`` as described in the module docstring,
+    the switch to the sandbox user included when Navi runs as root. Then, before it
+    returns, the folders the call uses are made reachable for that user: a writable
+    working directory and ``spec.owned`` are handed to it, ``spec.writable`` and what it
+    reads get an ACL entry where their mode does not let it (``tools.sandbox_files``).
 
     ``user_network``: the options of a :class:`~tools.sandbox_net.UserNetwork`, the
     network of a ``tool_network`` call. A spec with ``network`` and without them shares
-    the host's network (only an MCP server the operator configured so)."""
-    cmd = [
-        bwrap,
-        "--die-with-parent",
-        "--new-session",
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-        "--cap-drop",
-        "ALL",
-    ]
-    if not spec.network or user_network:
-        cmd.append("--unshare-net")
-    cmd += _system_binds()
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    cmd += user_network  # after the binds: its resolv.conf covers the host's
-    readonly = list(dict.fromkeys(spec.readonly))
-    for path in readonly:
-        others = [other for other in readonly if other != path]
-        # Within a folder already shown, read-only: there is nothing to add (nor room to).
-        if not _covered(path) and not _covered(path, others):
-            cmd += ["--ro-bind", str(path), str(path)]
-    for path in dict.fromkeys(spec.writable):
-        cmd += ["--bind", str(path), str(path)]
-    if spec.writable_workdir:
-        cmd += ["--bind", str(spec.workdir), str(spec.workdir)]
-    else:
-        cmd += ["--ro-bind", str(spec.workdir), str(spec.workdir)]
-        cmd += ["--remount-ro", "/tmp", "--remount-ro", "/"]
-    cmd += ["--chdir", str(spec.workdir), "--clearenv"]
-    for key, value in spec.env.items():
-        cmd += ["--setenv", key, value]
-    return [*cmd, "--", *argv]
+    the host's network (only an MCP server the operator configured so). Raises
+    :class:`SandboxUnavailable` as root when no sandbox user could be found."""
+    status = sandbox_status()
+    if os.geteuid() == 0 and status.drop is None:
+        raise SandboxUnavailable(
+            f"this tool runs only in a sandbox: {status.reason}. {INSTALL_HINT}"
+        )
+    return build_command(
+        bwrap, argv, spec, user_network=user_network, drop=status.drop, tmp_bytes=tmp_bytes
+    )
 
 
 def python_install(python: str) -> tuple[Path, ...]:
@@ -227,6 +183,27 @@ def python_install(python: str) -> tuple[Path, ...]:
     return tuple(dict.fromkeys((*found, given)))
 
 
+class _EitherStop:
+    """The run's stop, or the write watch's: whichever fires first ends the call (the
+    process runner waits on it while the process runs, which is when the watch polls)."""
+
+    def __init__(self, stop: StopSignal, watch: WriteWatch) -> None:
+        self.stop, self.watch = stop, watch
+
+    def is_set(self) -> bool:
+        return self.stop.is_set() or self.watch.is_set()
+
+    async def wait(self) -> None:
+        async with anyio.create_task_group() as tg:
+
+            async def first(waiter: StopSignal) -> None:
+                await waiter.wait()
+                tg.cancel_scope.cancel()
+
+            tg.start_soon(first, self.stop)
+            tg.start_soon(first, self.watch)
+
+
 async def run_sandboxed(
     argv: Sequence[str],
     *,
@@ -236,12 +213,42 @@ async def run_sandboxed(
     stop: StopSignal,
     output_limit_bytes: int,
     kill_grace_s: float,
+    user_id: str = "",
 ) -> ProcessOutcome:
     """Run ``argv`` in the sandbox; the tree is killed and its cgroup removed at the end.
 
-    With ``spec.network``, the sandbox gets a user-mode network (``tools.sandbox_net``)
-    or, where slirp4netns is missing, none, and the output starts with a note saying so."""
+    The call first takes a slot (``tools.sandbox_slots``: at most
+    ``limits.max_sandboxes`` at once, ``limits.user_max_sandboxes`` of ``user_id``),
+    waiting for one within ``timeout_s``, which the wait uses up. With ``spec.network``,
+    the sandbox gets a user-mode network (``tools.sandbox_net``) or, where slirp4netns
+    is missing, none, and the output starts with a note saying so. Past its write limit
+    the call ends with ``ended_by == "write_limit"``."""
     bwrap = await require_sandbox()
+    bounds = SlotBounds(total=limits.max_sandboxes, per_user=limits.user_max_sandboxes)
+    async with server_slots().slot(user_id, bounds, timeout_s) as waited:
+        return await _run(
+            bwrap,
+            argv,
+            spec=spec,
+            limits=limits,
+            timeout_s=max(timeout_s - waited, 1.0),
+            stop=stop,
+            output_limit_bytes=output_limit_bytes,
+            kill_grace_s=kill_grace_s,
+        )
+
+
+async def _run(
+    bwrap: str,
+    argv: Sequence[str],
+    *,
+    spec: SandboxSpec,
+    limits: SandboxLimits,
+    timeout_s: float,
+    stop: StopSignal,
+    output_limit_bytes: int,
+    kill_grace_s: float,
+) -> ProcessOutcome:
     slirp4netns = find_slirp4netns() if spec.network else None
     note = ""
     if spec.network and slirp4netns is None:
@@ -249,12 +256,13 @@ async def run_sandboxed(
         spec = dataclasses.replace(spec, network=False)
         note = NO_NETWORK_NOTE + "\n"
     cgroup = await anyio.to_thread.run_sync(
-        create_call_cgroup, limits.memory_bytes, limits.max_processes
+        create_call_cgroup, limits.memory_bytes, limits.max_processes, limits.ceiling_bytes
     )
     inner = list(argv)
     if cgroup is None:
-        # No cgroup: per-process limits (RLIMIT_NPROC does not bind root; the PID
-        # namespace and the time limit still end every process with the call).
+        # No cgroup: per-process limits (RLIMIT_NPROC counts the sandbox user's
+        # processes, and binds only when Navi is not root; the PID namespace and the
+        # time limit still end every process with the call).
         inner = [
             "prlimit",
             f"--as={limits.memory_bytes}",
@@ -263,23 +271,36 @@ async def run_sandboxed(
             *inner,
         ]
     network = UserNetwork(slirp4netns) if slirp4netns is not None else None
+    watch = WriteWatch(spec.written_folders, spec.write_limit)
     try:
         options = network.bwrap_options() if network is not None else []
-        command = bwrap_command(bwrap, inner, spec, user_network=options)
+        command = await anyio.to_thread.run_sync(
+            functools.partial(
+                bwrap_command,
+                bwrap,
+                inner,
+                spec,
+                user_network=options,
+                tmp_bytes=limits.memory_bytes,
+            )
+        )
         if cgroup is not None:
             # Its /bin/sh passes the network's fds on to bwrap: it closes none it inherits.
             command = join_command(cgroup, command)
+        await watch.baseline()
         outcome = await run_process_tree(
             command,
             cwd=spec.workdir,
             env={"PATH": SANDBOX_PATH},
             timeout_s=timeout_s,
-            stop=stop,
+            stop=_EitherStop(stop, watch),
             output_limit_bytes=output_limit_bytes,
             kill_grace_s=kill_grace_s,
             pass_fds=network.pass_fds if network is not None else (),
             started=network.start if network is not None else None,
         )
+        if watch.is_set() and not stop.is_set():
+            outcome = dataclasses.replace(outcome, ended_by="write_limit", detail=watch.message())
         return dataclasses.replace(outcome, output=note + outcome.output) if note else outcome
     finally:
         if network is not None:
@@ -287,30 +308,3 @@ async def run_sandboxed(
         if cgroup is not None:
             with anyio.CancelScope(shield=True), contextlib.suppress(OSError):
                 await anyio.to_thread.run_sync(cgroup.remove)
-
-
-def sandbox_report(unsandboxed: bool) -> tuple[str, str]:
-    """For ``navi doctor`` and the start-up log: ("ok" | "warning" | "error", what)."""
-    from tools.cgroups import cgroup_support
-
-    status = sandbox_status()
-    if unsandboxed:
-        return (
-            "warning",
-            "NAVI_UNSANDBOXED_TOOLS=1: code_exec and terminal run WITHOUT the sandbox, as "
-            "the server's own user (they can read its secrets, database and home folder)",
-        )
-    if not status.available:
-        return (
-            "error",
-            f"sandbox: {status.reason}; code_exec and terminal refuse to run. {INSTALL_HINT}",
-        )
-    limits = cgroup_support()
-    how = (
-        f"memory and process limits per call by cgroup {limits.kind}"
-        if limits.available
-        else f"no cgroup ({limits.reason}): prlimit per process instead"
-    )
-    if find_slirp4netns() is None:
-        return "warning", f"sandbox: bubblewrap at {status.bwrap}; {how}; {MISSING_NOTE}"
-    return "ok", f"sandbox: bubblewrap at {status.bwrap}; {how}"

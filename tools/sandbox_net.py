@@ -87,7 +87,9 @@ class UserNetwork:
         return [
             "--info-fd", str(self._info_w),
             "--block-fd", str(self._block_r),
-            "--ro-bind-data", str(self._resolv_r), "/etc/resolv.conf",
+            # Readable by all: as root, the code runs as the sandbox user (bwrap's own
+            # default, 0600 root, would leave it without DNS).
+            "--perms", "0444", "--ro-bind-data", str(self._resolv_r), "/etc/resolv.conf",
         ]  # fmt: skip
 
     def _close(self, *fds: int) -> None:

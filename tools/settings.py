@@ -43,6 +43,17 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
     sandbox_max_processes: int = 128
     # The operator's escape hatch: code_exec and terminal without the bubblewrap sandbox.
     unsandboxed_tools: bool = False
+    # Navi as root: the host user sandboxed code runs as ("": navi-sandbox, made if
+    # missing; a name, a uid or uid:gid). tools/sandbox_user.py.
+    sandbox_user: str = ""
+    # Sandboxed calls running at once: in this server, and of one user (more wait).
+    max_sandboxes: int = 8
+    user_max_sandboxes: int = 2
+    # Memory of all sandboxes together (their parent cgroup); 0: half the machine's.
+    sandboxes_memory_mb: int = 0
+    # What one sandboxed call may add to the folders it writes (the session's files, its
+    # working directory) before it is ended; also the size of its /tmp and /dev/shm.
+    sandbox_write_limit_mb: int = 1024
     kill_grace_s: float = 1.0
     http_timeout_s: float = 20.0
     http_max_bytes: int = 5 * 1024 * 1024
@@ -112,6 +123,15 @@ class ToolSettings(msgspec.Struct, frozen=True, kw_only=True):
                 number("SANDBOX_MAX_PROCESSES", defaults.sandbox_max_processes)
             ),
             unsandboxed_tools=flag("NAVI_UNSANDBOXED_TOOLS"),
+            sandbox_user=env.get("NAVI_SANDBOX_USER", "").strip(),
+            max_sandboxes=int(number("NAVI_MAX_SANDBOXES", defaults.max_sandboxes)),
+            user_max_sandboxes=int(number("NAVI_USER_MAX_SANDBOXES", defaults.user_max_sandboxes)),
+            sandboxes_memory_mb=int(
+                number("NAVI_SANDBOXES_MEMORY_MB", defaults.sandboxes_memory_mb)
+            ),
+            sandbox_write_limit_mb=int(
+                number("NAVI_SANDBOX_WRITE_LIMIT_MB", defaults.sandbox_write_limit_mb)
+            ),
             allow_private_urls=flag("NAVI_ALLOW_PRIVATE_URLS"),
             navi_port=navi_port,
             http_timeout_s=number("HTTP_TIMEOUT_S", defaults.http_timeout_s),

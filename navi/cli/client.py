@@ -107,7 +107,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line(not profiles.errors, f"profiles: {', '.join(p.id for p in profiles.all())}")
         for problem in profiles.errors:
             line(False, f"  {problem}")
-        level, sandbox = sandbox_report(settings.tools.unsandboxed_tools)
+        level, sandbox = sandbox_report(
+            settings.tools.unsandboxed_tools, settings.tools.sandbox_user
+        )
         if level == "warning":
             sys.stdout.write(f"! warning: {sandbox}\n")
         else:

@@ -88,12 +88,10 @@ def _log_sandbox(settings: Settings) -> None:
     from navi.run.approval import approval_report
     from tools.sandbox import sandbox_report
 
-    level, text = sandbox_report(settings.tools.unsandboxed_tools)
+    level, text = sandbox_report(settings.tools.unsandboxed_tools, settings.tools.sandbox_user)
     log = structlog.get_logger("navi.sandbox")
-    if level == "ok":
-        log.info("tools.sandbox", status=text)
-    else:
-        log.warning("tools.sandbox", status=text)
+    say = {"ok": log.info, "warning": log.warning}.get(level, log.error)
+    say("tools.sandbox", status=text)  # error: code_exec and terminal refuse to run
     if settings.tools.allow_private_urls:
         log.warning("tools.outbound", status=PRIVATE_URLS_WARNING)
     level, text = approval_report(settings.tool_approval)

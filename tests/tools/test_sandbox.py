@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tools.sandbox import SandboxSpec, SandboxUnavailable, bwrap_command, python_install
+from tools.sandbox import (
+    SandboxSpec,
+    SandboxUnavailable,
+    bwrap_command,
+    python_install,
+    sandbox_status,
+)
 
 
 def spec(tmp_path: Path, **kw: object) -> SandboxSpec:
@@ -48,7 +54,7 @@ def test_a_read_only_call_has_nothing_writable(tmp_path: Path) -> None:
     assert "--bind" not in command
     assert command[-2:] == ["--", "true"]
     remounts = [command[i + 1] for i, arg in enumerate(command) if arg == "--remount-ro"]
-    assert remounts == ["/tmp", "/"]
+    assert remounts == ["/tmp", "/dev/shm", "/"]
 
 
 def test_python_install_is_mounted_but_never_a_folder_holding_home(
@@ -67,3 +73,46 @@ def test_python_install_is_mounted_but_never_a_folder_holding_home(
     monkeypatch.setenv("HOME", str(fake_home))
     with pytest.raises(SandboxUnavailable, match="Set CODE_EXEC_PYTHON"):
         python_install(str(python))
+
+
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root switches to the sandbox user")
+
+
+def _tree(root: Path) -> Path:
+    (root / "sub").mkdir(parents=True)
+    (root / "file.txt").write_text("x")
+    (root / "sub" / "deep.txt").write_text("y")
+    return root
+
+
+def _owners(root: Path) -> set[int]:
+    return {os.lstat(p).st_uid for p in (root, *root.rglob("*"))}
+
+
+@as_root
+def test_a_read_only_working_directory_is_never_given_away(tmp_path: Path) -> None:
+    # The user-tool check shows the project's own tree this way.
+    tree = _tree(tmp_path / "project")
+    bwrap_command("bwrap", ["true"], spec(tree, writable_workdir=False))
+    assert _owners(tree) == {0}
+
+
+@as_root
+def test_an_operators_writable_folder_gets_an_acl_entry_and_keeps_its_content(
+    tmp_path: Path,
+) -> None:
+    theirs = _tree(tmp_path / "operator")
+    theirs.chmod(0o700)
+    bwrap_command("bwrap", ["true"], spec(tmp_path / "work", writable=(theirs,)))
+    assert _owners(theirs) == {0}
+    assert os.getxattr(theirs, "system.posix_acl_access")  # the sandbox user may write
+
+
+@as_root
+def test_navis_own_folders_are_handed_to_the_sandbox_user(tmp_path: Path) -> None:
+    work, files = (tmp_path / "work"), _tree(tmp_path / "files")
+    work.mkdir()
+    bwrap_command("bwrap", ["true"], spec(work, owned=(files,)))
+    status = sandbox_status()
+    assert status.drop is not None
+    assert _owners(files) == {status.drop.user.uid} and _owners(work) == {status.drop.user.uid}

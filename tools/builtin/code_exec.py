@@ -26,6 +26,8 @@ from tools.sandbox import (
     sandbox_env,
 )
 
+FILE_SIZE_LIMIT = 256 * 1024 * 1024
+
 # Runs in the child: limits first, then the user's script as __main__.
 _BOOTSTRAP = """\
 import resource, runpy, sys
@@ -33,7 +35,8 @@ memory = int(sys.argv[1])
 cpu = int(sys.argv[2])
 resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
+size = int(sys.argv[4])
+resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 script = sys.argv[3]
 sys.argv = [script]
@@ -68,6 +71,9 @@ class CodeExecTool(ProcessTool):
             settings.code_exec_max_timeout_s,
         )
         memory = settings.code_exec_memory_mb * 1024 * 1024
+        write_limit = self.write_limit_bytes(ctx)
+        # One file cannot pass the write limit at all; many are watched (run_sandboxed).
+        file_size = max(min(FILE_SIZE_LIMIT, write_limit), 1)
         with tempfile.TemporaryDirectory(prefix="navi-code-") as workdir:
             script = Path(workdir) / "main.py"
             script.write_text(args["code"], encoding="utf-8")
@@ -82,6 +88,7 @@ class CodeExecTool(ProcessTool):
                 str(memory),
                 str(int(timeout) + 1),
                 str(script),
+                str(file_size),
             ]
             extra = {"NAVI_FILES_DIR": str(ctx.files_dir)}
             if settings.unsandboxed_tools:
@@ -99,20 +106,22 @@ class CodeExecTool(ProcessTool):
                 ctx.files_dir.mkdir(parents=True, exist_ok=True)
                 spec = SandboxSpec(
                     workdir=Path(workdir),
-                    writable=(ctx.files_dir,),
+                    owned=(ctx.files_dir,),
                     readonly=python_install(settings.code_exec_python),
                     network=ctx.profile.tool_network,
                     env=sandbox_env(
                         {**passed_env(settings.code_exec_env), **extra}, home=Path(workdir)
                     ),
+                    write_limit_bytes=write_limit,
                 )
                 outcome = await run_sandboxed(
                     argv,
                     spec=spec,
-                    limits=SandboxLimits(memory, settings.sandbox_max_processes),
+                    limits=SandboxLimits.from_settings(settings, settings.code_exec_memory_mb),
                     timeout_s=timeout,
                     stop=ctx.stop,
                     output_limit_bytes=settings.output_max_chars,
                     kill_grace_s=settings.kill_grace_s,
+                    user_id=ctx.user_id,
                 )
         return describe_outcome(outcome, timeout)

@@ -32,6 +32,8 @@ def describe_outcome(outcome: ProcessOutcome, timeout_s: float) -> ToolResult:
     if outcome.ended_by == "timeout":
         message = f"timed out after {timeout_s:g}s; the process tree was killed"
         return fail(message, f"Error: {message}\nPartial output:\n{body}", reason="timeout")
+    if outcome.ended_by == "write_limit":
+        return fail(outcome.detail, f"Error: {outcome.detail}\nPartial output:\n{body}")
     if outcome.ended_by == "stop":
         message = "stopped; the process tree was killed"
         return fail(message, f"Error: {message}\nPartial output:\n{body}", reason="stopped")
@@ -57,6 +59,11 @@ class ProcessTool(Tool):
     def timeout_for(self, args: dict[str, Any]) -> float:
         # The process runner enforces the real limit and kills the tree; this is a backstop.
         return float(args.get("timeout_s") or 300.0) + 15.0
+
+    def write_limit_bytes(self, ctx: ToolContext) -> int:
+        """What one call may add to the folders it writes (NAVI_SANDBOX_WRITE_LIMIT_MB);
+        the place to take the smaller of it and what is left of the user's quota."""
+        return ctx.settings.sandbox_write_limit_mb * 1024 * 1024
 
 
 class TerminalTool(ProcessTool):
@@ -118,16 +125,16 @@ class TerminalTool(ProcessTool):
             readonly=(executable, real_executable),
             network=ctx.profile.tool_network,
             env=sandbox_env(home=ctx.files_dir),
+            write_limit_bytes=self.write_limit_bytes(ctx),
         )
         outcome = await run_sandboxed(
             argv,
             spec=spec,
-            limits=SandboxLimits(
-                settings.terminal_memory_mb * 1024 * 1024, settings.sandbox_max_processes
-            ),
+            limits=SandboxLimits.from_settings(settings, settings.terminal_memory_mb),
             timeout_s=timeout,
             stop=ctx.stop,
             output_limit_bytes=settings.output_max_chars,
             kill_grace_s=settings.kill_grace_s,
+            user_id=ctx.user_id,
         )
         return describe_outcome(outcome, timeout)
