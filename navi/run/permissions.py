@@ -25,7 +25,7 @@ def allowed_tools(
     return [
         name
         for name in builder.tool_names(profile, subagent=subagent)
-        if users.refusal(user_id, name) is None
+        if users.refusal(user_id, name, restricted=builder.tools.is_user_tool(name)) is None
     ]
 
 
@@ -50,4 +50,4 @@ def refusal(
             f"tool {name} is not enabled in {whose}; the tools you may call are: "
             f"{', '.join(usable) or 'none'}"
         )
-    return users.refusal(user_id, name)
+    return users.refusal(user_id, name, restricted=builder.tools.is_user_tool(name))
