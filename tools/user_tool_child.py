@@ -209,7 +209,7 @@ def _answer(out: Any, value: object) -> None:
     out.flush()
 
 
-def describe_files(out: Any, paths: Sequence[str]) -> int:
+def describe_command(out: Any, paths: Sequence[str]) -> int:
     for path in paths:
         out.write(f"\n{ANSWER_PREFIX}start {path}\n")
         out.flush()
@@ -275,7 +275,7 @@ async def _run(tool: Tool, request: CallRequest) -> CallAnswer:
     return CallAnswer(result=cap_result(result, given.output_max_chars), events=recorded)
 
 
-def call_tool(out: Any, request_file: str) -> int:
+def call_command(out: Any, request_file: str) -> int:
     request = msgspec.json.decode(Path(request_file).read_bytes(), type=CallRequest)
     try:
         answer = anyio.run(_run, _load(request), request)
@@ -295,7 +295,7 @@ def main(argv: Sequence[str]) -> int:
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     command, *rest = argv
     if command == "describe":
-        return describe_files(out, rest)
+        return describe_command(out, rest)
     if command == "call":
-        return call_tool(out, rest[0])
+        return call_command(out, rest[0])
     raise SystemExit(f"unknown command {command!r}")
