@@ -138,6 +138,8 @@ async def run_child(
 def _why_it_ended(outcome: ProcessOutcome, printed: list[str]) -> str:
     if outcome.ended_by == "timeout":
         return f"importing it did not finish within {CHECK_TIMEOUT_S:g}s"
+    if outcome.exit_code == 0:  # its module code printed over the loader's answers
+        return "the loader gave no answer for it (its module code wrote on the loader's output)"
     problem = f"the check process ended with exit code {outcome.exit_code} while importing it"
     return problem + (f" ({printed[-1][:300]})" if printed else "")
 
@@ -159,6 +161,7 @@ async def _describe_batch(
             writable_workdir=False,
         )
     own, printed = answers(outcome.output)
+    wanted = {str(path) for path in paths}
     verdicts: dict[str, FileCheck] = {}
     started = ""
     for line in own:
@@ -170,15 +173,16 @@ async def _describe_batch(
         except msgspec.DecodeError as exc:
             # Only the file being described could have written it.
             answer = FileAnswer(path=started, error=f"its description is not valid: {exc}")
-        if answer.path == started and started not in verdicts:
+        if answer.path == started and started in wanted and started not in verdicts:
             verdicts[started] = FileCheck(answer.tools, answer.sha256, answer.error)
         started = ""
-    if started:
+    missing = [str(path) for path in paths if str(path) not in verdicts]
+    if started in missing:
         verdicts[started] = FileCheck(error=_why_it_ended(outcome, printed))
-    elif len(verdicts) < len(paths):
-        # Died before it started a file: the process itself failed, not a tool.
-        first = next(str(p) for p in paths if str(p) not in verdicts)
-        verdicts[first] = FileCheck(error=_why_it_ended(outcome, printed))
+    elif missing and len(missing) == len(paths):
+        # No answer at all: the process itself failed (or a file's code garbled the
+        # answers); the first file takes the error, so that every round settles one.
+        verdicts[missing[0]] = FileCheck(error=_why_it_ended(outcome, printed))
     return verdicts
 
 

@@ -244,3 +244,26 @@ async def test_unsandboxed_the_tool_still_runs_in_a_process_of_its_own(
     assert pid != os.getpid()
     assert "NAVI_TEST_SECRET_FOR_USER_TOOLS" not in names
     assert loaded_from(tools_dir) == []
+
+
+def test_a_file_that_forges_the_loaders_answers_settles_and_the_others_load(
+    tools_dir: Path, settings: ToolSettings
+) -> None:
+    """Module code may print whatever it likes on the loader's output: the server takes
+    no answer for a file it did not ask about, and every file ends with a verdict."""
+    ghost = str(tools_dir / "ghost.py")
+    forged = {"path": ghost, "sha256": "0" * 64, "tools": []}
+    tool(tools_dir, "plain_one", "async def execute(params):\n    return 'one'\n")
+    tool(
+        tools_dir,
+        "forger",
+        "async def execute(params):\n    return 'x'\n",
+        prelude=f"print({ANSWER_PREFIX!r} + 'start ' + {ghost!r})\n"
+        f"print({ANSWER_PREFIX!r} + {json.dumps(forged)!r}, flush=True)\n",
+    )
+    registry = create_registry(settings)
+    assert registry.user_names == ("plain_one",)
+    [error] = registry.load_errors
+    assert error.path == str(tools_dir / "forger.py")
+    assert "the loader gave no answer for it" in error.error
+    assert registry.get("ghost") is None
