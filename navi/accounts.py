@@ -10,7 +10,7 @@ Bound to a loopback address with no token configured, Navi has one local user
 (``token`` in clear instead of ``token_sha256`` still works; ``navi users add`` writes
 the hash). Roles: an ``admin`` may use every tool a profile enables; a ``user`` only
 the tools named in ``tools``, or, without that list, every tool but the ones that act
-on the machine (``RESTRICTED_TOOLS``). ``grants`` widen a ``user``'s reach (LAN
+on the machine (``RESTRICTED_TOOLS``, MCP servers' tools and user tools). ``grants`` widen a ``user``'s reach (LAN
 addresses, the sandbox's network: navi/grants.py); an admin has them all. The users
 file is read again when it changes.
 
@@ -64,11 +64,15 @@ class User(msgspec.Struct, frozen=True, kw_only=True):
     # The reach a ``user`` has beyond the defaults (navi/grants.py); admins have it all.
     grants: tuple[str, ...] = ()
 
-    def may_use(self, tool: str) -> bool:
+    def may_use(self, tool: str, *, restricted: bool = False) -> bool:
+        """``restricted``: the caller knows the tool acts on the machine although its name
+        is not fixed (a user tool: tools.ToolRegistry.is_user_tool)."""
         if self.role == "admin":
             return True
         if self.tools is not None:
             return tool in self.tools
+        if restricted:
+            return False
         return tool not in RESTRICTED_TOOLS and not tool.startswith(RESTRICTED_PREFIXES)
 
     def has_grant(self, grant: str) -> bool:
@@ -204,12 +208,13 @@ class Users:
             return LOCAL_USER
         return user
 
-    def refusal(self, user_id: str, tool: str) -> str | None:
-        """Why this user may not use this tool, or None when they may."""
+    def refusal(self, user_id: str, tool: str, *, restricted: bool = False) -> str | None:
+        """Why this user may not use this tool, or None when they may (``restricted``: as
+        for :meth:`User.may_use`)."""
         user = self.get(user_id)
         if user is None:
             return f"user {user_id} is not a user of this server and may not use tool {tool}"
-        if user.may_use(tool):
+        if user.may_use(tool, restricted=restricted):
             return None
         return (
             f"user {user.id} may not use tool {tool} (role {user.role}); "

@@ -165,5 +165,7 @@ async def run_process_tree(
                     tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True):
-            await process.stdout.aclose()
+            # The pipes' transports too (stdout.aclose() leaves them open): one still
+            # open when its event loop closes warns in __del__ (a loader's own loop).
+            await process.aclose()
     return ProcessOutcome(exit_code=process.returncode, output=output.text(), ended_by=ended_by)

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import structlog
 
 from tools.base import APPROVALS, Approval, Tool, ToolError, ToolResult, cap_result, fail
 from tools.context import ToolContext
 from tools.settings import ToolSettings
-from tools.user_tools import LoadError, UserToolSet, as_result, load_user_tools, snapshot
+from tools.user_tool_child import as_result
+from tools.user_tools import LoadError, UserToolSet, load_user_tools, snapshot
 from tools.validation import check_schema, ensure_valid_schema, type_name, validate
 
 log = structlog.get_logger()
@@ -105,6 +106,11 @@ class ToolRegistry:
     def tools(self) -> list[Tool]:
         external = [t for s in self._external.values() for t in s.tools.values()]
         return [*self._builtins.values(), *self._user.tools.values(), *external]
+
+    def is_user_tool(self, name: str) -> bool:
+        """A tool of the tools folder: code from outside, run in the sandbox. Accounts
+        of role ``user`` may call it only when granted (navi/accounts.py)."""
+        return name in self._user.tools
 
     def source_of(self, name: str) -> str:
         """``builtin``, ``user``, or the external source (``mcp:<server>``); "" if unknown."""
@@ -218,15 +224,10 @@ class ToolRegistry:
     # ------------------------------------------------------------ user tools
 
     def reload(self) -> ReloadReport:
-        """Load user tools afresh; built-ins stay. The new set replaces the old at once."""
+        """Load user tools afresh (described by a sandboxed process: this blocks until it
+        answered); built-ins stay. The new set replaces the old at once."""
         fingerprint = snapshot(self.tools_dir)
-        fresh = load_user_tools(
-            self.tools_dir,
-            reserved=self._builtins,
-            default_timeout_s=self.settings.default_timeout_s,
-        )
-        for module_name in self._user.module_names:
-            sys.modules.pop(module_name, None)
+        fresh = load_user_tools(self.tools_dir, reserved=self._builtins, settings=self.settings)
         self._user = fresh
         self._fingerprint = fingerprint
         self.generation += 1
@@ -244,10 +245,11 @@ class ToolRegistry:
         return self.reload()
 
     async def watch(self, interval_s: float = 2.0) -> None:
-        """Poll the tools folder forever and reload on change; run it in a task group."""
+        """Poll the tools folder forever and reload on change; run it in a task group.
+        A reload waits for a sandboxed process: a worker thread waits, not the loop."""
         while True:
             await anyio.sleep(interval_s)
-            self.reload_if_changed()
+            await anyio.to_thread.run_sync(self.reload_if_changed)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -357,7 +359,7 @@ async def _call(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolResul
     except Exception as exc:
         log.warning("tools.call_raised", tool=tool.name, error=repr(exc))
         return fail(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
-    # A class-format user tool may return a bare string; it still reaches the LLM as one.
+    # A tool that returns a bare string (or JSON value): it still reaches the LLM as one.
     return outcome if isinstance(outcome, ToolResult) else as_result(outcome)
 
 

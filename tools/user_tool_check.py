@@ -1,57 +1,82 @@
-"""Checking user tool files in a sandboxed subprocess before the server imports them.
+"""Loading user tool files in a sandboxed process: the server never imports one.
 
-Importing a module runs its module-level code, so a check that imports a file in the
-server has already run it, even if it then rejects the tool. The check therefore runs
-:func:`tools.user_tools.child_main` in a ``python -I`` subprocess in the bubblewrap sandbox (no network,
-nothing of the server visible, nothing writable at all, only the project's packages, the
-Python install and the files' folders mounted, read-only): it imports each file
-there, checks the tool contract, and reports one JSON line per file. The server loads
-a file only after it passed (so module-level code that writes a file is rejected, and
-its write never happened). Where bubblewrap cannot run, the check still runs in a
-subprocess of its own (never in the server), with the server's rights.
+Importing a module runs its module-level code, and a check that only *looks* at a file
+can be fooled by code that looks where it runs (``if os.path.exists("/sys/kernel")``).
+So the server never imports a user tool at all: :func:`describe_files` runs
+``tools.user_tool_child describe FILE…`` in a ``python -I`` process in the bubblewrap
+sandbox (no network, nothing of the server visible, nothing writable at all, only the
+project's packages, the Python install and the files' folders mounted, read-only),
+which imports each file there and answers, per file, its tools as data (name,
+description, JSON schema, idempotent, timeout, declared approval) and the SHA-256 of
+the bytes it imported; calls run in a process of their own the same way
+(tools/user_tool_call.py). Without the sandbox files do not load, unless the operator
+set ``NAVI_UNSANDBOXED_TOOLS=1``: then the process runs unsandboxed, still never in the
+server.
 
-The child's protocol on a private pipe: ``start <path>`` before each file, then
-``{"path": ..., "names": [...]}`` or ``{"path": ..., "error": ...}``. A file whose
-import ends the process (``os._exit``) is the one that started and never finished;
-the files after it are checked in a fresh process.
+A file whose import ends the process (``os._exit``) is the one that started and never
+finished; the files after it are described by a fresh process.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+
+from tools.context import NeverStop, StopSignal
+from tools.processes import ProcessOutcome, minimal_env, run_process_tree
+from tools.sandbox import (
+    SandboxLimits,
+    SandboxSpec,
+    SandboxUnavailable,
+    python_install,
+    run_sandboxed,
+    sandbox_env,
+)
+from tools.settings import ToolSettings
+from tools.user_tool_protocol import FileAnswer, ToolSpec, answers
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CHECK_TIMEOUT_S = 30.0
 CHECK_MEMORY_BYTES = 1024 * 1024 * 1024
+# What one process may print and answer (its tools' schemas; a call's result).
+ANSWER_MAX_BYTES = 16 * 1024 * 1024
 
-# The child: limits, the project's packages on the path, then the check.
+# The child: limits, the project's packages on the path, then tools.user_tool_child.
 _BOOTSTRAP = """\
 import resource, sys
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024 * 1024, 256 * 1024 * 1024))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 sys.path.insert(0, sys.argv[2])
-from tools.user_tools import child_main
-sys.exit(child_main(sys.argv[3:]))
+from tools.user_tool_child import main
+sys.exit(main(sys.argv[3:]))
 """
 
 
 @dataclass(frozen=True)
 class FileCheck:
-    """A file's verdict: the tool names it defines, or why it cannot be a tool."""
+    """A file's verdict: its tools (and the SHA-256 of the code they came from), or why
+    it cannot be a tool."""
 
-    names: tuple[str, ...] = ()
+    tools: tuple[ToolSpec, ...] = ()
+    sha256: str = ""
     error: str | None = None
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(tool.name for tool in self.tools)
 
-def _project_packages() -> tuple[Path, ...]:
+
+def project_packages() -> tuple[Path, ...]:
     """The project's top-level packages (folders with ``__init__.py``), not its data."""
     return tuple(
         entry
@@ -60,104 +85,146 @@ def _project_packages() -> tuple[Path, ...]:
     )
 
 
-def _command(paths: Sequence[Path], scratch: Path, readonly: Sequence[Path]) -> list[str]:
-    from tools.sandbox import SandboxSpec, bwrap_command, python_install, sandbox_env
-    from tools.sandbox import sandbox_status as status
-
+async def run_child(
+    command: Sequence[str],
+    *,
+    workdir: Path,
+    settings: ToolSettings,
+    memory_bytes: int,
+    timeout_s: float,
+    readonly: Sequence[Path] = (),
+    writable: Sequence[Path] = (),
+    network: bool = False,
+    env: Mapping[str, str] | None = None,
+    stop: StopSignal | None = None,
+    writable_workdir: bool = True,
+) -> ProcessOutcome:
+    """``tools.user_tool_child`` with ``command``, in the sandbox (or, with
+    ``NAVI_UNSANDBOXED_TOOLS=1``, in a plain subprocess); :class:`SandboxUnavailable`
+    when neither may run."""
     python = sys.executable
-    argv = [
-        python,
-        "-I",
-        "-X",
-        "utf8",
-        "-c",
-        _BOOTSTRAP,
-        str(CHECK_MEMORY_BYTES),
-        str(PROJECT_ROOT),
-        *map(str, paths),
-    ]
-    sandbox = status()
-    if not sandbox.available or sandbox.bwrap is None:
-        return argv
+    argv = [python, "-I", "-X", "utf8", "-c", _BOOTSTRAP, str(memory_bytes), str(PROJECT_ROOT)]
+    argv += command
+    stop = stop or NeverStop()
+    if settings.unsandboxed_tools:
+        return await run_process_tree(
+            argv,
+            cwd=workdir,
+            env=minimal_env({**(env or {}), "HOME": str(workdir), "TMPDIR": str(workdir)}),
+            timeout_s=timeout_s,
+            stop=stop,
+            output_limit_bytes=ANSWER_MAX_BYTES,
+            kill_grace_s=settings.kill_grace_s,
+        )
     spec = SandboxSpec(
-        workdir=scratch,
-        # The files' folders read-only: a tool may look beside itself, and write nowhere.
-        readonly=(
-            *python_install(python),
-            *_project_packages(),
-            *readonly,
-            *(path.parent for path in paths),
-        ),
-        env=sandbox_env(home=scratch),
-        # Read-only throughout: module-level code that writes a file fails the check.
-        writable_workdir=False,
+        workdir=workdir,
+        writable=tuple(writable),
+        readonly=(*python_install(python), *project_packages(), *readonly),
+        network=network,
+        env=sandbox_env(env, home=workdir),
+        writable_workdir=writable_workdir,
     )
-    return bwrap_command(sandbox.bwrap, argv, spec)
+    return await run_sandboxed(
+        argv,
+        spec=spec,
+        limits=SandboxLimits(memory_bytes, settings.sandbox_max_processes),
+        timeout_s=timeout_s,
+        stop=stop,
+        output_limit_bytes=ANSWER_MAX_BYTES,
+        kill_grace_s=settings.kill_grace_s,
+    )
 
 
-def _run(paths: Sequence[Path], readonly: Sequence[Path]) -> tuple[dict[str, FileCheck], str]:
-    """One checker process: the verdicts it gave and the file it died on ("" if none)."""
+def _why_it_ended(outcome: ProcessOutcome, printed: list[str]) -> str:
+    if outcome.ended_by == "timeout":
+        return f"importing it did not finish within {CHECK_TIMEOUT_S:g}s"
+    if outcome.exit_code == 0:  # its module code printed over the loader's answers
+        return "the loader gave no answer for it (its module code wrote on the loader's output)"
+    problem = f"the check process ended with exit code {outcome.exit_code} while importing it"
+    return problem + (f" ({printed[-1][:300]})" if printed else "")
+
+
+async def _describe_batch(
+    paths: Sequence[Path], readonly: Sequence[Path], settings: ToolSettings
+) -> dict[str, FileCheck]:
+    """One describing process: the verdicts it gave, and for the file it died on, why."""
     with tempfile.TemporaryDirectory(prefix="navi-tool-check-") as scratch:
-        command = _command(paths, Path(scratch), readonly)
-        env = {"PATH": os.environ.get("PATH", os.defpath), "LANG": "C.UTF-8"}
-        try:
-            done = subprocess.run(
-                command,
-                cwd=scratch,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                timeout=CHECK_TIMEOUT_S,
-                check=False,
-                start_new_session=True,
-            )
-            out, code = done.stdout.decode(errors="replace"), done.returncode
-            problem = f"the check process ended with exit code {code} while importing it"
-            said = done.stderr.decode(errors="replace").strip().splitlines()
-            if said:
-                problem += f" ({said[-1][:300]})"
-        except subprocess.TimeoutExpired as exc:
-            out = (exc.stdout or b"").decode(errors="replace")
-            problem = f"importing it did not finish within {CHECK_TIMEOUT_S:g}s"
+        outcome = await run_child(
+            ["describe", *map(str, paths)],
+            workdir=Path(scratch),
+            settings=settings,
+            memory_bytes=CHECK_MEMORY_BYTES,
+            timeout_s=CHECK_TIMEOUT_S,
+            # The files' folders read-only: a tool may look beside itself, and write nowhere.
+            readonly=(*readonly, *(path.parent for path in paths)),
+            # Nothing writable at all, /tmp included: module code that writes fails here.
+            writable_workdir=False,
+        )
+    own, printed = answers(outcome.output)
+    wanted = {str(path) for path in paths}
     verdicts: dict[str, FileCheck] = {}
     started = ""
-    for line in out.splitlines():
+    for line in own:
         if line.startswith("start "):
             started = line[len("start ") :]
             continue
         try:
-            answer = json.loads(line)
-        except ValueError:
-            continue
-        path = answer["path"]
-        verdicts[path] = FileCheck(names=tuple(answer.get("names", ())), error=answer.get("error"))
+            answer = msgspec.json.decode(line, type=FileAnswer)
+        except msgspec.DecodeError as exc:
+            # Only the file being described could have written it.
+            answer = FileAnswer(path=started, error=f"its description is not valid: {exc}")
+        if answer.path == started and started in wanted and started not in verdicts:
+            verdicts[started] = FileCheck(answer.tools, answer.sha256, answer.error)
         started = ""
-    if started:
-        verdicts[started] = FileCheck(error=problem)
-    elif len(verdicts) < len(paths):
-        # Died before it started a file: the checker itself failed, not a tool.
-        first = next(str(p) for p in paths if str(p) not in verdicts)
-        verdicts[first] = FileCheck(error=problem)
-    return verdicts, started
+    missing = [str(path) for path in paths if str(path) not in verdicts]
+    if started in missing:
+        verdicts[started] = FileCheck(error=_why_it_ended(outcome, printed))
+    elif missing and len(missing) == len(paths):
+        # No answer at all: the process itself failed (or a file's code garbled the
+        # answers); the first file takes the error, so that every round settles one.
+        verdicts[missing[0]] = FileCheck(error=_why_it_ended(outcome, printed))
+    return verdicts
 
 
-def check_files(paths: Sequence[Path], readonly: Sequence[Path] = ()) -> dict[Path, FileCheck]:
-    """The verdict for every file, each imported in a sandboxed subprocess, never here.
+async def describe_files(
+    paths: Sequence[Path], settings: ToolSettings, readonly: Sequence[Path] = ()
+) -> dict[Path, FileCheck]:
+    """The verdict for every file, each imported in a sandboxed process, never here.
 
-    ``readonly``: more folders the check may see (each file's own folder is seen)."""
-    from tools.sandbox import SandboxUnavailable
-
+    ``readonly``: more folders the process may see (each file's own folder is seen)."""
     given = {path.absolute(): path for path in paths}  # the sandbox has another cwd
     verdicts: dict[Path, FileCheck] = {}
     remaining = list(given)
-    try:
-        _command(remaining, PROJECT_ROOT, readonly)
-    except SandboxUnavailable as exc:
-        return {path: FileCheck(error=f"cannot check it: {exc}") for path in paths}
     while remaining:
-        found, _ = _run(remaining, readonly)
+        try:
+            found = await _describe_batch(remaining, readonly, settings)
+        except SandboxUnavailable as exc:
+            return {path: FileCheck(error=f"cannot load it: {exc}") for path in paths}
         for path in remaining:
             if str(path) in found:
                 verdicts[given[path]] = found[str(path)]
         remaining = [p for p in remaining if given[p] not in verdicts]
+    return verdicts
+
+
+def check_files(
+    paths: Sequence[Path], settings: ToolSettings, readonly: Sequence[Path] = ()
+) -> dict[Path, FileCheck]:
+    """:func:`describe_files` for synchronous callers (start-up, a reload in a worker
+    thread): it runs on an event loop of its own, in a thread of its own, so that it
+    works from any thread, the event loop's included (which it then blocks)."""
+    done: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            done["verdicts"] = anyio.run(describe_files, paths, settings, readonly)
+        except BaseException as exc:  # handed to the caller's thread
+            done["error"] = exc
+
+    thread = threading.Thread(target=load, name="navi-user-tool-load")
+    thread.start()
+    thread.join()
+    if "error" in done:
+        raise done["error"]
+    verdicts: dict[Path, FileCheck] = done["verdicts"]
     return verdicts

@@ -31,7 +31,7 @@ def allowed_tools(
     return [
         name
         for name in builder.tool_names(profile, subagent=subagent)
-        if users.refusal(user_id, name) is None
+        if users.refusal(user_id, name, restricted=builder.tools.is_user_tool(name)) is None
     ]
 
 
@@ -58,7 +58,7 @@ def refusal(
             f"tool {name} is not enabled in {whose}; the tools you may call are: "
             f"{', '.join(usable) or 'none'}"
         )
-    refused = users.refusal(user_id, name)
+    refused = users.refusal(user_id, name, restricted=builder.tools.is_user_tool(name))
     if refused is None and name in ENTERING_TOOLS:
         refused = _entry_refusal(builder, users, name, profile, user_id, arguments or {})
     return refused

@@ -97,7 +97,9 @@ async def list_tools(request: Request) -> Response:
     if profile_id:
         profile = navi.profiles.get(profile_id)
         names = tools.names_for_profile(profile.enabled_tools, profile_id=profile.id)
-    found = (tools.get(name) for name in names if user.may_use(name))
+    found = (
+        tools.get(name) for name in names if user.may_use(name, restricted=tools.is_user_tool(name))
+    )
     return json_response(
         [
             {

@@ -3,9 +3,10 @@ chaos fake LLM, user tools whose effects can be counted, WebSocket clients that 
 a session across restarts, and the checks of what survived.
 
 Effects: ``touch`` (idempotent) and ``mark`` (not idempotent) write one file per
-execution, ``<token>.<random>``, into ``CHAOS_EFFECTS_DIR``, halfway through their
-sleep: a kill can come before the effect, or after it but before the result is in the
-log (the in-doubt case).
+execution, ``<token>.<random>``, into their session's files folder (the only folder a
+user tool's sandbox may write), halfway through their sleep: a kill can come before the
+effect, or after it but before the result is in the log (the in-doubt case). The
+effects folder is therefore the servers' ``SESSION_FILES_DIR``.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ async def execute(params):
     half = float(params.get("sleep") or 0) / 2
     await asyncio.sleep(half)
     name = params["token"] + "." + uuid.uuid4().hex
-    with open(os.path.join(os.environ["CHAOS_EFFECTS_DIR"], name), "x") as f:
-        f.write(str(os.getpid()))
+    with open(os.path.join(os.environ["NAVI_FILES_DIR"], name), "x") as f:
+        f.write(params["token"])
     await asyncio.sleep(half)
     return "{verb} " + params["token"]
 """
@@ -70,7 +71,7 @@ END_FRAMES = ("stream_end", "stream_stopped")
 
 
 def install_tools(root: Path) -> tuple[Path, Path]:
-    """The user tools (``TOOLS_DIR``) and the effects folder."""
+    """The user tools (``TOOLS_DIR``) and the effects folder (``SESSION_FILES_DIR``)."""
     tools = root / "user_tools"  # not "tools": the cwd is on sys.path
     tools.mkdir(parents=True, exist_ok=True)
     for name, idempotent, verb in (("touch", True, "touched"), ("mark", False, "marked")):
@@ -79,7 +80,7 @@ def install_tools(root: Path) -> tuple[Path, Path]:
             TOOL.format(name=name, kind=kind, idempotent=idempotent, verb=verb)
         )
     (tools / "enabled.json").write_text(json.dumps(["touch", "mark"]))
-    effects = root / "effects"
+    effects = root / "files"
     effects.mkdir(exist_ok=True)
     return tools, effects
 
@@ -147,8 +148,7 @@ class ServerConfig:
             OLLAMA_NUM_CTX=str(NUM_CTX),
             CONTEXT_KEEP_RECENT="2",
             TOOLS_DIR=str(self.tools),
-            SESSION_FILES_DIR=str(self.root / "files"),
-            CHAOS_EFFECTS_DIR=str(self.effects),
+            SESSION_FILES_DIR=str(self.effects),
             NAVI_PLANNING="off",
             LOG_LEVEL="WARNING",
             LLM_RETRY_BACKOFF_S="0.2",
@@ -442,9 +442,14 @@ class Findings:
         return not self.problems
 
 
+def effect_files(effects_dir: Path) -> list[Path]:
+    """Every effect the tools left, in every session's files folder."""
+    return [p for p in effects_dir.glob("*/*") if p.is_file()]
+
+
 def check(logs: dict[str, list[Recorded]], effects_dir: Path, watchers: list[Watcher]) -> Findings:
     found = Findings()
-    effects = Counter(p.name.rsplit(".", 1)[0] for p in effects_dir.iterdir())
+    effects = Counter(p.name.rsplit(".", 1)[0] for p in effect_files(effects_dir))
     tokens_in_log: set[str] = set()
     for stream_id, records in logs.items():
         _check_runs(stream_id, records, found)

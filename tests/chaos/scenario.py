@@ -29,6 +29,7 @@ from tests.chaos.harness import (
     Watcher,
     check,
     create_session,
+    effect_files,
     read_logs,
     send_message,
 )
@@ -271,7 +272,10 @@ async def recover_many(
 
 @dataclass
 class TakeoverResult(ChaosResult):
-    pids_a: int = 0  # effects written by node A's process
+    # Effects written before node A was killed (A ran every session's tools then) and
+    # after (only B was left). A user tool's sandbox has a PID namespace of its own, so
+    # its pid no longer says which node started it.
+    pids_a: int = 0
     pids_b: int = 0
     b_watched_live: bool = False
 
@@ -327,9 +331,8 @@ async def takeover(
         b.terminate()
     logs = await read_logs(config.database_url, ids)
     result.findings = check(logs, config.effects, [*on_a, *on_b])
-    pids = [p.read_text() for p in config.effects.iterdir()]
-    assert a.process is not None and b.process is not None
-    result.pids_a = pids.count(str(a.process.pid))
-    result.pids_b = pids.count(str(b.process.pid))
+    written = [p.stat().st_mtime for p in effect_files(config.effects)]
+    result.pids_a = sum(1 for at in written if at < killed_at)
+    result.pids_b = len(written) - result.pids_a
     result.seconds = time.monotonic() - started
     return result

@@ -249,7 +249,7 @@ async def test_a_blocking_sync_tool_times_out_and_the_run_goes_on(
 
 
 @pytest.mark.skipif(not sandbox_status().available, reason="no bubblewrap sandbox here")
-def test_a_file_is_checked_in_the_sandbox_before_the_server_imports_it(
+def test_module_code_runs_only_in_the_sandbox_where_nothing_is_writable(
     tools_dir: Path, settings: ToolSettings, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran-in-the-server"
@@ -259,7 +259,8 @@ def test_a_file_is_checked_in_the_sandbox_before_the_server_imports_it(
     assert not marker.exists()
     [error] = registry.load_errors
     assert error.path == str(sneaky)
-    # Nothing is writable where the check runs: the import failed there, and only there.
+    # Nothing is writable where the loader runs: the import failed there (the server
+    # never imports a user tool).
     assert "Read-only file system" in error.error
 
 

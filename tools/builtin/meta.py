@@ -12,8 +12,8 @@ import anyio.to_thread
 from tools.base import Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 from tools.sandbox import require_sandbox
-from tools.user_tool_check import check_files
-from tools.user_tools import add_enabled, write_atomic
+from tools.user_tool_check import describe_files
+from tools.user_tools import add_enabled, spec_problem, write_atomic
 
 if TYPE_CHECKING:
     from tools.registry import ToolRegistry
@@ -109,7 +109,7 @@ def generate_manual(tool: Tool) -> str:
 
 class ReloadToolsTool(_RegistryTool):
     name = "reload_tools"
-    approval = "ask"  # loads code the agent may have written into the server
+    approval = "ask"  # offers code the agent may have written as tools
     description = (
         "Reload user tools from the tools folder (after a file was added or changed) without "
         "restarting. Reports each file that failed to load and why."
@@ -119,7 +119,7 @@ class ReloadToolsTool(_RegistryTool):
     timeout_s = 30.0
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        # Each file is checked in a sandboxed subprocess first: a worker thread waits.
+        # Each file is described by a sandboxed process: a worker thread waits.
         report = await anyio.to_thread.run_sync(self.registry.reload)
         return ok(report.describe())
 
@@ -136,14 +136,16 @@ async def execute(params: dict) -> str:
 
 class WriteToolTool(_RegistryTool):
     name = "write_tool"
-    approval = "ask"  # installs code that later runs in the server
+    approval = "ask"  # installs code that later runs as a tool (in the sandbox)
     description = (
         "Install a new user tool permanently: give its name and Python source in the module "
         "format (module-level name, description, parameters JSON schema, and "
         "async def execute(params) -> str that raises on failure). The code is checked by "
         "importing it in a sandbox (no network, no access to the server's files); a broken "
         "tool is rejected with the error. On success it is saved, "
-        "enabled in every profile and available from the next message.\n"
+        "enabled in every profile and available from the next message. Each call runs in "
+        "the sandbox too: the session's files (NAVI_FILES_DIR) are its only writable folder, "
+        "it has no network unless the profile grants it, and it asks before each call.\n"
         "Example:\n" + TEMPLATE
     )
     parameters = {
@@ -180,7 +182,7 @@ class WriteToolTool(_RegistryTool):
             )
         if not ctx.settings.unsandboxed_tools:
             await require_sandbox()
-        names = await _trial_check(name, args["code"])
+        names = await _trial_check(name, args["code"], ctx)
         if names != [name]:
             raise ToolError(
                 f"the code defines tool(s) {names}, but the name given is '{name}'; they must match"
@@ -197,8 +199,8 @@ class WriteToolTool(_RegistryTool):
         )
 
 
-async def _trial_check(name: str, code: str) -> list[str]:
-    """The tool names the code defines, checked in a sandboxed subprocess (never imported
+async def _trial_check(name: str, code: str, ctx: ToolContext) -> list[str]:
+    """The tool names the code defines, checked in a sandboxed process (never imported
     here), from a scratch file so a broken tool never reaches the tools folder."""
     try:
         compile(code, f"{name}.py", "exec")  # compiling runs nothing
@@ -209,8 +211,9 @@ async def _trial_check(name: str, code: str) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="navi-tool-check-") as scratch:
         path = Path(scratch) / f"{name}.py"
         path.write_text(code, encoding="utf-8")
-        verdicts = await anyio.to_thread.run_sync(check_files, [path])
+        verdicts = await describe_files([path], ctx.settings)
     verdict = verdicts[path]
-    if verdict.error is not None:
-        raise ToolError(f"the tool was rejected: {verdict.error}")
+    problem = verdict.error or next(filter(None, map(spec_problem, verdict.tools)), None)
+    if problem is not None:
+        raise ToolError(f"the tool was rejected: {problem}")
     return list(verdict.names)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,8 @@ from navi.config import Settings, SettingsError
 from navi.run.approval import Policy, approval_report, policy_for
 from profiles import Profile
 from tools import ToolSettings, create_registry
-from tools.user_tools import tools_in_module
+from tools.sandbox import sandbox_status
+from tools.user_tools import effective_approval
 
 PROFILE = Profile(id="p", name="P", system_prompt="s")
 
@@ -92,26 +94,46 @@ def test_the_order_of_the_rules(tools: Any) -> None:
     assert policy(tools, terminal, profile=strict, approved_tools=session).approval == "deny"
 
 
-def test_user_tools_ask_unless_they_say_otherwise(tmp_path: Path) -> None:
-    import types
+@pytest.mark.skipif(not sandbox_status().available, reason="no bubblewrap sandbox here")
+def test_user_tools_ask_unless_an_admin_confirmed_otherwise(tmp_path: Path) -> None:
+    """A user tool's own ``approval`` counts only as far as enabled.json confirms it;
+    it may always make itself stricter."""
+    folder = tmp_path / "user_tools"
+    folder.mkdir()
+    body = "description = 'p'\nparameters = {'type': 'object', 'properties': {}}\n"
+    body += "async def execute(params):\n    return 'x'\n"
+    (folder / "quiet.py").write_text("name = 'quiet'\n" + body)
+    (folder / "eager.py").write_text("name = 'eager'\napproval = 'auto'\n" + body)
+    (folder / "shy.py").write_text("name = 'shy'\napproval = 'deny'\n" + body)
+    (folder / "odd.py").write_text("name = 'odd'\napproval = 'sometimes'\n" + body)
+    tools = create_registry(ToolSettings(tools_dir=str(folder)))
+    own = {name: policy(tools, call(name)).approval for name in ("quiet", "eager", "shy")}
+    assert own == {"quiet": "ask", "eager": "ask", "shy": "deny"}
+    [error] = tools.load_errors
+    assert "approval must be one of auto, ask, deny, got 'sometimes'" in error.error
 
-    module = types.ModuleType("_navi_user_tool_probe")
-    module.name = "probe"  # type: ignore[attr-defined]
-    module.description = "probe"  # type: ignore[attr-defined]
-    module.parameters = {"type": "object", "properties": {}}  # type: ignore[attr-defined]
+    confirmed = {"quiet": "auto", "eager": "auto", "shy": "auto"}
+    (folder / "enabled.json").write_text(json.dumps({"enabled": [], "approval": confirmed}))
+    tools.reload()
+    own = {name: policy(tools, call(name)).approval for name in ("quiet", "eager", "shy")}
+    assert own == {"quiet": "auto", "eager": "auto", "shy": "deny"}
 
-    async def execute(params: dict[str, Any]) -> str:
-        return "x"
 
-    module.execute = execute  # type: ignore[attr-defined]
-    [tool] = tools_in_module(module, "probe.py")
-    assert tool.approval == "ask"
-    module.approval = "auto"  # type: ignore[attr-defined]
-    [tool] = tools_in_module(module, "probe.py")
-    assert tool.approval == "auto"
-    module.approval = "sometimes"  # type: ignore[attr-defined]
-    with pytest.raises(Exception, match="approval must be one of auto, ask, deny"):
-        tools_in_module(module, "probe.py")
+@pytest.mark.parametrize(
+    ("declared", "confirmed", "expected"),
+    [
+        (None, None, "ask"),
+        ("auto", None, "ask"),
+        ("auto", "auto", "auto"),
+        (None, "auto", "auto"),
+        ("ask", "auto", "ask"),
+        ("deny", "auto", "deny"),
+        ("auto", "deny", "deny"),
+        ("auto", "bogus", "ask"),
+    ],
+)
+def test_effective_approval(declared: str | None, confirmed: str | None, expected: str) -> None:
+    assert effective_approval(declared, confirmed) == expected
 
 
 def test_settings_and_the_report() -> None:

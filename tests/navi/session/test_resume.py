@@ -24,8 +24,13 @@ from projections.fold import fold
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
+from tools.sandbox import sandbox_status
 
-pytestmark = pytest.mark.anyio
+pytestmark = [
+    pytest.mark.anyio,
+    # The user tools these runs call each run in the sandbox.
+    pytest.mark.skipif(not sandbox_status().available, reason="no bubblewrap sandbox here"),
+]
 
 MARK = """
 name = "mark"
@@ -35,7 +40,8 @@ idempotent = False
 
 async def execute(params):
     import os
-    with open(os.environ["EFFECTS_DIR"] + "/marks.log", "a") as f:
+    # The session's files folder: the only folder a user tool's sandbox may write.
+    with open(os.environ["NAVI_FILES_DIR"] + "/marks.log", "a") as f:
         f.write(params["token"] + "\\n")
     return "marked " + params["token"]
 """
@@ -48,7 +54,8 @@ idempotent = True
 
 async def execute(params):
     import os
-    with open(os.environ["EFFECTS_DIR"] + "/peeks.log", "a") as f:
+    # The session's files folder: the only folder a user tool's sandbox may write.
+    with open(os.environ["NAVI_FILES_DIR"] + "/peeks.log", "a") as f:
         f.write(params["token"] + "\\n")
     return "peeked " + params["token"]
 """
@@ -73,16 +80,19 @@ def respond(request: Any) -> Reply:
     return REPLIES[min(turns, len(REPLIES) - 1)]
 
 
-def install_tools(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def install_tools(root: Path) -> None:
     tools_dir = root / "user_tools"
     tools_dir.mkdir(parents=True, exist_ok=True)
     (tools_dir / "mark.py").write_text(MARK)
     (tools_dir / "peek.py").write_text(PEEK)
     (tools_dir / "enabled.json").write_text(json.dumps(["mark", "peek"]))
-    effects = root / "effects"
-    effects.mkdir(exist_ok=True)
-    monkeypatch.setenv("EFFECTS_DIR", str(effects))
-    return effects
+
+
+def effects_dir(root: Path, session: str) -> Path:
+    """Where the tools write: the session's files folder (navi_settings: ``root/files``)."""
+    folder = root / "files" / session
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def lines(path: Path) -> list[str]:
@@ -102,7 +112,7 @@ async def record_reference(tmp_path: Path, fake_url: str) -> tuple[str, list[Rec
 async def resume_from(
     root: Path, url: str, session: str, cut: list[Recorded], fake_url: str
 ) -> list[Recorded]:
-    effects = root / "effects"
+    effects = effects_dir(root, session)
     # The effects the cut log says happened, happened; a started one without its result
     # too (the worst case for a call in doubt). A call without tool.started never ran.
     requested: dict[str, ToolRequested] = {}
@@ -133,7 +143,7 @@ async def resume_from(
                 await anyio.sleep(0.02)
 
 
-def check_resumed(records: list[Recorded], root: Path, cut: list[Recorded]) -> None:
+def check_resumed(records: list[Recorded], root: Path, session: str, cut: list[Recorded]) -> None:
     results: dict[str, int] = {}
     for record in records:
         if isinstance(record.event, ToolCompleted | ToolFailed):
@@ -142,7 +152,7 @@ def check_resumed(records: list[Recorded], root: Path, cut: list[Recorded]) -> N
     assert all(results.get(call.call_id) == 1 for call in requested), results
     assert_well_formed(fold(CONTEXT, records).as_list())
     assert records[-1].type == "run.completed"
-    marks = lines(root / "effects" / "marks.log")
+    marks = lines(effects_dir(root, session) / "marks.log")
     # A non-idempotent call never runs twice: each mark is there at most once.
     assert sorted(marks) == sorted(set(marks)), marks
     completed_in_cut = {r.event.call_id for r in cut if isinstance(r.event, ToolCompleted)}
@@ -152,7 +162,7 @@ def check_resumed(records: list[Recorded], root: Path, cut: list[Recorded]) -> N
             assert event.reason == "interrupted"
             assert event.call_id not in completed_in_cut
     # Idempotent calls are never lost: every peek that completed has its effect.
-    peeks = lines(root / "effects" / "peeks.log")
+    peeks = lines(effects_dir(root, session) / "peeks.log")
     assert "b" in peeks
 
 
@@ -167,10 +177,8 @@ def _another_chunk(reference: list[Recorded], cut_at: int) -> bool:
     return last in CHUNKS and last == before
 
 
-async def test_resume_after_a_crash_at_every_event_boundary(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    install_tools(tmp_path / "ref", monkeypatch)
+async def test_resume_after_a_crash_at_every_event_boundary(tmp_path: Path) -> None:
+    install_tools(tmp_path / "ref")
     async with FakeLLMServer(responder=respond) as fake:
         session, reference = await record_reference(tmp_path / "ref", fake.url)
         assert [r.type for r in reference].count("tool.completed") == 3
@@ -179,21 +187,19 @@ async def test_resume_after_a_crash_at_every_event_boundary(
             if _another_chunk(reference, cut_at):
                 continue
             root = tmp_path / f"cut{cut_at}"
-            install_tools(root, monkeypatch)
+            install_tools(root)
             cut = reference[:cut_at]
             records = await resume_from(
                 root, f"sqlite:///{root / 'navi.db'}", session, cut, fake.url
             )
-            check_resumed(records, root, cut)
+            check_resumed(records, root, session, cut)
 
 
 @pytest.mark.postgres
-async def test_resume_on_postgres(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, postgres_url: str
-) -> None:
+async def test_resume_on_postgres(tmp_path: Path, postgres_url: str) -> None:
     from sqlalchemy import text
 
-    install_tools(tmp_path / "ref", monkeypatch)
+    install_tools(tmp_path / "ref")
     async with FakeLLMServer(responder=respond) as fake:
         session, reference = await record_reference(tmp_path / "ref", fake.url)
         kinds = [r.type for r in reference]
@@ -205,7 +211,7 @@ async def test_resume_on_postgres(
             ):
                 await conn.execute(text("TRUNCATE navi_events, navi_idempotency"))
             root = tmp_path / f"pg{cut_at}"
-            install_tools(root, monkeypatch)
+            install_tools(root)
             cut = reference[:cut_at]
             records = await resume_from(root, postgres_url, session, cut, fake.url)
-            check_resumed(records, root, cut)
+            check_resumed(records, root, session, cut)
