@@ -34,9 +34,22 @@ pytestmark = pytest.mark.skipif(
 
 ADMIN = {"id": "root", "token": "root-token-0d5c-7b21aa", "role": "admin"}
 # A user without a tools list: everything but what acts on the machine, user tools too.
-ALICE = {"id": "alice", "token": "alice-token-31f4-c0de99", "role": "user"}
+# Both may enter the test profile, whose tool_policy runs reload_tools without asking
+# (the grant auto_approval); that grant gives no user tool.
+ALICE = {
+    "id": "alice",
+    "token": "alice-token-31f4-c0de99",
+    "role": "user",
+    "grants": ["auto_approval"],
+}
 # A user granted the one user tool by name.
-BOB = {"id": "bob", "token": "bob-token-9a2e-55b0f1", "role": "user", "tools": ["shout"]}
+BOB = {
+    "id": "bob",
+    "token": "bob-token-9a2e-55b0f1",
+    "role": "user",
+    "tools": ["shout"],
+    "grants": ["auto_approval"],
+}
 PROFILE = "usertools"
 
 ENV_PEEK = """
