@@ -225,3 +225,13 @@ async def test_network_true_reaches_the_lan_but_never_this_machines_loopback(
         assert fetched[url].startswith("UNREACHABLE"), fetched
     assert fetched[urls[3]] == "REACHED 200", fetched
     assert local_asked == [] and lan_asked == ["/interface"], (local_asked, lan_asked)
+
+
+async def test_network_true_without_slirp4netns_refuses_rather_than_share_the_hosts(
+    tmp_path: Path, places: SandboxPlaces, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("navi.mcp.sandbox.find_slirp4netns", lambda: None)
+    async with serving(box_entry(network=True), places) as (connection, registry):
+        assert connection.state == "failed"
+        assert "needs slirp4netns" in connection.error, connection.error
+        assert registry.external_names == ()
