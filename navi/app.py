@@ -37,6 +37,7 @@ from navi.llm.errors import LLMError
 from navi.llm.selection import select_backend
 from navi.llm.settings import LLMSettingsError, server_llm_settings
 from navi.mcp import McpManager
+from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.run.compression import CompressionWorker
 from navi.run.context_builder import ContextBuilder
@@ -137,7 +138,10 @@ class Navi:
             memory = MemoryService(store)
             blobs = BlobStore(settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024)
             mcp = McpManager(
-                tools, settings.mcp_config_path, timeout_s=settings.tools.default_timeout_s
+                tools,
+                settings.mcp_config_path,
+                timeout_s=settings.tools.default_timeout_s,
+                places=sandbox_places(settings),
             )
             memory_worker = MemoryWorker(
                 memory, llm, idle_seconds=settings.memory_idle_minutes * 60

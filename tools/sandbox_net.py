@@ -82,15 +82,29 @@ class UserNetwork:
     def pass_fds(self) -> tuple[int, ...]:
         return (self._info_w, self._block_r, self._resolv_r)
 
-    def bwrap_options(self) -> list[str]:
-        """After the other binds: the resolv.conf goes over the host's."""
+    def bwrap_options(self, fds: tuple[int, int, int] | None = None) -> list[str]:
+        """After the other binds: the resolv.conf goes over the host's. ``fds``: the
+        numbers bwrap knows our three pipe ends by, when not ours (:meth:`reopened`)."""
+        info, block, resolv = fds or self.pass_fds
         return [
-            "--info-fd", str(self._info_w),
-            "--block-fd", str(self._block_r),
+            "--info-fd", str(info),
+            "--block-fd", str(block),
             # Readable by all: as root, the code runs as the sandbox user (bwrap's own
             # default, 0600 root, would leave it without DNS).
-            "--perms", "0444", "--ro-bind-data", str(self._resolv_r), "/etc/resolv.conf",
+            "--perms", "0444", "--ro-bind-data", str(resolv), "/etc/resolv.conf",
         ]  # fmt: skip
+
+    def reopened(self) -> tuple[list[str], list[str]]:
+        """For bwrap started by code that passes no file descriptor on (the MCP SDK's
+        stdio transport): a ``/bin/sh`` prefix that opens our pipe ends again through
+        ``/proc/<our pid>/fd`` as its 3, 4 and 5 (a pipe opened there is the same pipe)
+        and execs the rest, and the bwrap options that name those. Start the network
+        with ``start(reopened=True)``: our ends stay open until bwrap has its own."""
+        pid, (info, block, resolv) = os.getpid(), self.pass_fds
+        script = (
+            f'exec "$@" 3>/proc/{pid}/fd/{info} 4</proc/{pid}/fd/{block} 5</proc/{pid}/fd/{resolv}'
+        )
+        return ["/bin/sh", "-c", script, "sh"], self.bwrap_options((3, 4, 5))
 
     def _close(self, *fds: int) -> None:
         for fd in fds:
@@ -98,16 +112,21 @@ class UserNetwork:
                 self._open.discard(fd)
                 os.close(fd)
 
-    async def start(self) -> None:
+    async def start(self, *, reopened: bool = False) -> None:
         """With bwrap running: tap0 up in its namespace, then its command released.
 
         Raises :class:`ToolError` if the network does not come up; the caller then
-        ends the sandbox's tree (and :meth:`close` slirp4netns)."""
-        # bwrap has its copies; ours closed, a bwrap that dies gives EOF, not a hang.
-        self._close(self._info_w, self._block_r, self._resolv_r)
+        ends the sandbox's tree (and :meth:`close` slirp4netns). ``reopened``: bwrap
+        opens our pipe ends itself (:meth:`reopened`), so they stay open until it has
+        (its child's pid arrives): a bwrap that dies first is then not seen here, its
+        caller sees it end."""
+        if not reopened:
+            # bwrap has its copies; ours closed, a bwrap that dies gives EOF, not a hang.
+            self._close(self._info_w, self._block_r, self._resolv_r)
         try:
             with anyio.fail_after(READY_TIMEOUT_S):
                 pid = await self._child_pid()
+                self._close(self._info_w, self._block_r, self._resolv_r)
                 await self._start_slirp(pid)
         except TimeoutError:
             raise ToolError(self._failure(f"not ready within {READY_TIMEOUT_S:g}s")) from None

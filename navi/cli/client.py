@@ -168,6 +168,7 @@ async def _doctor_data(settings: Any, line: Any) -> None:
 async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
     """Each MCP server of the config: started or not, why, how many tools."""
     from navi.mcp import load_config, probe
+    from navi.mcp.sandbox import sandbox_places
 
     path = settings.mcp_config_path
     config = load_config(path)
@@ -178,7 +179,7 @@ async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
     line(not config.errors, f"MCP config {path}: {len(config.servers)} server(s)")
     for problem in config.errors:
         line(False, f"  {problem}")
-    for status in await probe(config, tools):
+    for status in await probe(config, tools, places=sandbox_places(settings)):
         line(status.state == "running", status.describe())
 
 

@@ -10,21 +10,19 @@ call of one fails at once, saying the server is down and why.
 
 A stdio server's environment is what its entry's ``env`` names plus ``PATH``,
 ``HOME``, ``LANG`` (and the SDK's own ``LOGNAME``, ``SHELL``, ``TERM``, ``USER``):
-never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox
-(tools/sandbox.py): no network unless the entry says ``"network": true``, nothing of
-the server's files but the command's own install folder, read-only, and a private
-working folder.
+never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox: what
+it sees there is navi/mcp/sandbox.py's. When it fails to start, the error quotes the
+end of its stderr, read once it has stopped.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
-import shutil
 import tempfile
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
 
 import anyio
@@ -32,10 +30,10 @@ import structlog
 
 from navi.log_redaction import redact_text
 from navi.mcp.config import ServerEntry, tool_name
+from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
 from navi.mcp.tools import adapt
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
-from tools.sandbox import SandboxSpec, bwrap_command, require_sandbox, sandbox_env
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -97,8 +95,11 @@ class ServerConnection:
         registry: ToolRegistry,
         *,
         timeout_s: float = 60.0,
+        places: SandboxPlaces | None = None,
     ) -> None:
         self.entry = entry
+        # Where a sandboxed server's home goes and what its sandbox never shows.
+        self.places = places
         self.server = entry.name
         self.registry = registry
         self.timeout_s = timeout_s
@@ -110,6 +111,8 @@ class ServerConnection:
         self.error = ""
         self.restarts = 0
         self._ran = False
+        # This attempt got as far as a running connection (a later failure is no start's).
+        self._connected = False
         # Set once the first start has connected or failed (start-up may wait for it).
         self.first_attempt = anyio.Event()
 
@@ -161,26 +164,32 @@ class ServerConnection:
             self.registry.remove_external(self.source)
 
     async def _serve_once(self) -> None:
+        # The child's stderr (not Navi's own), quoted when it fails: read once the child
+        # has stopped, with all it had to say.
+        self._connected = False
+        with tempfile.TemporaryFile() as errlog:
+            try:
+                await self._connect_and_watch(errlog)
+            except Exception as exc:
+                raise StartFailed(self._why(exc, errlog)) from exc
+
+    async def _connect_and_watch(self, errlog: IO[bytes]) -> None:
         from mcp import Client
         from mcp_types import Implementation
 
         self._broken = anyio.Event()
         async with AsyncExitStack() as stack:
-            # The child's stderr, quoted when it fails (not Navi's own stderr).
-            errlog = stack.enter_context(tempfile.TemporaryFile("w+", encoding="utf-8"))  # noqa: SIM115
-            try:
-                transport = await self._transport(stack, errlog)
-                client = Client(
-                    transport,
-                    cache=None,
-                    read_timeout_seconds=START_TIMEOUT_S,
-                    client_info=Implementation(name="navi", version="0.1.0"),
-                )
-                await stack.enter_async_context(client)
-                await self._refresh(client)
-            except Exception as exc:
-                raise StartFailed(self._why(exc, errlog)) from exc
+            transport = await self._transport(stack, errlog)
+            client = Client(
+                transport,
+                cache=None,
+                read_timeout_seconds=START_TIMEOUT_S,
+                client_info=Implementation(name="navi", version="0.1.0"),
+            )
+            await stack.enter_async_context(client)
+            await self._refresh(client)
             self._client = client
+            self._connected = True
             self.state, self.error, self._ran = "running", "", True
             self.first_attempt.set()
             log.info("mcp.server_started", server=self.server, tools=len(self._listed or ()))
@@ -188,24 +197,32 @@ class ServerConnection:
             while True:
                 with anyio.move_on_after(interval):
                     await self._broken.wait()
-                try:
-                    with anyio.fail_after(CHECK_TIMEOUT_S):
-                        await self._refresh(client)
-                except Exception as exc:
-                    raise StartFailed(self._why(exc, errlog)) from exc
+                with anyio.fail_after(CHECK_TIMEOUT_S):
+                    await self._refresh(client)
 
-    def _why(self, exc: BaseException, errlog: IO[str]) -> str:
+    def _why(self, exc: BaseException, errlog: IO[bytes]) -> str:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
+        from mcp import MCPError
+
+        timed_out = isinstance(exc, TimeoutError) or (
+            isinstance(exc, MCPError) and "timed out" in exc.error.message
+        )
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
         elif isinstance(exc, TimeoutError):
             why = "it did not answer in time"
         else:
             why = describe_error(exc)
+        if timed_out and not self._connected and self.entry.sandbox and not self.entry.network:
+            why += ' (it has no network: one that downloads, npx or uvx, needs "network": true)'
         tail = _tail(errlog)
+        if tail:
+            why += f"; its stderr: {tail}"
+        elif timed_out:
+            why += "; nothing on its stderr"
         # It goes to logs, doctor and tool.failed events: no URL password nor query value.
-        return redact_text(why + (f"; its stderr: {tail}" if tail else ""))
+        return redact_text(why)
 
     async def _refresh(self, client: Client) -> None:
         """List the tools (every page) and put them in the registry if they changed."""
@@ -238,7 +255,7 @@ class ServerConnection:
             )
         self.registry.set_external(self.source, tools.values(), profiles=self.entry.profiles)
 
-    async def _transport(self, stack: AsyncExitStack, errlog: IO[str]) -> Any:
+    async def _transport(self, stack: AsyncExitStack, errlog: IO[bytes]) -> Any:
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
@@ -256,10 +273,18 @@ class ServerConnection:
         command, args = entry.command, list(entry.args)
         cwd: str | None = None
         if entry.sandbox:
-            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="navi-mcp-")))
-            argv = await sandboxed_argv(entry, workdir)
-            command, args, cwd = argv[0], argv[1:], str(workdir)
+            if self.places is None:
+                raise SandboxRefused("no data folder was given for the server's home")
+            argv, home, network = await sandboxed_launch(entry, self.places)
+            command, args, cwd = argv[0], argv[1:], str(home)
+            if network is not None:
+                stack.callback(network.close)
+                # Its bwrap starts when the client enters the transport; the server's
+                # command waits for the network, so initialize waits too.
+                tg = await stack.enter_async_context(anyio.create_task_group())
+                tg.start_soon(functools.partial(network.start, reopened=True))
         params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
+        # The SDK only passes the file on to the child as its stderr (its fileno).
         return stdio_client(params, errlog=cast(TextIO, errlog))
 
     # ------------------------------------------------------------------ calls
@@ -293,35 +318,6 @@ class ServerConnection:
         return f"the MCP server '{self.server}' is not running{why}; Navi is restarting it"
 
 
-async def sandboxed_argv(entry: ServerEntry, workdir: Path) -> list[str]:
-    """The bwrap command line that runs the entry's command in the tool sandbox."""
-    bwrap = await require_sandbox()
-    found = shutil.which(entry.command)
-    if found is None:
-        raise RuntimeError(f"command {entry.command!r} not found on PATH")
-    readonly = _install_folders(Path(found))
-    # A script or folder named on the command line is shown, read-only.
-    readonly += [Path(a) for a in entry.args if os.path.isabs(a) and Path(a).exists()]  # noqa: ASYNC240
-    spec = SandboxSpec(
-        workdir=workdir,
-        readonly=tuple(readonly),
-        network=entry.network,
-        env=sandbox_env(entry.env, home=workdir),
-    )
-    return bwrap_command(bwrap, [found, *entry.args], spec)
-
-
-def _install_folders(executable: Path) -> list[Path]:
-    """The folders an executable needs: its install prefix (a venv's too, for Python)."""
-    folders = [executable.parent]
-    real = Path(os.path.realpath(executable))
-    for exe in (executable, real):
-        prefix = exe.parent.parent
-        if exe is real or (prefix / "pyvenv.cfg").exists():
-            folders.append(prefix)
-    return list(dict.fromkeys(folders))
-
-
 def describe_error(exc: BaseException) -> str:
     """One line for a failure, the first real one of an exception group."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -333,12 +329,12 @@ def describe_error(exc: BaseException) -> str:
     return f"{name}: {text}" if text and name not in text else (text or name)
 
 
-def _tail(errlog: IO[str]) -> str:
+def _tail(errlog: IO[bytes]) -> str:
+    """The last ``STDERR_TAIL`` characters of the child's stderr, on one line (bytes read
+    from the end: a cut character, or text not in UTF-8, is replaced, not a failure)."""
     with contextlib.suppress(OSError, ValueError):
-        errlog.flush()
-        errlog.seek(0, os.SEEK_END)
-        size = errlog.tell()
+        size = errlog.seek(0, os.SEEK_END)
         errlog.seek(max(0, size - STDERR_TAIL * 4))
-        text = errlog.read().strip()
+        text = errlog.read().decode("utf-8", errors="replace")
         return " ".join(text.split())[-STDERR_TAIL:]
     return ""

@@ -10,8 +10,9 @@ An entry with ``command`` is a stdio server (a child process), one with ``url`` 
 Streamable HTTP server. Navi's own keys: ``profiles`` (the profiles whose runs may call
 the server's tools; absent: every profile), ``approval`` (``auto`` | ``ask`` | ``deny``; absent:
 each tool's ``readOnlyHint`` decides), ``sandbox`` (run the stdio child in the tool
-sandbox, tools/sandbox.py) and ``network`` (the sandboxed child may use the network).
-Other keys Claude Desktop or Cursor write (``type``, ``disabled``...) are accepted.
+sandbox, navi/mcp/sandbox.py), ``network`` (the sandboxed child may use the network) and
+``rw`` (absolute paths the sandboxed child may write). Other keys Claude Desktop or
+Cursor write (``type``, ``disabled``...) are accepted.
 
 A file that does not parse is reported and starts no server (when it changes into one
 that does not parse, say half-saved, the servers running go on as they were); an entry
@@ -21,8 +22,9 @@ that does not parse is reported and the others are started.
 from __future__ import annotations
 
 import json
+import os
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import msgspec
@@ -47,6 +49,9 @@ class _Keys(msgspec.Struct, frozen=True, kw_only=True):
     approval: Approval | None = None
     sandbox: bool = False
     network: bool = False
+    # With sandbox: paths the child may write (absolute, no ".."; navi/mcp/sandbox.py
+    # refuses Navi's own places when it starts).
+    rw: tuple[str, ...] = ()
     disabled: bool = False
 
 
@@ -112,8 +117,27 @@ def _entry(name: str, raw: Any) -> tuple[str, ServerEntry | None]:
         return 'give either "command" (a stdio server) or "url" (an HTTP server)', None
     if entry.url and not re.match(r"^https?://", entry.url):
         return '"url" must be an http:// or https:// URL', None
+    if entry.rw and not (entry.sandbox and entry.command):
+        return '"rw" names what a sandboxed stdio server may write: add "sandbox": true', None
+    for path in entry.rw:
+        if problem := rw_problem(path):
+            return f'"rw" path {path!r}: {problem}', None
     fields = {f: getattr(entry, f) for f in _Keys.__struct_fields__}
+    fields["rw"] = tuple(dict.fromkeys(os.path.normpath(p) for p in entry.rw))
     return "", ServerEntry(name=name, **fields)
+
+
+def rw_problem(path: str) -> str:
+    """Why ``path`` cannot be an ``rw`` path ("" if it can, as far as its text says)."""
+    if "\0" in path:
+        return "contains a NUL character"
+    if not os.path.isabs(path):
+        return "must be absolute"
+    if ".." in PurePosixPath(path).parts:
+        return 'must not contain ".."'
+    if os.path.normpath(path) == "/":
+        return "must not be /"
+    return ""
 
 
 def load_config(path: Path) -> McpConfig:

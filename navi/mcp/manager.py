@@ -21,6 +21,7 @@ import structlog
 
 from navi.mcp.client import ServerConnection, ServerStatus
 from navi.mcp.config import McpConfig, ServerEntry, config_stamp, load_config
+from navi.mcp.sandbox import SandboxPlaces
 from tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -47,12 +48,20 @@ class _Running:
 
 class McpManager:
     def __init__(
-        self, registry: ToolRegistry, path: Path, *, timeout_s: float = 60.0, poll_s: float = POLL_S
+        self,
+        registry: ToolRegistry,
+        path: Path,
+        *,
+        timeout_s: float = 60.0,
+        poll_s: float = POLL_S,
+        places: SandboxPlaces | None = None,
     ) -> None:
         self.registry = registry
         self.path = path
         self.timeout_s = timeout_s
         self.poll_s = poll_s
+        # Sandboxed servers' homes and what their sandbox never shows (navi/mcp/sandbox.py).
+        self.places = places
         self.config = McpConfig(path=str(path))
         self._running: dict[str, _Running] = {}
         self._stamp: tuple[int, int] | None = None
@@ -111,7 +120,9 @@ class McpManager:
         log.info("mcp.config_loaded", path=config.path, servers=list(wanted))
 
     def _start(self, entry: ServerEntry, tg: anyio.abc.TaskGroup) -> None:
-        connection = ServerConnection(entry, self.registry, timeout_s=self.timeout_s)
+        connection = ServerConnection(
+            entry, self.registry, timeout_s=self.timeout_s, places=self.places
+        )
         running = _Running(connection, anyio.CancelScope())
         self._running[entry.name] = running
 
@@ -132,7 +143,10 @@ class McpManager:
 
 
 async def probe(
-    config: McpConfig, registry: ToolRegistry, wait_s: float = 20.0
+    config: McpConfig,
+    registry: ToolRegistry,
+    wait_s: float = 20.0,
+    places: SandboxPlaces | None = None,
 ) -> list[ServerStatus]:
     """Start every server of ``config`` once, for ``navi doctor``: each one's state,
     why it failed, and how many tools it gave (after at most ``wait_s``)."""
@@ -143,7 +157,7 @@ async def probe(
         ]
     if config.servers:
         await anyio.to_thread.run_sync(_import_sdk)
-    connections = [ServerConnection(e, registry) for e in config.servers.values()]
+    connections = [ServerConnection(e, registry, places=places) for e in config.servers.values()]
     statuses: list[ServerStatus] = []
     async with anyio.create_task_group() as tg:
         for connection in connections:

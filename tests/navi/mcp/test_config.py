@@ -88,3 +88,38 @@ def test_the_config_lives_in_the_data_folder_unless_named() -> None:
     assert in_data.mcp_config_path == Path("/data/navi/mcp.json")
     named = Settings.from_env({"NAVI_MCP_CONFIG": "/etc/navi/mcp.json"})
     assert named.mcp_config_path == Path("/etc/navi/mcp.json")
+
+
+def test_rw_paths_are_absolute_without_dotdot_and_only_for_a_sandbox() -> None:
+    def rw(*paths: object, sandbox: bool = True) -> dict[str, object]:
+        return {"command": "x", "sandbox": sandbox, "rw": list(paths)}
+
+    config = parse_config(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "good": rw("/srv/out/", "/srv//notes/./x", "/srv/out"),
+                    "relative": rw("out"),
+                    "home": rw("~/notes"),
+                    "dotdot": rw("/srv/out/../../etc"),
+                    "root": rw("/"),
+                    "nul": rw("/srv/\u0000x"),
+                    "typed": rw(3),
+                    "open": rw("/srv/out", sandbox=False),
+                }
+            }
+        )
+    )
+    assert config.servers["good"].rw == ("/srv/out", "/srv/notes/x")
+    assert set(config.servers) == {"good"}
+    problems = "\n".join(config.errors)
+    for name, why in [
+        ("relative", "must be absolute"),
+        ("home", "must be absolute"),
+        ("dotdot", 'must not contain ".."'),
+        ("root", "must not be /"),
+        ("nul", "NUL"),
+        ("typed", "Expected `str`"),
+        ("open", '"sandbox": true'),
+    ]:
+        assert f"server {name!r}: " in problems and why in problems, (name, problems)
