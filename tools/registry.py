@@ -17,7 +17,17 @@ from typing import Any
 import anyio
 import structlog
 
-from tools.base import APPROVALS, Approval, Tool, ToolError, ToolResult, cap_result, fail
+from tools.base import (
+    APPROVALS,
+    Approval,
+    CallDescription,
+    Tool,
+    ToolError,
+    ToolResult,
+    cap_result,
+    default_description,
+    fail,
+)
 from tools.context import ToolContext
 from tools.settings import ToolSettings
 from tools.user_tools import LoadError, UserToolSet, as_result, load_user_tools, snapshot
@@ -195,6 +205,21 @@ class ToolRegistry:
         except Exception:
             return "ask"
         return approval if approval in APPROVALS else "ask"
+
+    def describe(self, name: str, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        """The call in plain words (``Tool.describe``); a tool whose description fails
+        (its arguments are not what its schema says: the call will fail its check) is
+        described by its name."""
+        tool = self.get(name)
+        if tool is not None:
+            try:
+                described = tool.describe(args, ctx)
+            except Exception as exc:
+                log.warning("tool.describe_failed", tool=name, error=repr(exc))
+            else:
+                if isinstance(described, CallDescription):
+                    return described
+        return default_description(name)
 
     def is_idempotent(self, name: str, args: dict[str, Any]) -> bool:
         tool = self.get(name)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tools.base import Tool, ToolError, ToolResult, cap_output, ok
+from tools.base import CallDescription, Reach, Tool, ToolError, ToolResult, cap_output, ok, shorten
 from tools.builtin.page_text import decode_page, readable_text
 from tools.context import ToolContext
-from tools.fetch import fetch, policy_for
+from tools.fetch import fetch, policy_for, shown_host
 
 _TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/xml", "text/xml")
 
@@ -37,11 +37,23 @@ class WebViewTool(Tool):
     idempotent = True
     timeout_s = 60.0
 
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        url = str(args.get("url", ""))
+        host = shown_host(url)
+        return CallDescription(
+            summary=f"Open the web page {shorten(url, 300)}",
+            target=f"GET {host}",
+            risk=f"fetches a page from {host}: whatever the URL holds reaches that host",
+            default_asker="Navi asks before web_view runs",
+            reach=(Reach(url),),
+        )
+
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings
         page = await fetch(
             args["url"],
             policy=policy_for(ctx),
+            consent=ctx.outbound,
             timeout_s=settings.http_timeout_s,
             max_bytes=settings.http_max_bytes,
         )
