@@ -64,6 +64,7 @@ class ToolStep:
         # The user's own approval defaults (their settings page), read once per run by
         # the driver.
         self.user_policy: Mapping[str, str] = {}
+        self._described: dict[tuple[str, str], CallDescription] = {}
 
     async def run(self, commit: Commit, open_calls: Sequence[ToolCall]) -> list[Event]:
         """Run the next open call, or the leading calls that may run side by side;
@@ -127,8 +128,18 @@ class ToolStep:
         )
 
     def describe(self, call: ToolCall) -> CallDescription:
-        """The call in plain words, as its tool tells it (``Tool.describe``)."""
-        return self.deps.tools.describe(call.name, call.arguments, self._context(call, make=False))
+        """The call in plain words, as its tool tells it (``Tool.describe``): once per
+        call and profile (the loop asks about the next call at every pass, and a path's
+        resolution is not free)."""
+        key = (call.id, self.state.profile.profile_id or "")
+        described = self._described.get(key)
+        if described is None:
+            if len(self._described) >= 64:
+                self._described.clear()
+            context = self._context(call, make=False)
+            described = self.deps.tools.describe(call.name, call.arguments, context)
+            self._described[key] = described
+        return described
 
     def must_ask(self, open_calls: Sequence[ToolCall]) -> bool:
         """The next open call waits for a person's decision that it does not have yet."""
@@ -270,7 +281,7 @@ class ToolStep:
         )
         if not make or self.deps.settings.tool_approval == "auto":
             return context
-        consent = self._consent(call, self.deps.tools.describe(call.name, call.arguments, context))
+        consent = self._consent(call, self.describe(call))
         return context if consent is None else msgspec.structs.replace(context, outbound=consent)
 
     def _files_dir(self, owner: str, *, make: bool = True) -> Path:
