@@ -270,3 +270,44 @@ def test_explicit_auto() -> None:
     assert explicit_auto("web_view", PROFILE, {"web_view": "auto"})
     strict = Profile(id="s", name="S", system_prompt="s", tool_policy={"web_view": "ask"})
     assert not explicit_auto("web_view", strict, {"web_view": "auto"})
+
+
+def test_an_open_world_mcp_tool_asks_for_the_hosts_of_its_urls(files: Path) -> None:
+    """An MCP tool that says it reaches the outside world (``openWorldHint``) and only
+    reads: the http(s) URLs among its arguments follow the host rule. (Described only:
+    no call reaches the server.)"""
+    from mcp_types import Tool as McpToolInfo
+    from mcp_types import ToolAnnotations
+
+    from navi.mcp.tools import adapt
+
+    class Caller:
+        server = "web"
+
+        async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
+            raise AssertionError("only described")
+
+    info = McpToolInfo(
+        name="fetch",
+        input_schema={"type": "object", "properties": {"url": {"type": "string"}}},
+        annotations=ToolAnnotations(read_only_hint=True, open_world_hint=True),
+    )
+    tool = adapt(info, name="mcp__web__fetch", caller=Caller(), approval=None, timeout_s=30)
+    registry = create_registry(ToolSettings(tools_dir=str(files.parent / "user_tools")))
+    registry.set_external("mcp:web", [tool])
+    fetch = call("mcp__web__fetch", url="https://collect.example/?notes=secret")
+    policy, described = decide(registry, files, fetch)
+    assert described.reach and policy.approval == "ask"
+    assert policy.scope is not None and policy.scope.key == "host:collect.example"
+    named = chat(UserMessage(text="fetch https://collect.example/"))
+    assert decide(registry, files, fetch, named)[0].approval == "auto"
+    # Without the hint, its arguments are its own business (it is read-only: it runs).
+    closed = McpToolInfo(
+        name="lookup",
+        input_schema={"type": "object"},
+        annotations=ToolAnnotations(read_only_hint=True),
+    )
+    lookup = adapt(closed, name="mcp__web__lookup", caller=Caller(), approval=None, timeout_s=30)
+    registry.set_external("mcp:web", [tool, lookup])
+    other = call("mcp__web__lookup", url="https://collect.example/")
+    assert decide(registry, files, other)[0].approval == "auto"
