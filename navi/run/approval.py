@@ -204,11 +204,13 @@ class CallConsent:
         self.explicit = explicit
         hosts = {url_host(r.url) for r in reach}
         self.hosts = frozenset(h for h in hosts if h is not None)
+        # A private address is reached when the user named the host, approved it for the
+        # chat, or approved this very call (they consented to its host, whatever address
+        # it has); not behind a call that ran without asking (a public name that
+        # resolves to a LAN address).
         approved = decision is not None and decision.approved
-        # A private address is reached when the user named its host, approved it for
-        # the chat, or approved this call while the card showed that private host.
-        self.private_ok = bool(self.hosts) and all(
-            allowances.host_allowed(h) or (approved and is_private_host(h)) for h in self.hosts
+        self.private_ok = bool(self.hosts) and (
+            approved or all(allowances.host_allowed(h) for h in self.hosts)
         )
 
     def refusal(self, url: str) -> str | None:

@@ -258,10 +258,15 @@ def test_a_calls_requests_reach_only_what_the_user_allowed() -> None:
     assert not unnamed.private_ok  # it ran without asking: no private address behind it
     assert unnamed.refusal("https://b.example/") is None  # explicit auto: public is fine
     assert unnamed.refusal("http://192.168.1.1/") is not None
-    # A person approved the call while the card showed a private host: it may go there.
+    # A person approved the call: its host, whatever its address, may be reached.
     yes = ToolApprovalDecided(call_id="c1", approved=True)
-    lan = CallConsent((Reach("http://10.0.0.5/"),), Allowances(), explicit=False, decision=yes)
-    assert lan.private_ok
+    for url in ("http://10.0.0.5/", "https://ha.example.net/"):
+        lan = CallConsent((Reach(url),), Allowances(), explicit=False, decision=yes)
+        assert lan.private_ok, url
+    no = ToolApprovalDecided(call_id="c1", approved=False)
+    assert not CallConsent(
+        (Reach("http://10.0.0.5/"),), Allowances(), explicit=False, decision=no
+    ).private_ok
 
 
 def test_explicit_auto() -> None:
