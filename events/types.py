@@ -187,20 +187,36 @@ ApprovalScope = Literal["once", "session"]
 
 
 class ToolApprovalRequested(Event, frozen=True, kw_only=True, tag="tool.approval_requested"):
-    """The call waits for a person: ``policy`` says which rule asked (navi/run/approval.py)."""
+    """The call waits for a person: ``policy`` says which rule asked (navi/run/approval.py).
+
+    What the person is shown, recorded as it was shown (added; empty in older logs):
+    ``summary`` (one plain sentence), ``target`` (the resolved path, the URL's host and
+    method, the profile entered…), ``risk`` (a sentence), ``asked_by`` (who asked, in
+    plain words), and what "for this session" would approve: ``scope_key`` and its
+    ``scope_label`` ("Allow file writes in this chat"). ``once_only``: the call can only
+    be approved once. An older request (no ``scope_key``, not ``once_only``) offered the
+    whole tool for the session, as it did then."""
 
     call_id: str
     name: str
     arguments: dict[str, Any] = {}
     policy: str = "ask"
+    summary: str = ""
+    target: str = ""
+    risk: str = ""
+    asked_by: str = ""
+    scope_key: str = ""
+    scope_label: str = ""
+    once_only: bool = False
 
 
 class ToolApprovalDecided(Event, frozen=True, kw_only=True, tag="tool.approval_decided"):
     """The answer to a ``tool.approval_requested``: ``by`` is the user who decided (or
-    ``navi`` for a timeout); ``session`` scope approves the tool for the rest of the
-    session. ``imported``: the decision came in an imported log (navi/replay/import_.py
-    sets it on every decision it writes): a person of another Navi, or nobody, took it,
-    so it approves nothing here (a session scope does not carry to later runs)."""
+    ``navi`` for a timeout); ``session`` scope approves what ``scope_key`` names for
+    the rest of the session (the whole tool in logs written before it). ``imported``:
+    the decision came in an imported log (navi/replay/import_.py sets it on every
+    decision it writes): a person of another Navi, or nobody, took it, so it approves
+    nothing here (a session scope does not carry to later runs)."""
 
     call_id: str
     approved: bool
@@ -208,6 +224,10 @@ class ToolApprovalDecided(Event, frozen=True, kw_only=True, tag="tool.approval_d
     by: str = ""
     reason: str = ""
     imported: bool = False
+    # What a ``session`` scope approved (added): the request's ``scope_key`` and
+    # ``scope_label``. Empty with scope ``session`` (older logs): the whole tool.
+    scope_key: str = ""
+    scope_label: str = ""
 
 
 class ContextCompressing(Event, frozen=True, kw_only=True, tag="context.compressing"):

@@ -311,10 +311,14 @@ class Navi:
         scope: str = "once",
         by: str = "",
         reason: str = "",
+        stream_id: str = "",
     ) -> str:
         """A person's decision on a tool call waiting for approval (in this session or
-        one of its running subagents); answers the stream id where it was recorded."""
-        decision = m.Decide(call_id, approved, scope=scope, by=by, reason=reason)
+        one of its running subagents: ``stream_id`` says which; without it, the one
+        waiting call with that id); answers the stream id where it was recorded."""
+        decision = m.Decide(
+            call_id, approved, scope=scope, by=by, reason=reason, stream_id=stream_id
+        )
         recorded: str = await self.sessions.ask(session_id, decision)
         return recorded
 

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from events.types import ProfileSwitched
 from navi.grants import GrantRequired, check_entry
 from navi.session.actor import SessionActor
-from navi.subagents import SpawnAgentTool, Spawner
+from navi.subagents import SpawnAgentTool, Spawner, entered_name, entered_risk
 from profiles import Profile, ProfileRegistry, UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
-from tools.base import Approval
+from tools.base import Approval, CallDescription, SessionScope
 from tools.context import Hook
 
 if TYPE_CHECKING:
@@ -50,6 +50,17 @@ class SwitchProfileTool(Tool):
 
     def approval_for(self, args: dict[str, Any]) -> Approval:
         return "ask" if self.profiles.entering_asks(args.get("profile_id")) else "auto"
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        profile_id = str(args.get("profile_id", ""))
+        name = entered_name(self.profiles, profile_id)
+        return CallDescription(
+            summary=f"Switch this chat to the profile {name}",
+            target=name,
+            risk=entered_risk(self.profiles, profile_id, "this chat's"),
+            default_asker="Navi asks before entering a profile with a wider reach",
+            scope=SessionScope(f"switch_profile:{profile_id}", f"Allow switching to {name}"),
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.switch_profile is None:

@@ -45,7 +45,7 @@ from navi.session import messages as m
 from navi.session.actor import SessionActor
 from profiles import ProfileRegistry, UnknownProfile
 from tools import Tool, ToolContext, ToolResult, fail, ok
-from tools.base import Approval
+from tools.base import Approval, CallDescription, SessionScope, shorten
 
 if TYPE_CHECKING:
     from events.base import BaseEventStore
@@ -233,6 +233,32 @@ def _stop_quietly(ref: ActorRef[object]) -> None:
 # ---------------------------------------------------------------- the tool
 
 
+def entered_name(profiles: ProfileRegistry, profile_id: str) -> str:
+    """A profile a call enters, as a person knows it: its name (and id)."""
+    if profile_id not in profiles:
+        return f"{profile_id!r} (no such profile: the call will fail)"
+    profile = profiles.get(profile_id)
+    return profile.name if profile.name == profile.id else f"{profile.name} ({profile.id})"
+
+
+def entered_risk(profiles: ProfileRegistry, profile_id: str, whose: str) -> str:
+    """What entering a profile lets its tools do that they could not before."""
+    if profile_id not in profiles:
+        return "nothing: the profile does not exist"
+    profile = profiles.get(profile_id)
+    wider = []
+    if profile.tool_network:
+        wider.append("code and commands get the network (the internet and the LAN)")
+    if profile.allow_private_urls:
+        wider.append("web requests may reach private (LAN) addresses")
+    unasked = sorted(name for name, rule in profile.tool_policy.items() if rule == "auto")
+    if unasked:
+        wider.append(f"{', '.join(unasked)} run without asking")
+    if not wider:
+        return f"{whose} tools and instructions become the profile's"
+    return f"{whose} tools and instructions become the profile's: " + "; ".join(wider)
+
+
 class SpawnAgentTool(Tool):
     name = "spawn_agent"
     uses_files = False
@@ -273,6 +299,18 @@ class SpawnAgentTool(Tool):
     def approval_for(self, args: dict[str, Any]) -> Approval:
         # Without a profile_id the subagent has this conversation's profile: nothing widens.
         return "ask" if self.profiles.entering_asks(args.get("profile_id")) else "auto"
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        profile_id = str(args.get("profile_id") or ctx.profile.id or self.profiles.default_id)
+        name = entered_name(self.profiles, profile_id)
+        task = shorten(str(args.get("task", "")), 200)
+        return CallDescription(
+            summary=f"Start a subagent with the profile {name} for the task: {task}",
+            target=name,
+            risk=entered_risk(self.profiles, profile_id, "the subagent's"),
+            default_asker="Navi asks before entering a profile with a wider reach",
+            scope=SessionScope(f"spawn_agent:{profile_id}", f"Allow subagents with {name}"),
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         if ctx.spawn is None:

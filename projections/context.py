@@ -213,6 +213,7 @@ def _on_tool_result(state: ContextState, record: Recorded) -> ContextState:
         success=tool_succeeded(event),
         created_at=created_at,
         seq=record.seq,
+        declined=isinstance(event, ToolFailed) and event.reason == "denied",
     )
     deferred = state.deferred
     image = image_of(event) if isinstance(event, ToolCompleted) else None

@@ -264,6 +264,7 @@ def _on_approval_decided(state: MessagesState, record: Recorded) -> MessagesStat
         scope=event.scope,
         reason=event.reason,
         waited_seconds=round(max(0.0, record.timestamp - since), 3),
+        scope_label=event.scope_label,
     )
     asked = tuple(a for a in state.asked if a[0] != event.call_id)
     return replace(state, asked=asked, decided=(*state.decided, (event.call_id, note)))

@@ -22,6 +22,9 @@ class ApprovalNote(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     scope: str = "once"
     reason: str = ""
     waited_seconds: float = 0.0
+    # What a "session" scope approved, as its button said ("Allow file writes in this
+    # chat"); absent for older logs (the whole tool) and for "once".
+    scope_label: str = ""
 
 
 class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
@@ -61,6 +64,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     token_count: int | None = None
     # a tool result whose call a person decided on (display history only)
     approval: ApprovalNote | None = None
+    # a call that was declined (``tool.failed`` reason ``denied``): its text is Navi's
+    # and the user's words (the user's reason), never tool output (context only)
+    declined: bool = False
 
 
 def iso_time(timestamp: float) -> str:

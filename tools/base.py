@@ -74,6 +74,61 @@ def cap_result(result: ToolResult, limit: int) -> ToolResult:
     return msgspec.structs.replace(result, output=cap_output(result.output, limit))
 
 
+class SessionScope(msgspec.Struct, frozen=True):
+    """What "approve for this session" covers for a call (navi/run/approval.py): ``key``,
+    recorded in the log, and ``allows``, the button's words without the where ("Allow
+    file writes"; Navi adds "in this chat")."""
+
+    key: str
+    allows: str
+
+
+class Reach(msgspec.Struct, frozen=True):
+    """An outbound request a call makes: Navi asks before one goes to a host the user
+    has not allowed in the chat. ``reads``: a plain read (GET or HEAD without a body)."""
+
+    url: str
+    method: str = "GET"
+    reads: bool = True
+
+
+class CallDescription(msgspec.Struct, frozen=True, kw_only=True):
+    """A call in plain words, as the approval card shows it (``Tool.describe``).
+
+    ``summary``: one sentence ("Write the file /data/files/…/notes.txt"); ``target``: what
+    it acts on, resolved (an absolute path, ``GET example.com``, a profile's name);
+    ``risk``: what could happen, in a sentence; ``default_asker``: who asks when the
+    tool's own default asks ("Navi asks before file changes"); ``scope``: what approving
+    it for the session covers, None when it can be approved only once; ``reach``: the
+    outbound requests it makes (their hosts decide the scope instead)."""
+
+    summary: str
+    target: str = ""
+    risk: str = ""
+    default_asker: str = ""
+    scope: SessionScope | None = None
+    reach: tuple[Reach, ...] = ()
+
+
+def shorten(text: str, limit: int = 200) -> str:
+    """``text`` on one line, cut to ``limit`` characters (for a summary sentence; the
+    card shows the arguments whole)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def default_description(name: str) -> CallDescription:
+    """A call of ``name`` described by the tool's name alone: "for this session" covers
+    every call of the tool."""
+    return CallDescription(
+        summary=f"Run the tool {name} with the arguments shown",
+        target=name,
+        risk=f"{name} does whatever its code does with these arguments",
+        default_asker=f"Navi asks before {name} runs",
+        scope=SessionScope(name, f"Allow every {name} call"),
+    )
+
+
 class ToolError(Exception):
     """A failure a tool reports on purpose: its message goes to the LLM as is."""
 
@@ -115,6 +170,12 @@ class Tool(abc.ABC):
     def approval_for(self, args: dict[str, Any]) -> Approval:
         """This call's default approval; tools whose actions differ override it."""
         return self.approval
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        """This call in plain words for the person who approves it (``CallDescription``).
+        The default names the tool and lets "for this session" cover every call of it;
+        tools whose calls differ in what they do or where they reach override it."""
+        return default_description(self.name)
 
     def timeout_for(self, args: dict[str, Any]) -> float:
         """The registry's hard limit for this call (a ``timeout_s`` argument may widen it)."""

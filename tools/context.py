@@ -49,6 +49,18 @@ class SessionToolState(Protocol):
     def notes(self) -> Mapping[str, str]: ...
 
 
+class OutboundConsent(Protocol):
+    """What the user allowed one call's web requests to reach (navi/run/approval.py):
+    ``private_ok``: private and local addresses too (the profile's and the operator's
+    rules still apply); ``refusal(url)``: why a redirect to ``url`` may not be followed
+    without asking the user, or None."""
+
+    @property
+    def private_ok(self) -> bool: ...
+
+    def refusal(self, url: str) -> str | None: ...
+
+
 EmitFn = Callable[[Event], Awaitable[None]]
 # Future hooks (spawn_agent, switch_profile) are opaque callables the navi layer provides.
 Hook = Callable[..., Awaitable[Any]]
@@ -87,6 +99,8 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str = ""
     spawn: Hook | None = None
     switch_profile: Hook | None = None
+    # None: no consent rule (a call without web requests, NAVI_TOOL_APPROVAL=auto).
+    outbound: OutboundConsent | None = None
 
     @classmethod
     def standalone(

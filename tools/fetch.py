@@ -22,10 +22,14 @@ import httpx
 import structlog
 
 from tools.base import ToolError
-from tools.context import ToolContext
+from tools.context import OutboundConsent, ToolContext
 from tools.outbound import CheckedNetworkBackend, OutboundPolicy, OutboundRefused
 
 USER_AGENT = "Navi/0.1 (personal assistant)"
+_NOT_NAMED = (
+    "a private or local address is reached only when the user named its host in this "
+    "chat or approved the call"
+)
 MAX_REDIRECTS = 5
 _REDIRECT_CODES = frozenset({301, 302, 303, 307, 308})
 # Credentials the LLM set for one site are not handed to the next site of a redirect.
@@ -71,11 +75,24 @@ def policy_for(ctx: ToolContext) -> OutboundPolicy:
     """The outbound policy of a call: the operator's escape hatch opens loopback and
     private ranges, the profile's LAN grant private ranges only."""
     operator = ctx.settings.allow_private_urls
+    # And only where the user allowed it: a host they named or approved (ctx.outbound).
+    consented = ctx.outbound is None or ctx.outbound.private_ok
     return OutboundPolicy(
-        allow_private=operator or ctx.profile.allow_private_urls,
-        allow_loopback=operator,
+        allow_private=(operator or ctx.profile.allow_private_urls) and consented,
+        allow_loopback=operator and consented,
         navi_port=ctx.settings.navi_port,
     )
+
+
+def shown_host(url: str) -> str:
+    """The host (and a port that is not the scheme's) a URL connects to, as httpx reads
+    it (what a request goes to, not what a lenient parser guesses), for a person to read."""
+    try:
+        parsed = httpx.URL(url.strip())
+    except (httpx.InvalidURL, TypeError):
+        return f"{url!r} (not a valid URL: the call will fail)"
+    host = parsed.host or "(no host)"
+    return f"{host}:{parsed.port}" if parsed.port is not None else host
 
 
 def check_url(url: str) -> str:
@@ -97,8 +114,10 @@ async def fetch(
     timeout_s: float,
     max_bytes: int,
     follow_redirects: bool = True,
+    consent: OutboundConsent | None = None,
 ) -> Fetched:
-    """Send one request and read at most ``max_bytes`` of the body, all within ``timeout_s``."""
+    """Send one request and read at most ``max_bytes`` of the body, all within ``timeout_s``.
+    ``consent``: a redirect goes only where the user allowed (``refusal``)."""
     first = url = check_url(url)
     request_headers = {"User-Agent": USER_AGENT, **(headers or {})}
     transport = CheckedTransport(CheckedNetworkBackend(policy))
@@ -115,8 +134,10 @@ async def fetch(
                         response = await client.send(request, stream=True)
                     except OutboundRefused as exc:
                         log.info("tool_connection_refused", host=request.url.host, hop=hop)
+                        if consent is not None and not consent.private_ok:
+                            exc = OutboundRefused(f"{exc} ({_NOT_NAMED})")
                         if hop == 0:
-                            raise
+                            raise exc from None
                         raise OutboundRefused(f"redirect to {_safe(url)} refused: {exc}") from None
                     try:
                         location = response.headers.get("location")
@@ -130,6 +151,9 @@ async def fetch(
                         await response.aclose()
                     target = response.url.join(location)
                     url = check_url(str(target))
+                    refused = consent.refusal(url) if consent is not None else None
+                    if refused is not None:
+                        raise ToolError(refused)
                     method, content, request_headers = _redirected(
                         response.status_code, method, content, request_headers, request.url, target
                     )

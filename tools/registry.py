@@ -18,7 +18,17 @@ import anyio
 import anyio.to_thread
 import structlog
 
-from tools.base import APPROVALS, Approval, Tool, ToolError, ToolResult, cap_result, fail
+from tools.base import (
+    APPROVALS,
+    Approval,
+    CallDescription,
+    Tool,
+    ToolError,
+    ToolResult,
+    cap_result,
+    default_description,
+    fail,
+)
 from tools.context import ToolContext
 from tools.settings import ToolSettings
 from tools.user_tool_child import as_result
@@ -212,6 +222,21 @@ class ToolRegistry:
             return "ask"
         return approval if approval in APPROVALS else "ask"
 
+    def describe(self, name: str, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        """The call in plain words (``Tool.describe``); a tool whose description fails
+        (its arguments are not what its schema says: the call will fail its check) is
+        described by its name."""
+        tool = self.get(name)
+        if tool is not None:
+            try:
+                described = tool.describe(args, ctx)
+            except Exception as exc:
+                log.warning("tool.describe_failed", tool=name, error=repr(exc))
+            else:
+                if isinstance(described, CallDescription):
+                    return described
+        return default_description(name)
+
     def is_idempotent(self, name: str, args: dict[str, Any]) -> bool:
         tool = self.get(name)
         if tool is None:
@@ -301,14 +326,16 @@ class ToolRegistry:
 
 
 def _missing_requirement(modules: Iterable[str]) -> str:
-    """"" when every module imports, else why the first one does not (any error: a
+    """Empty when every module imports, else why the first one does not (any error: a
     library can be installed and still fail to import, e.g. lxml without lxml_html_clean)."""
     for module in modules:
         try:
             importlib.import_module(module)
         except Exception as exc:
             detail = str(exc).strip().splitlines()
-            return f"{module} cannot be imported ({type(exc).__name__}: {detail[0] if detail else ''})"
+            return (
+                f"{module} cannot be imported ({type(exc).__name__}: {detail[0] if detail else ''})"
+            )
     return ""
 
 

@@ -22,10 +22,6 @@ import msgspec
 
 from navi.cli.remote import CliError, NaviClient, server_url
 
-# How much of an argument the request shows before folding the rest away.
-ARG_LINES = 8
-ARG_WIDTH = 160
-
 
 class Decision(msgspec.Struct, frozen=True):
     approve: bool
@@ -34,14 +30,27 @@ class Decision(msgspec.Struct, frozen=True):
 
 
 def describe(frame: dict[str, Any], session: str | None = None) -> list[str]:
-    """A request as lines: the tool, who asked, the policy, then each argument (long
-    values folded)."""
+    """A request as lines: what the call does and where, its risk, who asked, what
+    "for this session" would approve, then each argument whole (code included: the
+    terminal scrolls, a folded argument could hide what runs)."""
     who = f" (asked by subagent {frame['subagent_id']})" if frame.get("subagent_id") else ""
-    lines = [
-        f"⏸ {frame.get('tool')} waits for approval{who}",
-        f"  call {frame.get('call_id')} · policy: {frame.get('policy')}"
-        + (f" · session {session}" if session else ""),
-    ]
+    lines = [f"⏸ {frame.get('tool')} waits for approval{who}"]
+    if frame.get("summary"):
+        lines.append(f"  {frame['summary']}")
+    for label, key in (("target", "target"), ("risk", "risk"), ("asked by", "asked_by")):
+        if frame.get(key):
+            lines.append(f"  {label}: {frame[key]}")
+    scope = frame.get("session_scope")
+    lines.append(
+        f"  for this session: {scope['label']}"
+        if isinstance(scope, dict)
+        else "  this call can only be approved once"
+    )
+    lines.append(
+        f"  call {frame.get('call_id')}"
+        + (f" · stream {frame['stream_id']}" if frame.get("stream_id") else "")
+        + (f" · session {session}" if session else "")
+    )
     args = frame.get("args") or {}
     if not args:
         return [*lines, "  (no arguments)"]
@@ -53,29 +62,30 @@ def describe(frame: dict[str, Any], session: str | None = None) -> list[str]:
 def _argument(key: str, value: Any) -> list[str]:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     rows = text.splitlines() or [""]
-    shown = [r if len(r) <= ARG_WIDTH else r[: ARG_WIDTH - 1] + "…" for r in rows[:ARG_LINES]]
     pad = " " * (len(key) + 4)
-    lines = [f"  {key}: {shown[0]}", *(pad + r for r in shown[1:])]
-    if len(rows) > ARG_LINES:
-        lines.append(f"{pad}… {len(rows) - ARG_LINES} more lines ({len(text)} characters)")
-    return lines
+    return [f"  {key}: {rows[0]}", *(pad + r for r in rows[1:])]
 
 
 def decided_line(frame: dict[str, Any]) -> str:
     """An ``approval_decided`` frame as one line."""
     by = f" by {frame['by']}" if frame.get("by") else ""
     if frame.get("approved"):
-        scope = " for this session" if frame.get("scope") == "session" else ""
+        scope = ""
+        if frame.get("scope") == "session":
+            scope = (
+                f" ({frame['scope_label']})" if frame.get("scope_label") else " for this session"
+            )
         return f"  ✓ {frame.get('call_id')} approved{scope}{by}"
     reason = f": {frame['reason']}" if frame.get("reason") else ""
     return f"  ✗ {frame.get('call_id')} denied{by}{reason}"
 
 
-def how_to_decide(session: str, call_id: str) -> str:
+def how_to_decide(session: str, call_id: str, stream_id: str = "") -> str:
+    stream = f" --stream {stream_id}" if stream_id and stream_id != session else ""
     return (
-        f"decide with `navi approvals {session} --approve {call_id}` "
-        f"(--session-scope: for the rest of the session) or `--deny {call_id} "
-        "[--reason TEXT]`, or in the web UI"
+        f"decide with `navi approvals {session} --approve {call_id}{stream}` "
+        f"(--session-scope: what its card says, for the rest of the session) or "
+        f"`--deny {call_id}{stream} [--reason TEXT]`, or in the web UI"
     )
 
 
@@ -90,13 +100,15 @@ async def ask(frame: dict[str, Any]) -> Decision:
     # took the handler over would leave none behind for the rest of the turn.
     prompt: PromptSession[str] = PromptSession(output=create_output(always_prefer_tty=True))
     tool = frame.get("tool")
-    question = f"run {tool}? [y] once · [a] for this session · [n] deny: "
+    scope = frame.get("session_scope")
+    offer = f" · [a] {scope['label']}" if isinstance(scope, dict) else ""
+    question = f"run {tool}? [y] once{offer} · [n] deny: "
     try:
         while True:
             answer = (await prompt.prompt_async(question, handle_sigint=False)).strip().lower()
             if answer in ("y", "yes"):
                 return Decision(True)
-            if answer in ("a", "all", "always"):
+            if offer and answer in ("a", "all", "always"):
                 return Decision(True, scope="session")
             if answer in ("n", "no"):
                 reason = await prompt.prompt_async(
@@ -119,9 +131,15 @@ def add_commands(sub: Any) -> None:
     which.add_argument("--approve", metavar="CALL_ID", help="approve this call (or a prefix)")
     which.add_argument("--deny", metavar="CALL_ID", help="deny this call (or a prefix)")
     approvals.add_argument(
+        "--stream",
+        metavar="STREAM_ID",
+        default="",
+        help="the stream where the call waits (a subagent's; the list shows it)",
+    )
+    approvals.add_argument(
         "--session-scope",
         action="store_true",
-        help="with --approve: approve the tool for the rest of the session",
+        help="with --approve: approve what the call's card names for the rest of the session",
     )
     approvals.add_argument("--reason", default="", help="with --deny: why (the LLM reads it)")
     approvals.add_argument("--json", action="store_true", help="the list as JSON")
@@ -138,6 +156,8 @@ def cmd_approvals(args: argparse.Namespace) -> int:
         args.parser.error("--session-scope goes with --approve")
     if args.reason and not args.deny:
         args.parser.error("--reason goes with --deny")
+    if args.stream and not (args.approve or args.deny):
+        args.parser.error("--stream goes with --approve or --deny")
     settings, env = quiet_settings(args)
     client = NaviClient(
         server_url(settings, env, args.url),
@@ -173,36 +193,42 @@ def _list(session: str, pending: list[dict[str, Any]], *, as_json: bool) -> None
     )
     for frame in pending:
         sys.stdout.write("\n" + "\n".join(describe(frame)) + "\n")
-    first = pending[0]["call_id"]
-    sys.stdout.write(f"\n{how_to_decide(session, first)}\n")
+    first = pending[0]
+    sys.stdout.write(
+        f"\n{how_to_decide(session, first['call_id'], str(first.get('stream_id', '')))}\n"
+    )
 
 
 async def _decide(
     client: NaviClient, session: str, pending: list[dict[str, Any]], args: argparse.Namespace
 ) -> int:
     approve = bool(args.approve)
-    call_id = _call_id(args.approve or args.deny, pending)
+    frame = _waiting_call(args.approve or args.deny, args.stream, pending)
+    call_id = str(frame["call_id"])
     decided = await client.decide(
         session,
         call_id,
+        stream_id=str(frame.get("stream_id") or ""),
         approve=approve,
         scope="session" if args.session_scope else "once",
         reason=args.reason,
     )
-    tool = next((f.get("tool") for f in pending if f.get("call_id") == call_id), "the call")
+    tool = frame.get("tool") or "the call"
     sys.stdout.write(
         decided_line({**decided, "call_id": f"{call_id} ({tool})", "reason": args.reason}) + "\n"
     )
     return 0
 
 
-def _call_id(given: str, pending: list[dict[str, Any]]) -> str:
-    """``given``, or the one waiting call whose id starts with it. Anything else goes to
-    the server as given: it says whether the call is unknown or already decided."""
-    ids = [str(f["call_id"]) for f in pending]
-    if given in ids:
-        return given
-    matches = [i for i in ids if i.startswith(given)]
+def _waiting_call(given: str, stream: str, pending: list[dict[str, Any]]) -> dict[str, Any]:
+    """The waiting call ``given`` names (its id or a prefix of it; in ``stream`` when
+    given): exactly one, else an error that lists them. A call not in the list goes to
+    the server as given: it says whether it is unknown or already decided."""
+    here = [f for f in pending if not stream or f.get("stream_id") == stream]
+    matches = [f for f in here if f.get("call_id") == given] or [
+        f for f in here if str(f.get("call_id", "")).startswith(given)
+    ]
     if len(matches) > 1:
-        raise CliError(f"{given!r} is ambiguous: {', '.join(matches)}")
-    return matches[0] if matches else given
+        listed = ", ".join(f"{f.get('call_id')} (stream {f.get('stream_id')})" for f in matches)
+        raise CliError(f"{given!r} names more than one waiting call: {listed}; add --stream")
+    return matches[0] if matches else {"call_id": given, "stream_id": stream}

@@ -58,10 +58,14 @@ class RunPrinter:
         elif isinstance(event, ToolRequested):
             self._write(f"\n⚙ {event.name} {event.arguments}\n", DIM)
         elif isinstance(event, ToolApprovalRequested):
-            self._write(f"  ⏸ waits for approval (policy: {event.policy})\n", DIM)
+            asked = f"asked by {event.asked_by}" if event.asked_by else f"policy: {event.policy}"
+            what = f"{event.summary}; " if event.summary else ""
+            self._write(f"  ⏸ waits for approval ({what}{asked})\n", DIM)
         elif isinstance(event, ToolApprovalDecided):
             verdict = "approved" if event.approved else "denied"
-            scope = " for the session" if event.approved and event.scope == "session" else ""
+            scope = ""
+            if event.approved and event.scope == "session":
+                scope = f" ({event.scope_label})" if event.scope_label else " for the session"
             reason = f": {event.reason}" if event.reason else ""
             self._write(f"  {verdict}{scope} by {event.by or '?'}{reason}\n", DIM)
         elif isinstance(event, ToolCompleted):

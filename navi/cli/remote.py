@@ -95,10 +95,20 @@ class NaviClient:
         return list(found["approvals"])
 
     async def decide(
-        self, session_id: str, call_id: str, *, approve: bool, scope: str = "once", reason: str = ""
+        self,
+        session_id: str,
+        call_id: str,
+        *,
+        approve: bool,
+        scope: str = "once",
+        reason: str = "",
+        stream_id: str = "",
     ) -> dict[str, Any]:
-        """Record a decision: the server records who took it (the token's user)."""
+        """Record a decision on the call ``call_id`` waiting in ``stream_id`` (the
+        session's, or a subagent's): the server records who took it (the token's user)."""
         body = {"decision": "approve" if approve else "deny", "scope": scope, "reason": reason}
+        if stream_id:
+            body["stream_id"] = stream_id
         path = f"/sessions/{session_id}/approvals/{quote(call_id, safe='')}"
         decided: dict[str, Any] = await self._request(
             "POST", path, json=body, plain=frozenset({404, 409})

@@ -88,9 +88,10 @@ async def run_turn(
                     if ended is not None:
                         outcome = ended
                         break
-                    call_id = str(frame.get("call_id"))
-                    if frame.get("type") == "approval_required" and call_id not in asked:
-                        asked.add(call_id)
+                    # One call: its stream and its id (subagents' may look alike).
+                    call_key = f"{frame.get('stream_id')}/{frame.get('call_id')}"
+                    if frame.get("type") == "approval_required" and call_key not in asked:
+                        asked.add(call_key)
                         if not interrupts.stop.is_set():
                             await _approval(client, session, frame, view, asking, interrupts)
             finally:
@@ -116,10 +117,11 @@ async def _approval(
     from navi.cli.approvals import ask, describe, how_to_decide
 
     call_id = str(frame.get("call_id"))
+    stream_id = str(frame.get("stream_id") or "")
     if not view.rich:  # the view shows the request on a terminal only
         sys.stderr.write("\n".join(describe(frame, session)) + "\n")
     if not asking:
-        sys.stderr.write(f"waiting for a decision: {how_to_decide(session, call_id)}\n")
+        sys.stderr.write(f"waiting for a decision: {how_to_decide(session, call_id, stream_id)}\n")
         sys.stderr.flush()
         return
     view.pause()
@@ -134,6 +136,7 @@ async def _approval(
         await client.decide(
             session,
             call_id,
+            stream_id=stream_id,
             approve=decision.approve,
             scope=decision.scope,
             reason=decision.reason,

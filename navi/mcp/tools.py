@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from navi.mcp.config import Approval
-from tools.base import Tool, ToolError, ToolResult, ok
+from tools.base import CallDescription, Reach, SessionScope, Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 
 if TYPE_CHECKING:
@@ -50,6 +50,8 @@ class McpTool(Tool):
         idempotent: bool,
         approval: Approval,
         timeout_s: float,
+        read_only: bool = False,
+        open_world: bool = False,
     ) -> None:
         self.name = name
         self.remote_name = remote_name
@@ -60,10 +62,34 @@ class McpTool(Tool):
         # Whether a person approves a call first (the approvals feature reads it).
         self.approval: Approval = approval
         self.timeout_s = timeout_s
+        # The server's hints: it changes nothing (readOnlyHint), it reaches the world
+        # outside (openWorldHint: the URLs among its arguments are asked about).
+        self.read_only = read_only
+        self.open_world = open_world
 
     @property
     def source(self) -> str:
         return f"mcp:{self.caller.server}"
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        server = self.caller.server
+        urls = _urls_in(args) if self.open_world else []
+        reach = tuple(Reach(url, "GET", self.read_only) for url in urls)
+        where = f" (it reaches {', '.join(urls[:3])}{'…' if len(urls) > 3 else ''})" if urls else ""
+        return CallDescription(
+            summary=f"Call {self.remote_name} of the MCP server '{server}'{where}",
+            target=f"{server}: {self.remote_name}",
+            risk=(
+                f"the MCP server '{server}' says this tool only reads"
+                if self.read_only
+                else f"the MCP server '{server}' does not say this tool only reads: "
+                "it may change things"
+            ),
+            default_asker=f"Navi asks before tools of the MCP server '{server}' that may "
+            "change things",
+            scope=SessionScope(self.name, f"Allow every {self.remote_name} call of {server}"),
+            reach=reach,
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         result = await self.caller.call_tool(self.remote_name, args)
@@ -98,7 +124,20 @@ def adapt(
         idempotent=idempotent or read_only,
         approval=approval or ("auto" if read_only else "ask"),
         timeout_s=timeout_s,
+        read_only=read_only,
+        open_world=bool(hints is not None and hints.open_world_hint),
     )
+
+
+def _urls_in(value: Any, depth: int = 0) -> list[str]:
+    """The http(s) URLs among a call's argument values (nested a little), in order."""
+    if isinstance(value, str):
+        text = value.strip()
+        return [text] if text.lower().startswith(("http://", "https://")) else []
+    if depth > 3:
+        return []
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [url for item in items for url in _urls_in(item, depth + 1)]
 
 
 def to_result(result: CallToolResult, *, image_max_bytes: int = 5 * 1024 * 1024) -> ToolResult:

@@ -35,6 +35,11 @@ class ApprovalView(msgspec.Struct, frozen=True, kw_only=True):
     tool: str
     arguments: dict[str, Any]
     policy: str
+    # What the person was shown (empty in older logs): the call in a sentence, who
+    # asked, and what "for this session" would approve.
+    summary: str = ""
+    asked_by: str = ""
+    offered_scope: str = ""
     requested_seq: int
     requested_at: str
     # The LLM call whose answer asked for the tool: its messages are the context the
@@ -44,6 +49,9 @@ class ApprovalView(msgspec.Struct, frozen=True, kw_only=True):
     decided_seq: int | None = None
     decided_at: str | None = None
     scope: str = ""
+    # What a session scope approved: its key and label (older logs: the whole tool).
+    scope_key: str = ""
+    scope_label: str = ""
     by: str = ""
     reason: str = ""
     waited_s: float | None = None  # from the request to the decision (or the stop)
@@ -67,6 +75,9 @@ def fold_approvals(records: Iterable[Recorded]) -> list[ApprovalView]:
                 tool=e.name,
                 arguments=e.arguments,
                 policy=e.policy,
+                summary=e.summary,
+                asked_by=e.asked_by,
+                offered_scope=e.scope_label,
                 requested_seq=record.seq,
                 requested_at=iso_time(record.timestamp),
                 llm_request_seq=last_llm,
@@ -79,6 +90,8 @@ def fold_approvals(records: Iterable[Recorded]) -> list[ApprovalView]:
                 outcome = "approved" if e.approved else "denied"
                 decision: dict[str, Any] = {
                     "scope": e.scope,
+                    "scope_key": e.scope_key,
+                    "scope_label": e.scope_label,
                     "by": e.by,
                     "reason": e.reason,
                     "imported": e.imported,
@@ -116,6 +129,8 @@ def approval_lines(session_id: str, views: list[ApprovalView], indent: str = "  
         args = args if len(args) <= 160 else args[:159] + "…"
         lines += [
             f"{indent}seq {v.requested_seq}: {v.tool} (call {v.call_id}, policy: {v.policy}) {args}",
+            *([f"{indent}    {v.summary}"] if v.summary else []),
+            *([f"{indent}    asked by {v.asked_by}"] if v.asked_by else []),
             f"{indent}    {_decision(v)}",
             f"{indent}    asked {v.requested_at}; the session then: "
             f"navi inspect {session_id} --at {v.requested_seq}",
@@ -134,7 +149,14 @@ def _decision(v: ApprovalView) -> str:
     waited = f"after {v.waited_s:g} s" if v.waited_s is not None else ""
     if v.outcome == "stopped":
         return f"stopped while waiting (seq {v.decided_seq}, {waited})"
-    scope = " for the session" if v.outcome == "approved" and v.scope == "session" else ""
+    scope = ""
+    if v.outcome == "approved" and v.scope == "session":
+        # Exactly what was allowed: the scope's label and key; older logs, the whole tool.
+        scope = (
+            f" for the session: {v.scope_label} [{v.scope_key}]"
+            if v.scope_key
+            else f" for the session: every {v.tool} call"
+        )
     reason = f": {v.reason}" if v.reason else ""
     where = " (in the imported log)" if v.imported else ""
     return f"{v.outcome}{scope} by {v.by or '?'}{where} at seq {v.decided_seq}, {waited}{reason}"

@@ -40,8 +40,10 @@ def to_chat(message: Message, read_blob: BlobReader | None = None) -> ChatMessag
         role=message.role,
         # A tool's output is data the LLM reads (a hostile page, a planted file), never
         # instructions: it says so, on the wire only (the log and projections keep the
-        # result as recorded, so replay and the UI are unchanged).
-        content=as_untrusted(message.content) if tool else message.content,
+        # result as recorded, so replay and the UI are unchanged). A declined call has no
+        # output: its text is the user's decision in their words ("The user declined
+        # this call: …"; Navi's own for a policy or a timeout), read as such.
+        content=as_untrusted(message.content) if tool and not message.declined else message.content,
         images=image_data(message.images, read_blob),
         tool_calls=message.tool_calls,
         tool_call_id=message.tool_call_id,

@@ -131,6 +131,7 @@ class LLMStep:
             self.state.context.as_list(), profile, user_id=self.state.user_id, subagent=subagent
         )
         requested_seq = self.state.last_seq
+        prefix = call_id_prefix(host.session_id, subagent=subagent)
         content: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
@@ -162,7 +163,7 @@ class LLMStep:
                             thinking.append(chunk.text)
                             await host.stage(LLMThinking(text=chunk.text))
                     elif type(chunk) is ToolCallsChunk:
-                        named = _name_calls(chunk.calls, requested_seq, len(calls))
+                        named = _name_calls(chunk.calls, prefix, requested_seq, len(calls))
                         calls.extend(named)
                         held.append(LLMToolCalls(calls=tuple(named)))
                     elif type(chunk) is FinalChunk:
@@ -189,9 +190,20 @@ class LLMStep:
         ]
 
 
-def _name_calls(calls: Sequence[ToolCall], requested_seq: int, offset: int) -> list[ToolCall]:
-    """Give calls ids unique in the session (servers' ids repeat across turns)."""
+def call_id_prefix(stream_id: str, *, subagent: bool) -> str:
+    """How the calls of a stream's answers are named: ``call_<seq>_<n>`` in a top-level
+    session, ``call_<stream>_<seq>_<n>`` in a subagent's (its stream id without dashes):
+    two subagents spawned together both record their first answer at the same seq, and
+    a decision on one's call must never find the other's (docs/approvals.md)."""
+    return f"call_{stream_id.replace('-', '')}_" if subagent else "call_"
+
+
+def _name_calls(
+    calls: Sequence[ToolCall], prefix: str, requested_seq: int, offset: int
+) -> list[ToolCall]:
+    """Give calls ids unique in the session's whole tree (servers' ids repeat across
+    turns, and across subagents)."""
     return [
-        ToolCall(id=f"call_{requested_seq}_{offset + i}", name=c.name, arguments=c.arguments)
+        ToolCall(id=f"{prefix}{requested_seq}_{offset + i}", name=c.name, arguments=c.arguments)
         for i, c in enumerate(calls)
     ]

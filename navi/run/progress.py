@@ -76,8 +76,8 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     resolved: frozenset[str] = frozenset()  # call ids with tool.completed / tool.failed
     started: frozenset[str] = frozenset()  # call ids with tool.started (may have run)
     # Approvals (navi/run/approval.py): the call waiting for a person, and when it began
-    # to wait; the decisions of this step's calls; the tools approved for the session
-    # (kept across runs; never by a decision of an imported log).
+    # to wait; the decisions of this step's calls; the tools older logs approved as a
+    # whole for the session (kept across runs; never by a decision of an imported log).
     awaiting: ToolApprovalRequested | None = None
     awaiting_since: float = 0.0
     decisions: tuple[ToolApprovalDecided, ...] = ()
@@ -214,8 +214,11 @@ def _approval_requested(p: RunProgress, record: Recorded, e: ToolApprovalRequest
 def _approval_decided(p: RunProgress, record: Recorded, e: ToolApprovalDecided) -> RunProgress:
     # A decision that came in an imported log was not taken by a person of this Navi
     # (the file may say anything): it approves no tool for the session's later runs.
+    # One with a scope key approves that scope (projections/consent.py); only an older
+    # one, without a key, approves the whole tool.
     approved = p.approved_tools
-    if e.approved and e.scope == "session" and not e.imported and p.awaiting is not None:
+    legacy = e.scope == "session" and not e.scope_key
+    if e.approved and legacy and not e.imported and p.awaiting is not None:
         approved = approved | {p.awaiting.name}
     return replace(p, awaiting=None, decisions=(*p.decisions, e), approved_tools=approved)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
+import msgspec
 import structlog
 
 from events.types import (
@@ -41,6 +42,7 @@ from navi.run import approval, permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
 from tools import ProfileInfo, ToolContext, ToolResult
+from tools.base import CallDescription
 
 if TYPE_CHECKING:
     from navi.session.state import SessionState
@@ -68,6 +70,7 @@ class ToolStep:
         # The user's own approval defaults (their settings page), read once per run by
         # the driver.
         self.user_policy: Mapping[str, str] = {}
+        self._described: dict[tuple[str, str], CallDescription] = {}
 
     async def run(self, commit: Commit, open_calls: Sequence[ToolCall]) -> list[Event]:
         """Run the next open call, or the leading calls that may run side by side;
@@ -106,6 +109,9 @@ class ToolStep:
     # ------------------------------------------------------------------ approvals
 
     def policy(self, call: ToolCall) -> approval.Policy:
+        return self._policy(call, self.describe(call))
+
+    def _policy(self, call: ToolCall, described: CallDescription) -> approval.Policy:
         state = self.state
         return approval.policy_for(
             call,
@@ -113,19 +119,56 @@ class ToolStep:
             profile=self._granted_profile(),
             operator=self.deps.settings.tool_approval,
             user=self.user_policy,
-            approved_tools=state.progress.approved_tools,
+            allowances=self.allowances(),
+            description=described,
+            subagent=is_subagent(state),
         )
+
+    def allowances(self) -> approval.Allowances:
+        """What this stream's chat allows: its own folds and its top-level session's."""
+        state = self.state
+        return approval.Allowances(
+            own=state.consent,
+            chat=self.host.data_owner.state.consent,
+            whole_tools=state.progress.approved_tools,
+        )
+
+    def describe(self, call: ToolCall) -> CallDescription:
+        """The call in plain words, as its tool tells it (``Tool.describe``): once per
+        call and profile (the loop asks about the next call at every pass, and a path's
+        resolution is not free)."""
+        key = (call.id, self.state.profile.profile_id or "")
+        described = self._described.get(key)
+        if described is None:
+            if len(self._described) >= 64:
+                self._described.clear()
+            context = self._context(call, make=False)
+            described = self.deps.tools.describe(call.name, call.arguments, context)
+            self._described[key] = described
+        return described
 
     def must_ask(self, open_calls: Sequence[ToolCall]) -> bool:
         """The next open call waits for a person's decision that it does not have yet."""
         return bool(open_calls) and self._undecided_ask(open_calls[0])
 
     def approval_request(self, call: ToolCall) -> ToolApprovalRequested:
+        """The request as the person sees it: what the call does and where, its risk,
+        who asked, and what "for this session" would approve (recorded as shown)."""
+        described = self.describe(call)
+        policy = self._policy(call, described)
+        scope = policy.scope
         return ToolApprovalRequested(
             call_id=call.id,
             name=call.name,
             arguments=call.arguments,
-            policy=self.policy(call).source,
+            policy=policy.source,
+            summary=described.summary,
+            target=described.target,
+            risk=described.risk,
+            asked_by=policy.asked_by,
+            scope_key=scope.key if scope is not None else "",
+            scope_label=scope.label if scope is not None else "",
+            once_only=scope is None,
         )
 
     def _undecided_ask(self, call: ToolCall) -> bool:
@@ -209,7 +252,24 @@ class ToolStep:
 
     # ------------------------------------------------------------------ a tool's context
 
-    def _context(self, call: ToolCall) -> ToolContext:
+    def _consent(self, call: ToolCall, described: CallDescription) -> approval.CallConsent | None:
+        """What the call's web requests may reach as it runs; None: a call without any
+        (and with NAVI_TOOL_APPROVAL=auto no call gets one)."""
+        operator = self.deps.settings.tool_approval
+        if not described.reach:
+            return None
+        profile = self._granted_profile()
+        return approval.CallConsent(
+            described.reach,
+            self.allowances(),
+            explicit=operator != "ask"
+            and approval.explicit_auto(call.name, profile, self.user_policy),
+            decision=self.state.progress.decision_of(call.id),
+        )
+
+    def _context(self, call: ToolCall, *, make: bool = True) -> ToolContext:
+        """The call's context; ``make``: it runs now (its files folder is made, and its
+        web requests get what they may reach), else it is only described."""
         state = self.state
         owner = self.host.data_owner
         # A subagent works on its top-level session's files, todo list and notes; its
@@ -221,10 +281,10 @@ class ToolStep:
             files_owner = created.parent_stream_id
         # A tool that never touches the files folder does not need it made.
         uses_files = getattr(self.deps.tools.get(call.name), "uses_files", True)
-        files_dir = self._files_dir(files_owner, make=uses_files)
-        hooks = self.deps.tool_hooks(self.host, call.id)
+        files_dir = self._files_dir(files_owner, make=make and uses_files)
         shared = owner is not self.host
-        return ToolContext(
+        hooks = self.deps.tool_hooks(self.host, call.id) if make else {}
+        context = ToolContext(
             session_id=self.host.session_id,
             files_dir=files_dir,
             emit=self._emit_shared if shared else self._emit,
@@ -237,6 +297,10 @@ class ToolStep:
             spawn=hooks.get("spawn"),
             switch_profile=hooks.get("switch_profile"),
         )
+        if not make or self.deps.settings.tool_approval == "auto":
+            return context
+        consent = self._consent(call, self.describe(call))
+        return context if consent is None else msgspec.structs.replace(context, outbound=consent)
 
     def _files_dir(self, owner: str, *, make: bool = True) -> Path:
         """The session's files folder; with ``make``, made if missing (checked before
@@ -295,9 +359,12 @@ def _result_event(call: ToolCall, result: ToolResult) -> Event:
         return ToolCompleted(
             call_id=call.id, name=call.name, output=result.output, metadata=result.metadata
         )
+    # "denied" is Navi's word for a call a person or the policy declined (the LLM reads
+    # its text as theirs, not as tool output): a tool's own failure is an error.
+    reason = result.failure_reason or "error"
     return ToolFailed(
         call_id=call.id,
         name=call.name,
-        reason=result.failure_reason or "error",
+        reason="error" if reason == "denied" else reason,
         error=result.output or result.error or "the tool failed",
     )

@@ -2,8 +2,10 @@
 
 ``GET /sessions/{id}/approvals`` lists the calls that wait, in this session and in its
 running subagents, as the ``approval_required`` frames a client would get;
-``POST /sessions/{id}/approvals/{call_id}`` decides one (200; 404 unknown; 409 already
-decided). Only the session's owner, or an admin, reaches either.
+``POST /sessions/{id}/approvals/{call_id}`` decides one, named by its call id and the
+``stream_id`` where it waits (200; 404 unknown; 409 already decided, or a call id that
+more than one waiting call has and no ``stream_id``; 422 a session scope for a call that
+can only be approved once). Only the session's owner, or an admin, reaches either.
 """
 
 from __future__ import annotations
@@ -29,6 +31,9 @@ class DecisionBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     decision: Literal["approve", "deny"]
     scope: Literal["once", "session"] = "once"
     reason: str = msgspec.field(default="")
+    # Where the call waits (the frame's ``stream_id``); optional only while no other
+    # waiting call of the session's tree has the same call id (else 409).
+    stream_id: str = ""
 
 
 async def awaiting(store: BaseEventStore, session_id: str) -> list[Frame]:
@@ -79,6 +84,7 @@ async def decide_approval(request: Request) -> Response:
         scope=body.scope,
         by=user.id,
         reason=body.reason,
+        stream_id=body.stream_id,
     )
     return json_response(
         {

@@ -139,14 +139,7 @@ class FrameTranslator:
             )
             return out
         if isinstance(e, ToolApprovalRequested):
-            waiting: Frame = {
-                "type": "approval_required",
-                "call_id": e.call_id,
-                "tool": e.name,
-                "args": e.arguments,
-                "policy": e.policy,
-                "is_subagent": sub,
-            }
+            waiting = approval_required(e, record.stream_id, is_subagent=sub)
             self._awaiting[e.call_id] = waiting
             out.append(waiting)
             return out
@@ -156,8 +149,10 @@ class FrameTranslator:
                 {
                     "type": "approval_decided",
                     "call_id": e.call_id,
+                    "stream_id": record.stream_id,
                     "approved": e.approved,
                     "scope": e.scope,
+                    "scope_label": e.scope_label,
                     "by": e.by,
                     "reason": e.reason,
                     "is_subagent": sub,
@@ -278,6 +273,34 @@ class FrameTranslator:
             "message_index": max(0, count - 1),
             "completed_normally": normally,
         }
+
+
+def approval_required(e: ToolApprovalRequested, stream_id: str, *, is_subagent: bool) -> Frame:
+    """A waiting call as a client shows it and answers it: ``call_id`` and ``stream_id``
+    name it in a decision; ``summary``, ``target``, ``risk`` and ``asked_by`` say what it
+    does, where, and who asked; ``session_scope`` (``{"key", "label"}``, or null: it can
+    only be approved once) what "for this session" would approve. A request of an older
+    log (described by nothing but its tool) offered the whole tool, as it then did."""
+    described = bool(e.asked_by or e.scope_key or e.once_only)
+    scope: dict[str, str] | None = None
+    if e.scope_key:
+        scope = {"key": e.scope_key, "label": e.scope_label}
+    elif not described:
+        scope = {"key": e.name, "label": f"Allow every {e.name} call in this chat"}
+    return {
+        "type": "approval_required",
+        "call_id": e.call_id,
+        "stream_id": stream_id,
+        "tool": e.name,
+        "args": e.arguments,
+        "policy": e.policy,
+        "summary": e.summary or f"Run the tool {e.name} with the arguments shown",
+        "target": e.target or e.name,
+        "risk": e.risk,
+        "asked_by": e.asked_by or e.policy,
+        "session_scope": scope,
+        "is_subagent": is_subagent,
+    }
 
 
 def running_subagents(records: list[Recorded]) -> list[str]:

@@ -154,6 +154,8 @@ def _spans_of(records: Sequence[Recorded], times: Sequence[float]) -> tuple[list
             spans.start(("approval", e.call_id), record, t, f"approval · {e.name}")
         elif isinstance(e, ToolApprovalDecided):
             verdict = "approved" if e.approved else "denied"
+            if e.approved and e.scope == "session":
+                verdict += f" ({e.scope_label or 'for the session'})"
             found = spans.open.get(("approval", e.call_id))
             if found is not None:  # the label says what became of it, and who said so
                 found[0].label += f" · {verdict} by {e.by or '?'}"

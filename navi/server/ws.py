@@ -46,6 +46,7 @@ class ClientMessage(msgspec.Struct, kw_only=True):
     queue: bool = False
     # approve / deny
     call_id: str = ""
+    stream_id: str = ""
     scope: str = "once"
     reason: str = ""
 
@@ -268,6 +269,7 @@ class Connection:
                     scope=request.scope,
                     by=self.user.id,
                     reason=request.reason,
+                    stream_id=request.stream_id,
                 )
             elif request.type == "ping":
                 await self.push([{"type": "pong"}])

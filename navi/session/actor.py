@@ -157,6 +157,8 @@ class SessionActor(Actor[object]):
             return await self.request_stop(message.reason)
         if isinstance(message, m.Decide):
             return await approvals.decide(self, message)
+        if isinstance(message, m.WaitingOn):
+            return await approvals.waiting_streams(self, message.call_id)
         if isinstance(message, m.Resume):
             return await self._resume()
         if isinstance(message, m.SpawnSubagent):

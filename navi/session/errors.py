@@ -53,6 +53,12 @@ class AlreadyDecided(SessionError):
     status = 409
 
 
+class AmbiguousCall(SessionError):
+    """A decision without a stream id, and more than one waiting call has its call id."""
+
+    status = 409
+
+
 class SessionDamaged(SessionError):
     """The session's log holds an event its projections cannot take (written by hand
     or by an older bug): only this session fails, with a message that says so."""

@@ -137,3 +137,15 @@ class Decide:
     scope: str = "once"  # "once" | "session"
     by: str = ""
     reason: str = ""
+    # The stream where the call waits (the session's, or a subagent's); "": the one
+    # waiting call of the session's tree with that id, if only one has it.
+    stream_id: str = ""
+
+
+@dataclass(frozen=True)
+class WaitingOn:
+    """Which streams of this session's tree have a call ``call_id`` waiting for a
+    decision (a tuple of stream ids): how a decision without a stream id is checked to
+    name exactly one call."""
+
+    call_id: str

@@ -23,6 +23,7 @@ from events.types import (
 )
 from navi.run import progress as run_progress
 from navi.run.state import ACTIVE_STATES, RunState, transition
+from projections import consent as consent_projection
 from projections import context as context_projection
 from projections.tool_state import (
     ActiveProfile,
@@ -32,6 +33,7 @@ from projections.tool_state import (
 )
 
 _PROGRESS = run_progress.FOLDS
+_CONSENT = consent_projection.TYPES
 _OWN = frozenset(
     {
         SessionCreated,
@@ -56,6 +58,8 @@ class SessionState:
         self.notes_by_id: dict[str, str] = {}
         self.profile = ActiveProfile()
         self.progress = run_progress.INITIAL
+        # Where the chat's web requests may go without asking (projections/consent.py).
+        self.consent = consent_projection.INITIAL
         self.created: SessionCreated | None = None
         self.deleted = False
         self.pinned = False
@@ -77,6 +81,8 @@ class SessionState:
         # Each other part is folded only for the event types that change it: a run
         # applies five events per iteration, none of which most parts care about.
         cls = type(event)
+        if cls in _CONSENT:
+            self.consent = consent_projection.evolve(self.consent, event)
         fold = _PROGRESS.get(cls)
         if fold is not None:
             self.progress = fold(self.progress, record, event)

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools.base import ToolResult
+from tools.base import CallDescription, SessionScope, ToolResult
 from tools.builtin.terminal import TIMEOUT_ARGUMENT, ProcessTool, describe_outcome
 from tools.context import ToolContext
 from tools.processes import minimal_env, run_process_tree
@@ -63,6 +63,34 @@ class CodeExecTool(ProcessTool):
         "required": ["code"],
         "additionalProperties": False,
     }
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        """Where the code runs: in the sandbox with or without the network, or on this
+        machine when the operator turned the sandbox off. "For this session": any Python
+        code, in that same setting."""
+        if ctx.settings.unsandboxed_tools:
+            where, key = "directly on this machine, without a sandbox", "code_exec:unsandboxed"
+            risk = (
+                "runs Python on this machine with the server's rights, no sandbox "
+                "(NAVI_UNSANDBOXED_TOOLS=1): it can read and change anything the server can"
+            )
+        elif ctx.profile.tool_network:
+            where, key = "in a sandbox with network access", "code_exec:network"
+            risk = (
+                "runs Python in a sandbox with network access (the internet and the LAN); "
+                f"it can change the files in {ctx.files_dir}"
+            )
+        else:
+            where, key = "in a sandbox without network", "code_exec"
+            risk = f"runs Python in a sandbox without network; it can change the files in {ctx.files_dir}"
+        allows = "Allow any Python code" + ("" if key == "code_exec" else f" {where}")
+        return CallDescription(
+            summary=f"Run Python code {where}",
+            target=str(ctx.files_dir),
+            risk=risk,
+            default_asker="Navi asks before running code",
+            scope=SessionScope(key, allows),
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings

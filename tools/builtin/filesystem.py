@@ -11,14 +11,38 @@ import errno
 import os
 import shutil
 import stat
+from pathlib import Path
 from typing import Any
 
-from tools.base import Approval, Tool, ToolError, ToolResult, cap_output, ok, truncation_marker
+from tools.base import (
+    Approval,
+    CallDescription,
+    SessionScope,
+    Tool,
+    ToolError,
+    ToolResult,
+    cap_output,
+    ok,
+    truncation_marker,
+)
 from tools.beneath import make_dirs_beneath, open_beneath
 from tools.context import ToolContext
 from tools.paths import Located, PathGuard, PathRefused, read_regular_file
 
 _LIST_LIMIT = 500
+
+# action → (the summary's verb, the risk, what "for this session" allows)
+_ACTIONS = {
+    "read": ("Read the file", "reads the file; changes nothing", "Allow reading files"),
+    "list": ("List the folder", "lists the folder; changes nothing", "Allow listing folders"),
+    "write": (
+        "Write the file",
+        "creates the file or replaces what it holds",
+        "Allow file writes",
+    ),
+    "mkdir": ("Make the folder", "creates folders", "Allow making folders"),
+    "delete": ("Delete", "deletes a file (or an empty folder)", "Allow deleting files"),
+}
 
 
 class FilesystemTool(Tool):
@@ -58,6 +82,49 @@ class FilesystemTool(Tool):
     def approval_for(self, args: dict[str, Any]) -> Approval:
         # Reading and listing change nothing; writing, mkdir and delete do.
         return "auto" if self.is_idempotent(args) else "ask"
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        """The action and the absolute path it resolves to. "For this session" covers one
+        kind of action (read, list, write, mkdir, delete) in one allowed folder: writes do
+        not cover deletes, and the chat's own folder does not cover another allowed one
+        (docs/approvals.md says why not one path)."""
+        action = str(args.get("action", ""))
+        raw = args.get("path")
+        raw = "." if raw is None else str(raw)
+        guard = PathGuard.for_context(ctx)
+        try:
+            located = guard.resolve(raw)
+        except PathRefused:
+            where, path = None, f"{raw} (outside the allowed folders: the call will fail)"
+        else:
+            where, path = located.root, str(located.path)
+        kind = _ACTIONS.get(action)
+        if kind is None:
+            return CallDescription(
+                summary=f"Use the filesystem with the unknown action {action!r} on {path}",
+                target=path,
+                risk="the call will fail: the action is not one the tool knows",
+                default_asker="Navi asks before file changes",
+            )
+        verb, risk, allows = kind
+        if action == "write" and args.get("append"):
+            verb, risk = "Add to the end of the file", "adds text to the end of the file"
+        if action == "delete" and args.get("recursive"):
+            risk = "deletes the file, or the folder with everything in it"
+        scope = None
+        if where is not None:
+            in_chat = Path(where) == Path(guard.base)
+            scope = SessionScope(
+                f"filesystem:{action}:{where}",
+                allows if in_chat else f"{allows} under {where}",
+            )
+        return CallDescription(
+            summary=f"{verb} {path}",
+            target=path,
+            risk=risk,
+            default_asker="Navi asks before file changes",
+            scope=scope,
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         guard = PathGuard.for_context(ctx)

@@ -6,9 +6,20 @@ import contextlib
 import json
 from typing import Any
 
-from tools.base import Approval, Tool, ToolError, ToolResult, cap_output, fail, ok
+from tools.base import (
+    Approval,
+    CallDescription,
+    Reach,
+    Tool,
+    ToolError,
+    ToolResult,
+    cap_output,
+    fail,
+    ok,
+    shorten,
+)
 from tools.context import ToolContext
-from tools.fetch import Fetched, fetch, policy_for
+from tools.fetch import Fetched, fetch, policy_for, shown_host
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
 _SHOWN_HEADERS = ("content-type", "content-length", "location", "retry-after")
@@ -61,6 +72,26 @@ class HttpRequestTool(Tool):
         # Only a plain read runs without asking (and is run again on resume).
         return "auto" if self.is_idempotent(args) else "ask"
 
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        """The method and the URL's host; the run decides the scope by the host (a read
+        may be allowed for the host, a change per host and method)."""
+        url = str(args.get("url", ""))
+        method = str(args.get("method", "GET")).upper()
+        reads = self.is_idempotent(args)
+        host = shown_host(url)
+        sends = "" if reads else " with a body" if "body" in args or "json" in args else ""
+        return CallDescription(
+            summary=f"Send an HTTP {method} request{sends} to {shorten(url, 300)}",
+            target=f"{method} {host}",
+            risk=(
+                f"sends a request to {host}: whatever the URL holds reaches that host"
+                if reads
+                else f"sends a {method} request to {host}, which may change something there"
+            ),
+            default_asker="Navi asks before HTTP requests that may change something",
+            reach=(Reach(url, method, reads),),
+        )
+
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings
         method = str(args.get("method", "GET")).upper()
@@ -78,6 +109,7 @@ class HttpRequestTool(Tool):
         response = await fetch(
             args["url"],
             policy=policy_for(ctx),
+            consent=ctx.outbound,
             method=method,
             headers=headers,
             content=content,

@@ -12,11 +12,20 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit
 
-from tools.base import Tool, ToolError, ToolResult, ok
+from tools.base import (
+    CallDescription,
+    Reach,
+    SessionScope,
+    Tool,
+    ToolError,
+    ToolResult,
+    ok,
+    shorten,
+)
 from tools.context import ToolContext
-from tools.fetch import fetch, policy_for
+from tools.fetch import fetch, policy_for, shown_host
 from tools.image_types import sniff_image_type
-from tools.paths import PathGuard, read_regular_file
+from tools.paths import PathGuard, PathRefused, read_regular_file
 
 
 class ImageViewTool(Tool):
@@ -40,6 +49,29 @@ class ImageViewTool(Tool):
     idempotent = True
     timeout_s = 60.0
 
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        source = str(args.get("source", "")).strip()
+        if urlsplit(source).scheme in ("http", "https"):
+            host = shown_host(source)
+            return CallDescription(
+                summary=f"Fetch the image {shorten(source, 300)}",
+                target=f"GET {host}",
+                risk=f"fetches an image from {host}: whatever the URL holds reaches that host",
+                default_asker="Navi asks before image_view runs",
+                reach=(Reach(source),),
+            )
+        try:
+            path = str(PathGuard.for_context(ctx).resolve(source).path)
+        except PathRefused:
+            path = f"{source} (outside the allowed folders: the call will fail)"
+        return CallDescription(
+            summary=f"Look at the image file {path}",
+            target=path,
+            risk="reads an image file; changes nothing",
+            default_asker="Navi asks before image_view runs",
+            scope=SessionScope("image_view:file", "Allow looking at image files"),
+        )
+
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         source: str = args["source"].strip()
         limit = ctx.settings.image_max_bytes
@@ -47,6 +79,7 @@ class ImageViewTool(Tool):
             response = await fetch(
                 source,
                 policy=policy_for(ctx),
+                consent=ctx.outbound,
                 timeout_s=ctx.settings.http_timeout_s,
                 max_bytes=limit,
             )

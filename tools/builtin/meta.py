@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio.to_thread
 
-from tools.base import Tool, ToolError, ToolResult, ok
+from tools.base import CallDescription, Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 from tools.sandbox import require_sandbox
 from tools.user_tool_check import describe_files
@@ -118,6 +118,15 @@ class ReloadToolsTool(_RegistryTool):
     idempotent = True
     timeout_s = 30.0
 
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        # Each reload may load other code: never approved for a whole session.
+        return CallDescription(
+            summary="Reload the user tools: load the code in the tools folder into Navi",
+            target=str(self.registry.tools_dir),
+            risk="loads code from the tools folder into the server, where it runs with its rights",
+            default_asker="Navi asks before loading tools' code",
+        )
+
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         # Each file is described by a sandboxed process: a worker thread waits.
         report = await anyio.to_thread.run_sync(self.registry.reload)
@@ -165,6 +174,17 @@ class WriteToolTool(_RegistryTool):
         "additionalProperties": False,
     }
     timeout_s = 30.0
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        # Each tool's code is read on its own: never approved for a whole session.
+        name = str(args.get("name", ""))
+        replaces = " (replacing the one of that name)" if args.get("overwrite") else ""
+        return CallDescription(
+            summary=f"Install the tool {name}{replaces}, with the code shown",
+            target=str(self.registry.tools_dir / f"{name}.py"),
+            risk="installs code that runs inside the server whenever the tool is called",
+            default_asker="Navi asks before installing tools",
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         name: str = args["name"]

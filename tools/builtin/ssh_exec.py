@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import structlog
 
-from tools.base import Tool, ToolError, ToolResult, fail, ok, truncation_marker
+from tools.base import (
+    CallDescription,
+    SessionScope,
+    Tool,
+    ToolError,
+    ToolResult,
+    fail,
+    ok,
+    shorten,
+    truncation_marker,
+)
 from tools.context import ToolContext
 
 if TYPE_CHECKING:
@@ -169,6 +179,17 @@ class SshExecTool(Tool):
 
     async def aclose(self) -> None:
         await self.pool.close_all()
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        name = str(args.get("host", ""))
+        command = str(args.get("command", ""))
+        return CallDescription(
+            summary=f"Run the command {shorten(command, 300)} on the SSH host {name}",
+            target=f"{name}: {command}",
+            risk=f"runs a command on the machine {name} as the user its SSH entry logs in as",
+            default_asker="Navi asks before running commands on other machines",
+            scope=SessionScope(f"ssh_exec:{name}", f"Allow any command on {name}"),
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         import asyncssh

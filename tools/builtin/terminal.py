@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from tools.base import Tool, ToolResult, fail, ok
+from tools.base import CallDescription, SessionScope, Tool, ToolResult, fail, ok, shorten
 from tools.builtin.command_args import check_arguments, check_no_process_paths
 from tools.builtin.command_line import NO_SHELL, resolve_executable, split_command
 from tools.context import ToolContext
@@ -88,6 +88,30 @@ class TerminalTool(ProcessTool):
         "required": ["command"],
         "additionalProperties": False,
     }
+
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        command = str(args.get("command", ""))
+        if ctx.settings.unsandboxed_tools:
+            risk = (
+                f"runs the command on this machine without a sandbox, in {ctx.files_dir} "
+                "(NAVI_UNSANDBOXED_TOOLS=1)"
+            )
+            key, allows = "terminal:unsandboxed", "Allow any command without a sandbox"
+        else:
+            network = "with" if ctx.profile.tool_network else "without"
+            risk = (
+                f"runs an allowed command in a sandbox {network} network; only "
+                f"{ctx.files_dir} is writable"
+            )
+            key = "terminal:network" if ctx.profile.tool_network else "terminal"
+            allows = "Allow any command" + (" with network" if ctx.profile.tool_network else "")
+        return CallDescription(
+            summary=f"Run the command {shorten(command, 300)}",
+            target=command,
+            risk=risk,
+            default_asker="Navi asks before running commands",
+            scope=SessionScope(key, allows),
+        )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         settings = ctx.settings

@@ -143,4 +143,6 @@ class WebSearchTool(Tool):
             raise ToolError("the query is empty")
         count = int(args.get("max_results", 5))
         hits = await self.backend_for(ctx).search(query, count, ctx)
-        return ok(format_hits(query, hits))
+        # The results' URLs, apart from their titles and snippets (page text): the user
+        # may read exactly these without being asked (docs/approvals.md).
+        return ok(format_hits(query, hits), urls=[hit.url for hit in hits if hit.url])

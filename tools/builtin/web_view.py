@@ -7,9 +7,9 @@ from typing import Any
 
 import anyio
 
-from tools.base import Tool, ToolError, ToolResult, cap_output, ok
+from tools.base import CallDescription, Reach, Tool, ToolError, ToolResult, cap_output, ok, shorten
 from tools.context import ToolContext
-from tools.fetch import fetch, policy_for
+from tools.fetch import fetch, policy_for, shown_host
 
 _TEXT_TYPES = ("text/plain", "text/markdown", "text/csv", "application/xml", "text/xml")
 
@@ -39,6 +39,17 @@ class WebViewTool(Tool):
     timeout_s = 60.0
     requires = ("tools.builtin.page_text",)  # lxml and trafilatura
 
+    def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
+        url = str(args.get("url", ""))
+        host = shown_host(url)
+        return CallDescription(
+            summary=f"Open the web page {shorten(url, 300)}",
+            target=f"GET {host}",
+            risk=f"fetches a page from {host}: whatever the URL holds reaches that host",
+            default_asker="Navi asks before web_view runs",
+            reach=(Reach(url),),
+        )
+
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         from tools.builtin.page_text import decode_page, readable_text
 
@@ -46,6 +57,7 @@ class WebViewTool(Tool):
         page = await fetch(
             args["url"],
             policy=policy_for(ctx),
+            consent=ctx.outbound,
             timeout_s=settings.http_timeout_s,
             max_bytes=settings.http_max_bytes,
         )

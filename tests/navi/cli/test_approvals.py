@@ -50,12 +50,16 @@ def test_y_approves_once_and_the_call_runs(asking: CliWorld) -> None:
     asking.fake.script(Reply(tool_calls=[LONG]), Reply(text="Done."))
     term = Terminal(asking.env, "chat", "what tools?")
     try:
-        screen = term.expect(r"\[y\] once · \[a\] for this session · \[n\] deny")
+        screen = term.expect(
+            r"\[y\] once · \[a\] Allow every scratchpad call in this chat · \[n\] deny"
+        )
         assert "scratchpad waits for approval" in screen
-        assert "policy: NAVI_TOOL_APPROVAL" in screen
+        assert "asked by: the operator (NAVI_TOOL_APPROVAL=ask)" in screen
+        assert "for this session: Allow every scratchpad call in this chat" in screen
         assert "action: write" in screen
-        assert "l7" in screen and not re.search(r"\bl8\b", screen)  # a long value is folded
-        assert "… 22 more lines" in screen
+        # A long value is shown whole: a folded one could hide what runs.
+        assert re.search(r"\bl8\b", screen) and re.search(r"\bl29\b", screen)
+        assert "more lines" not in screen
         term.type("y\r")
         term.expect(r"approved by local")
         assert term.wait() == 0, term.text
@@ -74,7 +78,7 @@ def test_a_approves_the_tool_for_the_session(asking: CliWorld) -> None:
     try:
         term.expect(r"\[n\] deny")
         term.type("a\r")
-        term.expect(r"approved for this session by local")
+        term.expect(r"approved \(Allow every list_tools call in this chat\) by local")
         assert term.wait() == 0, term.text
     finally:
         term.close()
@@ -196,7 +200,8 @@ def test_a_piped_chat_says_how_to_decide_and_waits_for_navi_approvals(asking: Cl
         assert listed.returncode == 0, listed.stderr
         assert f"1 call waits for approval in session {chat.session}:" in listed.stdout
         assert "list_tools waits for approval" in listed.stdout
-        assert f"call {chat.call_id} · policy: NAVI_TOOL_APPROVAL" in listed.stdout
+        assert f"call {chat.call_id} · stream {chat.session}" in listed.stdout
+        assert "asked by: the operator (NAVI_TOOL_APPROVAL=ask)" in listed.stdout
         done = run_navi(asking.env, "approvals", chat.session, "--approve", chat.call_id[:6])
         assert done.returncode == 0, done.stderr
         assert done.stdout == f"  ✓ {chat.call_id} (list_tools) approved by local\n"
@@ -276,8 +281,10 @@ def test_inspect_replay_and_the_timeline_show_the_approval(asking: CliWorld) -> 
         f"seq {asked['seq']}: list_tools (call {chat.call_id}, policy: NAVI_TOOL_APPROVAL)"
         in (lines[1])
     )
-    waited = re.fullmatch(r" +approved by local at seq \d+, after ([\d.]+) s", lines[2])
-    assert waited and float(waited.group(1)) >= 0.3, lines[2]
+    assert lines[2].strip() == "Run the tool list_tools with the arguments shown"
+    assert lines[3].strip() == "asked by the operator (NAVI_TOOL_APPROVAL=ask)"
+    waited = re.fullmatch(r" +approved by local at seq \d+, after ([\d.]+) s", lines[4])
+    assert waited and float(waited.group(1)) >= 0.3, lines[4]
     assert f"navi inspect {session} --at {asked['seq']}" in shown.stdout
     assert f"navi inspect {session} --request {llm}" in shown.stdout
 
@@ -292,7 +299,10 @@ def test_inspect_replay_and_the_timeline_show_the_approval(asking: CliWorld) -> 
     assert "approvals: 1" in at.stdout and "waiting for a decision" in at.stdout
 
     replayed = run_navi(asking.env, "replay", session, "--speed", "max")
-    assert "⏸ waits for approval (policy: NAVI_TOOL_APPROVAL)" in replayed.stdout
+    assert (
+        "⏸ waits for approval (Run the tool list_tools with the arguments shown; "
+        "asked by the operator (NAVI_TOOL_APPROVAL=ask))"
+    ) in replayed.stdout
     assert "approved by local" in replayed.stdout
 
     timeline = httpx.get(f"{asking.server.url}/sessions/{session}/timeline", timeout=10).json()

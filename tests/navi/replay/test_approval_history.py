@@ -69,7 +69,8 @@ def test_each_request_with_its_decision_who_and_how_long() -> None:
 def test_the_text_points_at_the_llm_context_and_the_moment() -> None:
     text = "\n".join(approval_lines("S", fold_approvals(RECORDS)))
     assert "seq 3: terminal (call a, policy: ask)" in text
-    assert "approved for the session by ann at seq 6, after 3.5 s" in text
+    # An older log's session scope: the whole tool, as it then meant.
+    assert "approved for the session: every terminal call by ann at seq 6, after 3.5 s" in text
     assert "denied by bob at seq 8, after 9 s: no" in text
     assert "stopped while waiting (seq 13, after 18 s)" in text
     assert "waiting for a decision" in text
@@ -80,8 +81,52 @@ def test_the_timeline_shows_each_wait_as_a_span() -> None:
     spans, _ = _spans_of(RECORDS, [r.timestamp for r in RECORDS])
     waits = [s for s in spans if s.kind == "approval"]
     assert [(s.label, s.first, s.last, s.duration, s.ok, s.open) for s in waits] == [
-        ("approval · terminal · approved by ann", 3, 6, 3.5, True, False),
+        ("approval · terminal · approved (for the session) by ann", 3, 6, 3.5, True, False),
         ("approval · terminal · denied by bob", 5, 8, 9.0, False, False),
         ("approval · terminal", 12, 13, 18.0, False, False),
         ("approval · terminal", 16, 16, 0.0, True, True),
     ]
+
+
+def test_a_session_scope_shows_exactly_what_was_allowed() -> None:
+    write = {"action": "write", "path": "notes.txt", "content": "x"}
+    records = _log(
+        (100.0, LLMRequested(purpose="loop")),
+        (101.0, ToolRequested(call_id="w", name="filesystem", arguments=write)),
+        (
+            101.0,
+            ToolApprovalRequested(
+                call_id="w",
+                name="filesystem",
+                arguments=write,
+                summary="Write the file /f/notes.txt",
+                asked_by="Navi asks before file changes",
+                scope_key="filesystem:write:/f",
+                scope_label="Allow file writes in this chat",
+            ),
+        ),
+        (
+            102.0,
+            ToolApprovalDecided(
+                call_id="w",
+                approved=True,
+                scope="session",
+                by="ann",
+                scope_key="filesystem:write:/f",
+                scope_label="Allow file writes in this chat",
+            ),
+        ),
+    )
+    [view] = fold_approvals(records)
+    assert (view.scope_key, view.scope_label) == (
+        "filesystem:write:/f",
+        "Allow file writes in this chat",
+    )
+    text = "\n".join(approval_lines("S", [view]))
+    assert "Write the file /f/notes.txt" in text and "asked by Navi asks before" in text
+    assert (
+        "approved for the session: Allow file writes in this chat [filesystem:write:/f] by ann"
+    ) in text
+    spans, _ = _spans_of(records, [r.timestamp for r in records])
+    [wait] = [s for s in spans if s.kind == "approval"]
+    assert wait.label == "approval · filesystem · approved (Allow file writes in this chat) by ann"

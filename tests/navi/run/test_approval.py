@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 
-from events.types import ToolCall
+from events.types import ToolApprovalDecided, ToolCall, UserMessage
 from navi.config import Settings, SettingsError
-from navi.run.approval import Policy, approval_report, policy_for
+from navi.run.approval import Allowances, Policy, Scope, approval_report, policy_for
 from profiles import Profile
-from tools import ToolSettings, create_registry
+from projections import consent
+from tools import ToolContext, ToolSettings, create_registry
+from tools.base import CallDescription
 from tools.sandbox import sandbox_status
 from tools.user_tools import effective_approval
 
@@ -29,15 +31,35 @@ def call(tool: str, **arguments: Any) -> ToolCall:
     return ToolCall(id="c1", name=tool, arguments=arguments)
 
 
+FILES = Path("/srv/navi/files/0b6a1b8e-6a55-4d4e-9f55-1d3c1a6a9f00")
+
+
+def described(tools: Any, c: ToolCall, **context: Any) -> CallDescription:
+    ctx = ToolContext.standalone("s", FILES, **context)
+    result: CallDescription = tools.describe(c.name, c.arguments, ctx)
+    return result
+
+
 def policy(tools: Any, c: ToolCall, **kw: Any) -> Policy:
     options: dict[str, Any] = {
         "profile": PROFILE,
         "operator": "",
         "user": {},
-        "approved_tools": frozenset(),
+        "description": described(tools, c),
     }
     options.update(kw)
     return policy_for(c, tools=tools, **options)
+
+
+def said(user: str = "", *scopes: str, subagent: bool = False) -> Allowances:
+    """What a chat allows after the user said ``user`` and a person approved ``scopes``."""
+    chat = consent.INITIAL
+    chat = consent.evolve(chat, UserMessage(text=user))
+    for key in scopes:
+        chat = consent.evolve(
+            chat, ToolApprovalDecided(call_id="x", approved=True, scope="session", scope_key=key)
+        )
+    return Allowances(own=chat, chat=chat)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +81,7 @@ def policy(tools: Any, c: ToolCall, **kw: Any) -> Policy:
         (call("http_request", url="https://x.example", method="HEAD"), "auto"),
         (call("web_search", query="q"), "auto"),
         (call("web_view", url="https://x.example"), "auto"),
+        (call("image_view", source="https://x.example/a.png"), "auto"),
         (call("todo", action="list"), "auto"),
         (call("scratchpad", action="read"), "auto"),
         (call("list_tools"), "auto"),
@@ -67,31 +90,58 @@ def policy(tools: Any, c: ToolCall, **kw: Any) -> Policy:
     ids=lambda v: v.name + str(sorted(v.arguments.items())) if isinstance(v, ToolCall) else v,
 )
 def test_the_tools_own_defaults(tools: Any, c: ToolCall, expected: str) -> None:
-    decided = policy(tools, c)
+    # (x.example named by the user: web reads of it need no consent question)
+    decided = policy(tools, c, allowances=said("look at x.example"))
     assert decided.approval == expected
     assert decided.source == f"{c.name}'s default"
+    assert decided.asked_by and "default" not in decided.asked_by  # plain words
 
 
 def test_the_order_of_the_rules(tools: Any) -> None:
     terminal = call("terminal", command="ls")
     todo = call("todo", action="list")
+    floor = "the operator (NAVI_TOOL_APPROVAL=ask)"
+    any_command = Scope("terminal", "Allow any command in this chat")
     # The operator's default for everything, over each tool's own.
-    assert policy(tools, todo, operator="ask") == Policy("ask", "NAVI_TOOL_APPROVAL")
-    assert policy(tools, terminal, operator="auto") == Policy("auto", "NAVI_TOOL_APPROVAL")
+    todo_scope = Scope("todo", "Allow every todo call in this chat")
+    assert policy(tools, todo, operator="ask") == Policy(
+        "ask", "NAVI_TOOL_APPROVAL", floor, todo_scope
+    )
+    assert policy(tools, terminal, operator="auto").approval == "auto"
     # The user's own defaults over the operator's.
     mine = {"terminal": "ask"}
-    assert policy(tools, terminal, operator="auto", user=mine) == Policy("ask", "your settings")
+    assert policy(tools, terminal, operator="auto", user=mine) == Policy(
+        "ask", "your settings", "your settings", any_command
+    )
     assert policy(tools, terminal, user={"terminal": "bogus"}).source == "terminal's default"
     # The profile over everything.
     strict = Profile(id="strict", name="S", system_prompt="s", tool_policy={"terminal": "deny"})
     decided = policy(tools, terminal, profile=strict, operator="auto", user={"terminal": "auto"})
-    assert decided == Policy("deny", "profile strict")
+    assert decided == Policy("deny", "profile strict", "profile S")
     # Approved for the session: an "ask" runs, a "deny" stays denied.
-    session = frozenset({"terminal"})
-    assert policy(tools, terminal, approved_tools=session) == Policy(
-        "auto", "approved for this session"
-    )
-    assert policy(tools, terminal, profile=strict, approved_tools=session).approval == "deny"
+    session = said("", "terminal")
+    assert policy(tools, terminal, allowances=session).approval == "auto"
+    assert policy(tools, terminal, allowances=session).source == "approved for this session"
+    assert policy(tools, terminal, profile=strict, allowances=session).approval == "deny"
+    # An older log approved the whole tool: it still does.
+    whole = Allowances(whole_tools=frozenset({"terminal"}))
+    assert policy(tools, terminal, allowances=whole).approval == "auto"
+
+
+def test_the_operators_ask_is_a_floor(tools: Any) -> None:
+    """NAVI_TOOL_APPROVAL=ask: neither a profile nor the user's settings make a call run
+    at once; a deny stays denied; what a person approved for the chat still holds."""
+    code = call("code_exec", code="print(1)")
+    loose = Profile(id="loose", name="Loose", system_prompt="s", tool_policy={"code_exec": "auto"})
+    for options in ({"user": {"code_exec": "auto"}}, {"profile": loose}):
+        decided = policy(tools, code, operator="ask", **options)
+        assert decided.approval == "ask", options
+        assert decided.asked_by == "the operator (NAVI_TOOL_APPROVAL=ask)"
+    assert policy(tools, code, operator="ask", user={"code_exec": "deny"}).approval == "deny"
+    approved = said("", "code_exec")
+    assert policy(tools, code, operator="ask", allowances=approved).approval == "auto"
+    # Without the floor, the user's own "auto" is theirs to set.
+    assert policy(tools, code, user={"code_exec": "auto"}).approval == "auto"
 
 
 @pytest.mark.skipif(not sandbox_status().available, reason="no bubblewrap sandbox here")
@@ -146,6 +196,8 @@ def test_settings_and_the_report() -> None:
     level, text = approval_report("auto")
     assert level == "warning" and "WITHOUT asking" in text
     assert approval_report("")[0] == "ok" and "ask first" in approval_report("")[1]
+    level, text = approval_report("ask")
+    assert level == "ok" and "floor" in text and "no profile or user setting" in text
 
 
 def test_a_profile_says_its_policy_in_config_json() -> None:

@@ -20,7 +20,7 @@ from events.types import (
 )
 from navi.app import Navi
 from navi.run.state import RunState
-from navi.session.errors import AlreadyDecided, ApprovalNotFound
+from navi.session.errors import AlreadyDecided, ApprovalNotFound, BadInput
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
 
@@ -270,8 +270,23 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
 
             (frame,) = await awaiting(navi.store, session)
             assert frame["call_id"] == request.call_id and frame["is_subagent"] is True
-            assert frame["subagent_id"] == child
-            recorded_in = await navi.decide(session, request.call_id, approved=True, by="local")
+            assert frame["subagent_id"] == frame["stream_id"] == child
+            # The subagent's calls are named after its stream: no sibling's nor its
+            # parent's call has the same id.
+            assert request.call_id.startswith(f"call_{child.replace('-', '')}_")
+            assert frame["session_scope"]["label"] == "Allow file writes for this subagent"
+            # A stream id that is not one, or not of this tree: nothing is decided.
+            with pytest.raises(BadInput):
+                await navi.decide(
+                    session, request.call_id, approved=True, by="local", stream_id="../x"
+                )
+            with pytest.raises(ApprovalNotFound):
+                await navi.decide(
+                    session, request.call_id, approved=True, by="local", stream_id=session
+                )
+            recorded_in = await navi.decide(
+                session, request.call_id, approved=True, by="local", stream_id=child
+            )
             assert recorded_in == child
             await wait_for(navi, session, "run.completed")
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
