@@ -79,10 +79,12 @@ async def call_user_tool(
             memory_bytes=settings.code_exec_memory_mb * 1024 * 1024,
             timeout_s=timeout_s,
             readonly=(path.parent,),
-            writable=(ctx.files_dir,),
+            owned=(ctx.files_dir,),
             network=ctx.profile.tool_network,
             env={"NAVI_FILES_DIR": str(ctx.files_dir)},
             stop=ctx.stop,
+            user_id=ctx.user_id,
+            write_limit_bytes=settings.sandbox_write_limit_mb * 1024 * 1024,
         )
     if outcome.ended_by == "stop":
         return fail(f"'{name}' was stopped", reason="stopped")

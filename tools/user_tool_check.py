@@ -19,6 +19,7 @@ finished; the files after it are described by a fresh process.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import tempfile
 import threading
@@ -93,15 +94,19 @@ async def run_child(
     memory_bytes: int,
     timeout_s: float,
     readonly: Sequence[Path] = (),
-    writable: Sequence[Path] = (),
+    owned: Sequence[Path] = (),
     network: bool = False,
     env: Mapping[str, str] | None = None,
     stop: StopSignal | None = None,
     writable_workdir: bool = True,
+    user_id: str = "",
+    write_limit_bytes: int | None = None,
 ) -> ProcessOutcome:
     """``tools.user_tool_child`` with ``command``, in the sandbox (or, with
     ``NAVI_UNSANDBOXED_TOOLS=1``, in a plain subprocess); :class:`SandboxUnavailable`
-    when neither may run."""
+    when neither may run. ``owned``: Navi's folders the code writes (a session's files),
+    handed to the sandbox user as code_exec's are; ``user_id``: whose sandbox slots the
+    call takes."""
     python = sys.executable
     argv = [python, "-I", "-X", "utf8", "-c", _BOOTSTRAP, str(memory_bytes), str(PROJECT_ROOT)]
     argv += command
@@ -118,20 +123,23 @@ async def run_child(
         )
     spec = SandboxSpec(
         workdir=workdir,
-        writable=tuple(writable),
+        owned=tuple(owned),
         readonly=(*python_install(python), *project_packages(), *readonly),
         network=network,
         env=sandbox_env(env, home=workdir),
         writable_workdir=writable_workdir,
+        write_limit_bytes=write_limit_bytes,
     )
+    limits = SandboxLimits.from_settings(settings, 0)
     return await run_sandboxed(
         argv,
         spec=spec,
-        limits=SandboxLimits(memory_bytes, settings.sandbox_max_processes),
+        limits=dataclasses.replace(limits, memory_bytes=memory_bytes),
         timeout_s=timeout_s,
         stop=stop,
         output_limit_bytes=ANSWER_MAX_BYTES,
         kill_grace_s=settings.kill_grace_s,
+        user_id=user_id,
     )
 
 

@@ -159,7 +159,7 @@ def check_resumed(records: list[Recorded], root: Path, session: str, cut: list[R
     for record in records:
         event = record.event
         if isinstance(event, ToolFailed):
-            assert event.reason == "interrupted"
+            assert event.reason == "interrupted", (event, [r.type for r in cut][-3:])
             assert event.call_id not in completed_in_cut
     # Idempotent calls are never lost: every peek that completed has its effect.
     peeks = lines(effects_dir(root, session) / "peeks.log")
