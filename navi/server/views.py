@@ -54,7 +54,7 @@ class SessionsView:
         state = await self.refresh()
         # A stream named otherwise than by a UUID is no session (it could only have
         # been written around the routes, which refuse it): never listed.
-        mine = [s for s in state.listing() if s.user_id == user.id and is_uuid(s.session_id)]
+        mine = [s for s in state.listing_of(user.id) if is_uuid(s.session_id)]
         if query:
             needle = query.lower()
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
