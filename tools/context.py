@@ -86,6 +86,9 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     call_id: str = ""
     spawn: Hook | None = None
     switch_profile: Hook | None = None
+    # Bytes the user may still store (NAVI_USER_QUOTA_MB, navi/quota.py): at most what a
+    # sandboxed call may write. None: no quota is kept (no blob store, or outside a run).
+    storage_left: int | None = None
 
     @classmethod
     def standalone(

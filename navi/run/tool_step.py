@@ -33,6 +33,7 @@ from events.types import (
 )
 from navi.blobs import keep_tool_image
 from navi.ids import session_folder
+from navi.quota import StorageUse, counted_writes
 from navi.run import approval, permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
@@ -176,14 +177,20 @@ class ToolStep:
         return ToolFailed(call_id=call.id, name=call.name, reason="denied", error=error)
 
     async def _execute(self, call: ToolCall) -> Event:
-        result = await self.deps.tools.execute(call.name, call.arguments, self._context(call))
+        blobs, user_id = self.deps.blobs, self.state.user_id
+        # The user's storage before the call (a running total: no I/O), and after it,
+        # the folder it could write measured: past the quota, the call fails (quota.py).
+        before = None if blobs is None else await blobs.astorage(user_id)
+        context = self._context(call, before)
+        result = await self.deps.tools.execute(call.name, call.arguments, context)
         # An image it returned goes to the blob store; the log keeps a reference.
         result = await keep_tool_image(
-            self.deps.blobs,
-            result,
-            user_id=self.state.user_id,
-            session_id=self.host.data_owner.session_id,
+            blobs, result, user_id=user_id, session_id=self.host.data_owner.session_id
         )
+        if getattr(self.deps.tools.get(call.name), "uses_files", True):
+            result = await counted_writes(
+                blobs, result, before=before, folder=context.files_dir, user_id=user_id
+            )
         return _result_event(call, result)
 
     async def _execute_and_record(self, call: ToolCall) -> None:
@@ -191,7 +198,7 @@ class ToolStep:
 
     # ------------------------------------------------------------------ a tool's context
 
-    def _context(self, call: ToolCall) -> ToolContext:
+    def _context(self, call: ToolCall, storage: StorageUse | None) -> ToolContext:
         state = self.state
         owner = self.host.data_owner
         # A subagent works on its top-level session's files, todo list and notes; its
@@ -218,6 +225,7 @@ class ToolStep:
             call_id=call.id,
             spawn=hooks.get("spawn"),
             switch_profile=hooks.get("switch_profile"),
+            storage_left=None if storage is None else storage.remaining,
         )
 
     def _files_dir(self, owner: str, *, make: bool = True) -> Path:

@@ -10,8 +10,8 @@ A session whose log holds an event its projections cannot take answers
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import structlog
@@ -23,7 +23,7 @@ from navi.ids import is_uuid
 from navi.replay.history import read_history
 from navi.run.state import ACTIVE_STATES, state_at
 from navi.server.auth import User
-from navi.session.errors import SessionDamaged, SessionNotFound
+from navi.session.errors import SessionDamaged, SessionNotFound, TooManySessions
 from projections import messages as messages_projection
 from projections import sessions as sessions_projection
 from projections.context import CONTEXT, ContextState
@@ -40,6 +40,7 @@ class SessionsView:
         self.store = store
         self._runner = LogProjectionRunner(store, sessions_projection.SESSIONS)
         self._lock = anyio.Lock()
+        self._creating: dict[str, anyio.Lock] = {}  # user id → held while making one
 
     async def refresh(self) -> sessions_projection.SessionsState:
         async with self._lock:
@@ -59,6 +60,19 @@ class SessionsView:
             needle = query.lower()
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
         return mine
+
+    @asynccontextmanager
+    async def room_for(self, user: User, limit: int) -> AsyncIterator[None]:
+        """Make one session of ``user``'s inside: raises ``TooManySessions`` (nothing
+        made) when they have ``limit`` sessions already (0: no limit). The user's
+        sessions are made one at a time, so two at once cannot both take the last place;
+        other users' are not held up."""
+        lock = self._creating.setdefault(user.id, anyio.Lock())
+        async with lock:
+            if limit and (await self.refresh()).count_of(user.id) >= limit:
+                log.info("sessions.limit_reached", user_id=user.id, limit=limit)
+                raise TooManySessions(limit)
+            yield
 
     async def get(self, session_id: str, user: User, *, admin_too: bool = False) -> SessionSummary:
         """The session, if it exists, is not deleted and belongs to ``user`` (or, with
