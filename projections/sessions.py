@@ -452,5 +452,20 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
     return _with_entry(state, record.stream_id, updated)
 
 
+def merged(state: SessionsState, part: SessionsState) -> SessionsState:
+    """``state`` with the sessions of ``part``: the fold of streams ``state`` has never
+    seen (a big import's, folded on its own). Each stream's summary depends on its own
+    events alone (and a subagent's on its session's, imported with it), so this is the
+    fold of both logs together."""
+    for session_id, entry in part.entries.items():
+        state = _with_entry(state, session_id, entry)
+    return replace(
+        state,
+        subagent_streams=state.subagent_streams.update(part.subagent_streams),
+        roots=state.roots.update(part.roots),
+        damaged=state.damaged | part.damaged,
+    )
+
+
 INITIAL = SessionsState()
 SESSIONS: Projection[SessionsState] = Projection("sessions", INITIAL, evolve)

@@ -56,6 +56,7 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 import msgspec
@@ -305,6 +306,33 @@ async def _closing(
     return [NewEvent(event=event, run_id=run_id, timestamp=at) for event in events]
 
 
+class ImportObserver(Protocol):
+    """Told what an import writes (the server's session list: navi/server/views.py)."""
+
+    async def will_write(self, streams: list[list[Recorded]]) -> None:
+        """Each stream's records as they will be written (ids, seqs, times and events;
+        no position yet), before anything is."""
+
+    async def written(self, records: list[Recorded]) -> None:
+        """The records as written (positions included), before the snapshots are built."""
+
+
+def _as_recorded(stream_id: str, events: list[NewEvent]) -> list[Recorded]:
+    return [
+        Recorded(
+            stream_id=stream_id,
+            seq=seq,
+            position=0,
+            event_id=new.event_id or "",
+            timestamp=new.timestamp if new.timestamp is not None else math.nan,
+            event=new.event,
+            run_id=new.run_id,
+            causation_id=new.causation_id,
+        )
+        for seq, new in enumerate(events, start=1)
+    ]
+
+
 def _after_origin(
     state: RunState, folded: context.ContextState, records: list[Recorded]
 ) -> tuple[RunState, context.ContextState]:
@@ -390,9 +418,11 @@ async def import_parsed(
     new_session_id: str | None = None,
     new_id: Callable[[], str] = ids.new_id,
     snapshot_every: int = SNAPSHOT_EVERY,
+    observer: ImportObserver | None = None,
 ) -> ImportResult:
     """``import_session`` of a file ``parse_export`` checked already (the server parses
-    a big file in a worker thread, off the event loop)."""
+    a big file in a worker thread, off the event loop). ``observer`` is told what will
+    be written, then what was (the server's session list takes it from there)."""
     exported_id = parsed.session_id
     if new_session_id is None:
         ids = None
@@ -420,12 +450,21 @@ async def import_parsed(
     )
     await delete_snapshots(store, list(target.values()))
     # Subagent streams first, the session's last: until it is written, nothing lists them.
-    for sid in reversed(list(parsed.streams)):
+    order = list(reversed(list(parsed.streams)))
+    staged: dict[str, list[NewEvent]] = {}
+    for sid in order:
         parent_default = None if sid == exported_id else session_id
         events = await anyio.to_thread.run_sync(
             _new_events, parsed.streams[sid], links.created[sid], ids, parent_default
         )
-        await store.append(target[sid], [*events, *closing[sid]], expected_seq=0)
+        staged[sid] = [*events, *closing[sid]]
+    if observer is not None:
+        await observer.will_write([_as_recorded(target[sid], staged[sid]) for sid in order])
+    written: list[Recorded] = []
+    for sid in order:
+        written += await store.append(target[sid], staged[sid], expected_seq=0)
+    if observer is not None:
+        await observer.written(written)
     for sid in parsed.streams:
         await catch_up_snapshots(store, target[sid], every=snapshot_every)
     return ImportResult(

@@ -169,10 +169,18 @@ async def import_export(request: Request) -> Response:
         await anyio.to_thread.run_sync(blobs.check_room, user.id, len(raw))
     parsed = await anyio.to_thread.run_sync(_parse_body, raw)
     session_id = new_id() if as_new in ("true", "1") else None
+    observer = server.sessions.importing()
     async with server.new_session(user):
-        result = await import_parsed(
-            server.navi.store, parsed, owner=user.id, new_session_id=session_id
-        )
+        try:
+            result = await import_parsed(
+                server.navi.store,
+                parsed,
+                owner=user.id,
+                new_session_id=session_id,
+                observer=observer,
+            )
+        finally:
+            observer.settle()
     if blobs is not None:
         await anyio.to_thread.run_sync(
             lambda: blobs.add_import(result.session_id, user_id=user.id, size=len(raw))

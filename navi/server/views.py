@@ -41,11 +41,18 @@ class SessionsView:
         self._runner = LogProjectionRunner(store, sessions_projection.SESSIONS)
         self._lock = anyio.Lock()
         self._creating: dict[str, anyio.Lock] = {}  # user id → held while making one
+        # Streams an import is writing: no refresh reads them (ImportedSessions).
+        self._importing: set[str] = set()
+
+    def reset(self) -> None:
+        """Fold the list again from the log at the next refresh (after an import that
+        failed part way, whose streams were skipped)."""
+        self._runner = LogProjectionRunner(self.store, sessions_projection.SESSIONS)
 
     async def refresh(self) -> sessions_projection.SessionsState:
         async with self._lock:
             before = self._runner.state.damaged
-            state = await self._runner.catch_up()
+            state = await self._runner.catch_up(skip=self._importing)
             for session_id in state.damaged - before:
                 error = state.entries[session_id].summary.error
                 log.warning("session.damaged", session_id=session_id, error=error)
@@ -60,6 +67,21 @@ class SessionsView:
             needle = query.lower()
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
         return mine
+
+    def importing(self) -> ImportedSessions:
+        """What an import tells, to take its sessions into the list without reading them
+        back from the log (``ImportedSessions``)."""
+        return ImportedSessions(self)
+
+    async def adopt(self, part: sessions_projection.SessionsState, records: list[Recorded]) -> None:
+        """Take new streams' records, just committed and skipped by every refresh since,
+        with ``part`` their fold on its own, into the list (``ImportedSessions``)."""
+        async with self._lock:
+            # Everything else up to them (committed before them, so readable now) first.
+            await self._runner.catch_up(skip=self._importing)
+            state = sessions_projection.merged(self._runner.state, part)
+            self._runner.adopt(state, sorted(records, key=lambda r: r.position))
+            self._importing -= {r.stream_id for r in records}
 
     @asynccontextmanager
     async def room_for(self, user: User, limit: int) -> AsyncIterator[None]:
@@ -134,3 +156,36 @@ async def load_log(store: BaseEventStore, session_id: str) -> SessionLog:
         return SessionLog(await read_history(store, session_id), session_id)
     except EventDecodeError as exc:
         raise SessionDamaged(session_id, exc.reason) from None
+
+
+class ImportedSessions:
+    """Takes an import's streams into the session list as it writes them. Read back from
+    the log, they would hold up the next request of every user until all were read and
+    decoded again (seconds for 150,000 events). Instead, before they are written, they
+    are folded on their own in a worker thread (each stream's summary depends on its
+    own events) and every refresh skips them; once written, they are merged.
+
+    ``settle()`` (always, once the import is over) undoes it for an import that failed
+    part way: the list is then folded again from the log, as at start-up."""
+
+    def __init__(self, view: SessionsView) -> None:
+        self.view = view
+        self.streams: set[str] = set()
+        self.part: sessions_projection.SessionsState | None = None
+        self.adopted = False
+
+    async def will_write(self, streams: list[list[Recorded]]) -> None:
+        records = [r for stream in streams for r in stream]
+        self.part = await anyio.to_thread.run_sync(fold, sessions_projection.SESSIONS, records)
+        self.streams = {stream[0].stream_id for stream in streams if stream}
+        self.view._importing |= self.streams
+
+    async def written(self, records: list[Recorded]) -> None:
+        assert self.part is not None, "will_write comes first"
+        await self.view.adopt(self.part, records)
+        self.adopted = True
+
+    def settle(self) -> None:
+        if self.streams and not self.adopted:
+            self.view._importing -= self.streams
+            self.view.reset()
