@@ -255,12 +255,20 @@ class BlobStore:
         measured = folder_bytes(folder)
         with self._lock:
             db = self._index()
-            with db:
-                db.execute(
-                    "INSERT OR REPLACE INTO folders VALUES (?, ?, ?)",
-                    (session_id, user_id, measured),
-                )
-            self._used.pop(user_id, None)
+            row = db.execute(
+                "SELECT user_id, size FROM folders WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row != (user_id, measured):  # most calls change nothing: no write then
+                with db:
+                    db.execute(
+                        "INSERT OR REPLACE INTO folders VALUES (?, ?, ?)",
+                        (session_id, user_id, measured),
+                    )
+                used = self._used.get(user_id)
+                if row is not None and row[0] == user_id and used is not None:
+                    self._used[user_id] = used - row[1] + measured  # the running total
+                else:
+                    self._used.pop(user_id, None)
             return StorageUse(used=self._usage(db, user_id), quota=self.quota_bytes)
 
     def add_import(self, session_id: str, *, user_id: str, size: int) -> None:
