@@ -10,7 +10,7 @@ after the commit, so they only ever see durable events.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import Self
@@ -216,7 +216,11 @@ class BaseEventStore:
         raise NotImplementedError
 
     async def read_all(
-        self, *, after_position: int = 0, limit: int | None = None
+        self,
+        *,
+        after_position: int = 0,
+        limit: int | None = None,
+        skip_streams: Collection[str] = (),
     ) -> list[Recorded]:
         raise NotImplementedError
 

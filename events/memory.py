@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections.abc import Collection
 
 from events.base import BaseEventStore
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
@@ -47,9 +48,16 @@ class InMemoryEventStore(BaseEventStore):
         return stream[after_seq:end]
 
     async def read_all(
-        self, *, after_position: int = 0, limit: int | None = None
+        self,
+        *,
+        after_position: int = 0,
+        limit: int | None = None,
+        skip_streams: Collection[str] = (),
     ) -> list[Recorded]:
         start = bisect.bisect_right(self._all, after_position, key=lambda r: r.position)
+        if skip_streams:
+            kept = [r for r in self._all[start:] if r.stream_id not in skip_streams]
+            return kept if limit is None else kept[:limit]
         end = len(self._all) if limit is None else start + limit
         return self._all[start:end]
 

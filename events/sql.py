@@ -7,7 +7,7 @@ store's write lock, and how other processes are woken.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import structlog
@@ -156,9 +156,16 @@ class SqlEventStore(BaseEventStore):
         return [row_to_recorded(row) for row in rows]
 
     async def read_all(
-        self, *, after_position: int = 0, limit: int | None = None
+        self,
+        *,
+        after_position: int = 0,
+        limit: int | None = None,
+        skip_streams: Collection[str] = (),
     ) -> list[Recorded]:
-        query = select(*READ_COLUMNS).where(_E.c.position > after_position).order_by(_E.c.position)
+        cond = _E.c.position > after_position
+        if skip_streams:
+            cond = and_(cond, _E.c.stream_id.not_in(list(skip_streams)))
+        query = select(*READ_COLUMNS).where(cond).order_by(_E.c.position)
         if limit is not None:
             query = query.limit(limit)
         async with self.engine.connect() as conn:

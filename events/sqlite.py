@@ -35,6 +35,7 @@ from events.sql import INSERT_COLUMNS, READ_COLUMNS, SqlEventStore, row_to_recor
 from events.tuning import SQLITE_CHECKPOINT_EVERY as CHECKPOINT_EVERY
 from events.tuning import SQLITE_READ_PAGE as READ_PAGE
 from events.tuning import SQLITE_ROWS_PER_INSERT as ROWS_PER_INSERT
+from events.tuning import STORE_INLINE_MAX_EVENTS
 
 log = structlog.get_logger(__name__)
 
@@ -250,14 +251,16 @@ class SqliteEventStore(SqlEventStore):
     async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
         conn = self._conn
         assert conn is not None, "store not open"
-        if self._synchronous in _NO_SYNC_ON_COMMIT:
+        inline = sum(len(r.events) for r in batch) <= STORE_INLINE_MAX_EVENTS
+        if inline and self._synchronous in _NO_SYNC_ON_COMMIT:
             try:
                 return self._write(conn, batch, busy_ms=0)
             except sqlite3.OperationalError as exc:
                 if not _busy(exc):
                     raise
-        # The commit must wait (for another process's lock, or for the disk): in a worker
-        # thread, so that the loop runs on. Only the committer writes on this connection.
+        # The commit must wait (for another process's lock, or for the disk), or is large:
+        # in a worker thread, so that the loop runs on. Only the committer writes on this
+        # connection.
         return await anyio.to_thread.run_sync(self._write, conn, batch, _BUSY_MS)
 
     def _write(

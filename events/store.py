@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Protocol
 
 from events.envelope import NewEvent, Recorded
@@ -37,8 +37,15 @@ class EventStore(Protocol):
     ) -> list[Recorded]: ...
 
     async def read_all(
-        self, *, after_position: int = 0, limit: int | None = None
-    ) -> list[Recorded]: ...
+        self,
+        *,
+        after_position: int = 0,
+        limit: int | None = None,
+        skip_streams: Collection[str] = (),
+    ) -> list[Recorded]:
+        """Events of every stream after ``after_position``, in position order, but those
+        of ``skip_streams`` (a reader that has them already: a big import's)."""
+        ...
 
     async def last_seq(self, stream_id: str) -> int: ...
 

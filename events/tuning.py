@@ -32,6 +32,10 @@ STORE_QUEUE = 1024
 # full batches. It bounds how long one commit holds the event loop (SQLite commits on
 # it) and so every other session's latency.
 STORE_MAX_BATCH = 4 * WRITER_MAX_BATCH
+# One append can be larger than that on its own (an import writes a whole session, say
+# 150,000 events: seconds of work): a transaction of more events than this commits in a
+# worker thread, so the loop runs on (SQLite).
+STORE_INLINE_MAX_EVENTS = STORE_MAX_BATCH
 
 # ---------------------------------------------------------------- SQLite
 

@@ -14,6 +14,11 @@ on the machine (``RESTRICTED_TOOLS``, MCP servers' tools and user tools). ``gran
 addresses, the sandbox's network: navi/grants.py); an admin has them all. The users
 file is read again when it changes.
 
+A server open to the local user watches the users file it would read (the data
+folder's ``users.json``): once one appears (``navi users add``), open access ends
+within a second and every request needs a token, for good: a file that is then
+unreadable or deleted refuses everyone (logged) rather than opening up again.
+
 The run asks ``Users.refusal`` before each tool call (navi/run/permissions.py), so this
 module knows nothing of HTTP (that is navi/server/auth.py).
 """
@@ -154,29 +159,41 @@ class Users:
         path: Path | None = None,
         api_token: str = "",
     ) -> None:
-        self.open_access = open_access
+        self._open = open_access
         self.path = path
         self.api_token = api_token
         self._checked = 0.0
         self._stamp = _stamp(path) if path is not None else None
         self._set(users)
 
+    @property
+    def open_access(self) -> bool:
+        """No token needed: every request is the local user's. Ends for good when a
+        users file appears at ``path`` (checked at most once a second)."""
+        if self._open:
+            self.refresh()
+        return self._open
+
     def _set(self, users: list[User]) -> None:
         self.users = users
         self._by_id = {u.id: u for u in users}
 
     @classmethod
-    def load(cls, *, api_token: str, users_file: str) -> Users:
-        """The users of the settings, without the network check of ``configure``."""
+    def load(cls, *, api_token: str, users_file: str, watch: str = "") -> Users:
+        """The users of the settings, without the network check of ``configure``.
+        ``watch``: the users file to look for when there is none yet (open access ends
+        when it appears)."""
         path = Path(users_file) if users_file else None
         users = read_users_file(path) if path is not None else []
         if api_token:
             users.append(User(id="local", role="admin", token=api_token))
+        if path is None and watch:
+            path = Path(watch)
         return cls(users, open_access=not users, path=path, api_token=api_token)
 
     @classmethod
-    def configure(cls, *, host: str, api_token: str, users_file: str) -> Users:
-        users = cls.load(api_token=api_token, users_file=users_file)
+    def configure(cls, *, host: str, api_token: str, users_file: str, watch: str = "") -> Users:
+        users = cls.load(api_token=api_token, users_file=users_file, watch=watch)
         if users.open_access and not is_loopback(host):
             raise AuthConfigError(
                 f"Navi is bound to {host}, which is not a loopback address: set NAVI_API_TOKEN "
@@ -238,11 +255,26 @@ class Users:
             users = read_users_file(self.path)
         except AuthConfigError as exc:
             log.error("users.reload_failed", error=str(exc))
+            if self._open:  # a users file appeared: its intent is tokens, fail closed
+                self._end_open_access([])
             return
         if self.api_token:
             users.append(User(id="local", role="admin", token=self.api_token))
+        if self._open:
+            self._end_open_access(users)
+            return
         self._set(users)
         log.info("users.reloaded", users=len(users))
+
+    def _end_open_access(self, users: list[User]) -> None:
+        self._set(users)
+        self._open = False
+        log.warning(
+            "users.open_access_ended",
+            path=str(self.path),
+            users=len(users),
+            message="a users file appeared: every request needs a token from now on",
+        )
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:

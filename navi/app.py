@@ -116,7 +116,11 @@ class Navi:
         the user-tool hot reload (the server does; one-shot CLI commands do not).
         ``users``: who may use which tools (default: those of the settings)."""
         env = dict(env or {})
-        users = users or Users.load(api_token=settings.api_token, users_file=settings.users_file)
+        users = users or Users.load(
+            api_token=settings.api_token,
+            users_file=settings.users_file,
+            watch=settings.users_file_watched,
+        )
         profiles = ProfileRegistry.from_environ(env)
         for problem in profiles.errors:
             log.warning("profile.invalid", path=str(problem.path), problem=str(problem))

@@ -7,9 +7,10 @@ SQLite database, else beside the session files folder), one file per hash:
 ``<root>/<first two hex digits>/<sha256>``. A small SQLite index there
 (``index.sqlite3``) says which session of which user refers to which blob, and which
 uploads each session holds: deleting a session frees the blobs nothing else refers
-to, and a user's usage (images and uploads) is summed against their quota
-(``NAVI_USER_QUOTA_MB``). The index is bookkeeping beside the log, never read by a
-projection: replay stays pure.
+to. It also keeps what counts against a user's quota (``NAVI_USER_QUOTA_MB``,
+navi/quota.py): their images, the measured size of each of their session folders
+(uploads included) and the bytes of the logs they imported. The index is bookkeeping
+beside the log, never read by a projection: replay stays pure.
 
 Every change goes through one lock, so a blob another session is storing at the same
 moment is never freed under it. The calls are blocking (file and SQLite I/O): callers
@@ -35,6 +36,7 @@ import msgspec
 import structlog
 
 from events.types import ImageRef
+from navi.quota import StorageUse, folder_bytes
 from navi.session.errors import QuotaExceeded
 from tools import ToolResult, fail
 from tools.image_types import sniff_image_type
@@ -56,6 +58,19 @@ CREATE TABLE IF NOT EXISTS refs (
 );
 CREATE INDEX IF NOT EXISTS refs_by_user ON refs (user_id, kind);
 CREATE INDEX IF NOT EXISTS refs_by_blob ON refs (kind, key);
+-- A session folder's bytes as last measured (navi/quota.py), and an imported log's.
+CREATE TABLE IF NOT EXISTS folders (
+    session_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    size INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS folders_by_user ON folders (user_id);
+CREATE TABLE IF NOT EXISTS imports (
+    session_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    size INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS imports_by_user ON imports (user_id);
 """
 
 
@@ -66,8 +81,9 @@ def is_sha256(value: str) -> bool:
 
 def quota_message(limit: int) -> str:
     return (
-        f"storage quota exceeded: your images and uploads may use at most {limit // MB} MB "
-        "(NAVI_USER_QUOTA_MB); delete sessions you no longer need to free space"
+        f"storage quota exceeded: your images, files and imported sessions may use at most "
+        f"{limit // MB} MB (NAVI_USER_QUOTA_MB); delete files or sessions you no longer "
+        "need to free space"
     )
 
 
@@ -77,6 +93,8 @@ class BlobStore:
         self.quota_bytes = quota_bytes
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        # Each user's usage, as last summed (dropped when something of theirs changes).
+        self._used: dict[str, int] = {}
 
     # ------------------------------------------------------------------ set-up
 
@@ -144,6 +162,7 @@ class BlobStore:
                     "INSERT OR IGNORE INTO refs VALUES (?, ?, 'image', ?, ?, ?)",
                     [(session_id, user_id, r.sha256, r.size, r.sha256) for r in refs],
                 )
+            self._used.pop(user_id, None)
         return refs
 
     def _write(self, sha: str, data: bytes) -> None:
@@ -185,10 +204,12 @@ class BlobStore:
 
     def add_upload(self, upload: Path, *, user_id: str, session_id: str, sha256: str) -> str | None:
         """Count the file ``upload`` (just written to the session's folder) against the
-        user's quota. If the folder still holds an earlier upload with the same content,
-        that one's name is returned (the caller keeps it and drops the new copy) and
-        nothing more is counted."""
+        user's quota: the folder is measured with it (``QuotaExceeded`` past the quota,
+        nothing counted). If the folder still holds an earlier upload with the same
+        content, that one's name is returned (the caller keeps it and drops the new
+        copy) and nothing more is counted."""
         name, size = upload.name, upload.stat().st_size
+        measured = folder_bytes(upload.parent)
         with self._lock:
             db = self._index()
             same = db.execute(
@@ -200,22 +221,65 @@ class BlobStore:
                 earlier = upload.parent / existing
                 if existing != name and earlier.is_file() and earlier.stat().st_size == size:
                     return str(existing)
-            self._check_quota(db, user_id, size)
-            with db:
+            self._used.pop(user_id, None)
+            with db:  # rolled back, counting nothing, past the quota
                 db.execute(
                     "INSERT OR REPLACE INTO refs VALUES (?, ?, 'upload', ?, ?, ?)",
                     (session_id, user_id, name, size, sha256),
                 )
+                db.execute(
+                    "INSERT OR REPLACE INTO folders VALUES (?, ?, ?)",
+                    (session_id, user_id, measured),
+                )
+                if self._sum(db, user_id) > self.quota_bytes:
+                    raise QuotaExceeded(quota_message(self.quota_bytes))
             return None
 
     def forget_uploads(self, session_id: str) -> None:
-        """The session's upload folder is gone (TTL clean-up): its uploads count no more."""
+        """The session's upload folder is gone (TTL clean-up): its uploads and the rest
+        of its folder count no more."""
         with self._lock:
             db = self._index()
             with db:
                 db.execute(
                     "DELETE FROM refs WHERE session_id = ? AND kind = 'upload'", (session_id,)
                 )
+                db.execute("DELETE FROM folders WHERE session_id = ?", (session_id,))
+            self._used.clear()
+
+    # ------------------------------------------------------------------ session folders, imports
+
+    def measure_folder(self, folder: Path, *, user_id: str, session_id: str) -> StorageUse:
+        """Measure the session's folder (a tool may have written it) and count it; the
+        user's usage after."""
+        measured = folder_bytes(folder)
+        with self._lock:
+            db = self._index()
+            row = db.execute(
+                "SELECT user_id, size FROM folders WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row != (user_id, measured):  # most calls change nothing: no write then
+                with db:
+                    db.execute(
+                        "INSERT OR REPLACE INTO folders VALUES (?, ?, ?)",
+                        (session_id, user_id, measured),
+                    )
+                used = self._used.get(user_id)
+                if row is not None and row[0] == user_id and used is not None:
+                    self._used[user_id] = used - row[1] + measured  # the running total
+                else:
+                    self._used.pop(user_id, None)
+            return StorageUse(used=self._usage(db, user_id), quota=self.quota_bytes)
+
+    def add_import(self, session_id: str, *, user_id: str, size: int) -> None:
+        """Count an imported log of ``size`` bytes (the file's) against its user."""
+        with self._lock:
+            db = self._index()
+            with db:
+                db.execute(
+                    "INSERT OR REPLACE INTO imports VALUES (?, ?, ?)", (session_id, user_id, size)
+                )
+            self._used.pop(user_id, None)
 
     # ------------------------------------------------------------------ usage and release
 
@@ -223,18 +287,37 @@ class BlobStore:
         with self._lock:
             return self._usage(self._index(), user_id)
 
+    def storage(self, user_id: str) -> StorageUse:
+        """What the user stores, against their quota (navi/quota.py)."""
+        return StorageUse(used=self.usage(user_id), quota=self.quota_bytes)
+
     def _usage(self, db: sqlite3.Connection, user_id: str) -> int:
+        """The user's running total (summed again after a change of theirs)."""
+        used = self._used.get(user_id)
+        if used is None:
+            used = self._used[user_id] = self._sum(db, user_id)
+        return used
+
+    def _sum(self, db: sqlite3.Connection, user_id: str) -> int:
         # An image in several of a user's sessions is stored, and counted, once.
         images = db.execute(
             "SELECT COALESCE(SUM(size), 0) FROM (SELECT MAX(size) AS size FROM refs"
             " WHERE user_id = ? AND kind = 'image' GROUP BY key)",
             (user_id,),
         ).fetchone()[0]
+        folders = db.execute(
+            "SELECT COALESCE(SUM(size), 0) FROM folders WHERE user_id = ?", (user_id,)
+        ).fetchone()[0]
+        # Uploads of a folder never measured (an index from before folders were).
         uploads = db.execute(
-            "SELECT COALESCE(SUM(size), 0) FROM refs WHERE user_id = ? AND kind = 'upload'",
+            "SELECT COALESCE(SUM(size), 0) FROM refs WHERE user_id = ? AND kind = 'upload'"
+            " AND session_id NOT IN (SELECT session_id FROM folders)",
             (user_id,),
         ).fetchone()[0]
-        return int(images) + int(uploads)
+        imports = db.execute(
+            "SELECT COALESCE(SUM(size), 0) FROM imports WHERE user_id = ?", (user_id,)
+        ).fetchone()[0]
+        return int(images) + int(folders) + int(uploads) + int(imports)
 
     def _check_quota(self, db: sqlite3.Connection, user_id: str, more: int) -> None:
         if self._usage(db, user_id) + more > self.quota_bytes:
@@ -253,7 +336,9 @@ class BlobStore:
                 )
             ]
             with db:
-                db.execute("DELETE FROM refs WHERE session_id = ?", (session_id,))
+                for table in ("refs", "folders", "imports"):
+                    db.execute(f"DELETE FROM {table} WHERE session_id = ?", (session_id,))
+            self._used.clear()
             for sha in keys:
                 still = db.execute(
                     "SELECT 1 FROM refs WHERE kind = 'image' AND key = ? LIMIT 1", (sha,)
@@ -276,6 +361,18 @@ class BlobStore:
 
     async def arelease(self, session_id: str) -> list[str]:
         return await anyio.to_thread.run_sync(self.release, session_id)
+
+    async def astorage(self, user_id: str) -> StorageUse:
+        """``storage``: from the running total at once, else summed in a worker thread."""
+        used = self._used.get(user_id)
+        if used is not None:
+            return StorageUse(used=used, quota=self.quota_bytes)
+        return await anyio.to_thread.run_sync(self.storage, user_id)
+
+    async def ameasure_folder(self, folder: Path, *, user_id: str, session_id: str) -> StorageUse:
+        return await anyio.to_thread.run_sync(
+            lambda: self.measure_folder(folder, user_id=user_id, session_id=session_id)
+        )
 
 
 # ---------------------------------------------------------------- tools' images

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from navi.data_dir import data_defaults
+from navi.data_dir import USERS_FILE, data_defaults
 from navi.llm.settings import LLMSettings
 from tools.settings import ToolSettings
 
@@ -52,6 +52,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # database), and what one user's images and uploads may take in all.
     blobs_dir: str = ""
     user_quota_mb: int = 1024
+    # What one user may make (docs/configuration.md, "Limits per user"); 0: no limit.
+    user_max_sessions: int = 1000
+    user_imports_per_hour: int = 20
     # NAVI_MCP_CONFIG: the MCP servers' config file ("" = mcp.json in the data folder).
     mcp_config: str = ""
     resume_on_start: bool = True
@@ -121,6 +124,8 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             blobs_dir=env.get("NAVI_BLOBS_DIR", "").strip(),
             user_quota_mb=get("NAVI_USER_QUOTA_MB", _int, d.user_quota_mb),
+            user_max_sessions=get("NAVI_USER_MAX_SESSIONS", _int, d.user_max_sessions),
+            user_imports_per_hour=get("NAVI_USER_IMPORTS_PER_HOUR", _int, d.user_imports_per_hour),
             mcp_config=env.get("NAVI_MCP_CONFIG", "").strip(),
             allowed_hosts=get("NAVI_ALLOWED_HOSTS", _hosts, d.allowed_hosts),
             allowed_origins=get("NAVI_ALLOWED_ORIGINS", _origins, d.allowed_origins),
@@ -169,6 +174,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         if scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and path and ":memory:" not in path:
             return Path(path).parent / "blobs"
         return self._data_root / "blobs"
+
+    @property
+    def users_file_watched(self) -> str:
+        """The users file a server without one looks for (where ``navi users add``
+        writes by default: the data folder's): open access ends when it appears."""
+        if self.users_file or not self.data_dir:
+            return ""
+        return str(Path(self.data_dir) / USERS_FILE)
 
     @property
     def mcp_config_path(self) -> Path:

@@ -7,6 +7,7 @@ it has already applied is skipped, and a gap is an error (it would make the stat
 
 from __future__ import annotations
 
+from collections.abc import Collection, Sequence
 from typing import Generic, TypeVar
 
 import anyio
@@ -129,10 +130,28 @@ class LogProjectionRunner(Generic[S]):
         self.position = max(self.position, record.position)
         return self.state
 
-    async def catch_up(self, *, batch: int = 10_000) -> S:
-        """Apply every event of the global log after ``position``."""
-        while records := await self.store.read_all(after_position=self.position, limit=batch):
+    async def catch_up(self, *, batch: int = 10_000, skip: Collection[str] = ()) -> S:
+        """Apply every event of the global log after ``position``, but those of the
+        streams ``skip`` (being written, to be adopted: see ``adopt``)."""
+        while records := await self.store.read_all(
+            after_position=self.position, limit=batch, skip_streams=skip
+        ):
             for record in records:
                 self.apply(record)
             self.position = max(self.position, records[-1].position)
         return self.state
+
+    def adopt(self, state: S, records: Sequence[Recorded]) -> None:
+        """Take ``state`` as this runner's state once ``records`` are applied: the whole
+        of streams it has not applied (skipped by ``catch_up`` while they were written),
+        folded elsewhere (a big import's, in a worker thread). Call it once every event
+        up to the last of ``records`` is applied: the caller vouches for ``state``, and
+        the records only move the bookkeeping, so they are never read back from the log.
+        Streams are independent here (see the class doc), so the order does not matter."""
+        for record in records:
+            last = self.seqs.get(record.stream_id, 0)
+            if record.seq != last + 1:
+                raise ProjectionGapError(self.projection.name, record.stream_id, last + 1, record)
+            self.seqs[record.stream_id] = record.seq
+        self.position = max([self.position, *(r.position for r in records)])
+        self.state = state

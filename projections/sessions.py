@@ -34,6 +34,12 @@ which the log hands over as ``Unreadable``) leaves the summary as it was, with
 ``error`` saying which event is damaged; that session's own views report it, the others
 never see it. A damaged ``session.created`` still lists its session, with empty times
 (an unreadable one cannot say whose session it is: that stream is not listed).
+
+The state is persistent (``rpds.HashTrieMap``, a hash array mapped trie): an event
+makes a new state that shares all but the changed session's path with the old one, so
+applying an event costs O(log n), not a copy of every session, and an old state never
+changes. ``by_user`` indexes the live (not deleted) sessions of each user: a user's
+list and count cost what their own sessions cost, whoever else has thousands.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from collections.abc import Callable
 
 import msgspec
 from msgspec.structs import replace
+from rpds import HashTrieMap, HashTrieSet
 
 from events.envelope import Recorded
 from events.types import (
@@ -124,12 +131,14 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
-    # Never mutated: an update makes a new dict (personal use: tens to thousands of sessions).
-    entries: dict[str, SessionEntry] = msgspec.field(default_factory=dict)
-    subagent_streams: frozenset[str] = frozenset()
+    # Persistent maps (see the module doc): ``insert`` makes a new map, never changes one.
+    entries: HashTrieMap[str, SessionEntry] = msgspec.field(default_factory=HashTrieMap)
+    subagent_streams: HashTrieSet[str] = msgspec.field(default_factory=HashTrieSet)
     # A subagent's stream → its top-level session (whose approvals it asks for).
-    roots: dict[str, str] = msgspec.field(default_factory=dict)
+    roots: HashTrieMap[str, str] = msgspec.field(default_factory=HashTrieMap)
     damaged: frozenset[str] = frozenset()  # sessions with an ``error``
+    # A user → the ids of their sessions not deleted.
+    by_user: HashTrieMap[str, HashTrieSet[str]] = msgspec.field(default_factory=HashTrieMap)
 
     def get(self, session_id: str) -> SessionSummary | None:
         entry = self.entries.get(session_id)
@@ -138,8 +147,36 @@ class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
     def listing(self) -> list[SessionSummary]:
         """Sessions not deleted: pinned first, then the most recently active first."""
         live = [entry for entry in self.entries.values() if not entry.summary.deleted]
-        live.sort(key=lambda e: (not e.summary.pinned, -e.last_active_ts, e.summary.session_id))
-        return [entry.summary for entry in live]
+        return _ordered(live)
+
+    def listing_of(self, user_id: str) -> list[SessionSummary]:
+        """``listing()`` of one user's sessions, at the cost of theirs alone."""
+        ids = self.by_user.get(user_id, HashTrieSet())
+        return _ordered([self.entries[session_id] for session_id in ids])
+
+    def count_of(self, user_id: str) -> int:
+        """How many sessions the user has, not counting the deleted ones."""
+        return len(self.by_user.get(user_id, ()))
+
+
+def _ordered(entries: list[SessionEntry]) -> list[SessionSummary]:
+    entries.sort(key=lambda e: (not e.summary.pinned, -e.last_active_ts, e.summary.session_id))
+    return [entry.summary for entry in entries]
+
+
+def _with_entry(state: SessionsState, session_id: str, entry: SessionEntry) -> SessionsState:
+    """The state with the session's entry set, and its owner's live sessions kept in step."""
+    before = state.entries.get(session_id)
+    entries = state.entries.insert(session_id, entry)
+    was_live = before is not None and not before.summary.deleted
+    live = not entry.summary.deleted
+    if was_live == live:
+        return replace(state, entries=entries)
+    user = entry.summary.user_id
+    own: HashTrieSet[str] = state.by_user.get(user, HashTrieSet())
+    own = own.insert(session_id) if live else own.discard(session_id)
+    by_user = state.by_user.insert(user, own) if own else state.by_user.discard(user)
+    return replace(state, entries=entries, by_user=by_user)
 
 
 def cut_title(text: str) -> str:
@@ -306,8 +343,8 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
         root = state.roots.get(event.parent_stream_id, event.parent_stream_id)
         return replace(
             state,
-            subagent_streams=state.subagent_streams | {stream_id},
-            roots={**state.roots, stream_id: root},
+            subagent_streams=state.subagent_streams.insert(stream_id),
+            roots=state.roots.insert(stream_id, root),
         )
     if stream_id in state.entries:
         return state  # a second session.created does not reset a session
@@ -329,7 +366,7 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
     entry = SessionEntry(
         summary=summary, last_active_ts=record.timestamp, title_fixed=bool(event.title)
     )
-    return replace(state, entries={**state.entries, stream_id: entry})
+    return _with_entry(state, stream_id, entry)
 
 
 def _damaged(state: SessionsState, record: Recorded, reason: str) -> SessionsState:
@@ -359,11 +396,8 @@ def _damaged(state: SessionsState, record: Recorded, reason: str) -> SessionsSta
         entry = replace(entry, summary=replace(entry.summary, error=error))
     else:
         return state
-    return replace(
-        state,
-        entries={**state.entries, record.stream_id: entry},
-        damaged=state.damaged | {record.stream_id},
-    )
+    state = _with_entry(state, record.stream_id, entry)
+    return replace(state, damaged=state.damaged | {record.stream_id})
 
 
 def evolve(state: SessionsState, record: Recorded) -> SessionsState:
@@ -393,7 +427,7 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
         after = _approval_event(before, record)
         if after is before:
             return state
-        return replace(state, entries={**state.entries, root: after})
+        return _with_entry(state, root, after)
     if isinstance(event, Chunk):
         # Only the first text/thinking chunk of a tool-loop answer matters (a partial answer).
         if entry.llm_purpose != "loop":
@@ -415,7 +449,22 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
                 last_active_ts=record.timestamp,
                 summary=replace(updated.summary, last_active=iso_time(record.timestamp)),
             )
-    return replace(state, entries={**state.entries, record.stream_id: updated})
+    return _with_entry(state, record.stream_id, updated)
+
+
+def merged(state: SessionsState, part: SessionsState) -> SessionsState:
+    """``state`` with the sessions of ``part``: the fold of streams ``state`` has never
+    seen (a big import's, folded on its own). Each stream's summary depends on its own
+    events alone (and a subagent's on its session's, imported with it), so this is the
+    fold of both logs together."""
+    for session_id, entry in part.entries.items():
+        state = _with_entry(state, session_id, entry)
+    return replace(
+        state,
+        subagent_streams=state.subagent_streams.update(part.subagent_streams),
+        roots=state.roots.update(part.roots),
+        damaged=state.damaged | part.damaged,
+    )
 
 
 INITIAL = SessionsState()

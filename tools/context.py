@@ -101,6 +101,16 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     switch_profile: Hook | None = None
     # None: no consent rule (a call without web requests, NAVI_TOOL_APPROVAL=auto).
     outbound: OutboundConsent | None = None
+    # Bytes the user may still store (NAVI_USER_QUOTA_MB, navi/quota.py): at most what a
+    # sandboxed call may write. None: no quota is kept (no blob store, or outside a run).
+    storage_left: int | None = None
+
+    @property
+    def write_limit_bytes(self) -> int:
+        """What one sandboxed call may add to the folders it writes: the operator's
+        NAVI_SANDBOX_WRITE_LIMIT_MB, or what is left of the user's quota if less."""
+        limit = self.settings.sandbox_write_limit_mb * 1024 * 1024
+        return limit if self.storage_left is None else max(0, min(limit, self.storage_left))
 
     @classmethod
     def standalone(

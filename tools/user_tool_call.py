@@ -84,7 +84,7 @@ async def call_user_tool(
             env={"NAVI_FILES_DIR": str(ctx.files_dir)},
             stop=ctx.stop,
             user_id=ctx.user_id,
-            write_limit_bytes=settings.sandbox_write_limit_mb * 1024 * 1024,
+            write_limit_bytes=ctx.write_limit_bytes,
         )
     if outcome.ended_by == "stop":
         return fail(f"'{name}' was stopped", reason="stopped")

@@ -33,6 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from navi.logs import configure_logging
     from navi.server.app import create_app
     from navi.server.auth import AuthConfigError
+    from navi.server.ws import MAX_FRAME_BYTES
 
     settings, env = settings_for(args)
     configure_logging(settings.log_level)
@@ -50,7 +51,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         ws="websockets-sansio",
-        ws_max_size=96 * 1024 * 1024,
+        # Frames past the largest message are refused unread (navi/server/ws.py).
+        ws_max_size=MAX_FRAME_BYTES,
         # Compressing every small frame costs more CPU than a local link saves.
         ws_per_message_deflate=False,
         log_level=settings.log_level.lower(),

@@ -1,8 +1,10 @@
 """``navi users add NAME``: a new user with a new token, stored as its hash.
 
 The token is printed once, on standard output (and nowhere else); the users file
-(``NAVI_USERS_FILE``, ``--file``, else ``users.json`` in the data folder) keeps only its SHA-256. A running server reads the
-file again within a second of the change.
+(``NAVI_USERS_FILE``, ``--file``, else ``users.json`` in the data folder) keeps only its
+SHA-256. A running server reads the file again within a second of the change; one that
+ran open (no users file yet) and looks for the data folder's ``users.json`` requires
+tokens from then on (navi/accounts.py).
 """
 
 from __future__ import annotations
@@ -67,5 +69,9 @@ def cmd_users_add(args: argparse.Namespace) -> int:
     sys.stderr.write(
         f"Added {args.role} {args.name!r} to {path}. The token above is shown only this "
         "once: the file keeps its hash. Send it as 'Authorization: Bearer <token>'.\n"
+        "A server that reads this file picks the change up within a second; one that ran "
+        "without a users file and looks for this one (the data folder's users.json) "
+        "requires a token for every request from now on. A server told to read another "
+        "file (NAVI_USERS_FILE) must be pointed at this one and restarted.\n"
     )
     return 0

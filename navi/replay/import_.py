@@ -56,7 +56,9 @@ import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
+import anyio
 import msgspec
 from msgspec.structs import replace
 
@@ -285,26 +287,65 @@ async def _closing(
     it rests), in the name of that run, no earlier than the file's last event. ``state``
     is the file's; a fork link that is kept (``created``) puts its origin's events
     first, and with them maybe the origin's run: the history decides."""
+    # The folds run in a worker thread: a big file's would hold up the event loop.
     if created.forked_from is None:
-        folded = functools.reduce(context.evolve, records, context.INITIAL)
+        folded = await anyio.to_thread.run_sync(
+            functools.reduce, context.evolve, records, context.INITIAL
+        )
     else:
         origin = await states_at(
             store, created.forked_from, created.forked_at_seq, names=("run_state", "context")
         )
         run: RunStateInfo = origin.states["run_state"]
-        state, folded = run.state, origin.states["context"]
-        for record in records[1:]:
-            try:
-                state = transition(state, record.event)
-            except IllegalTransition as exc:
-                raise ExportFormatError(
-                    0, f"stream {record.stream_id!r} does not follow its fork origin: {exc}"
-                ) from exc
-            folded = context.evolve(folded, record)
+        state, folded = await anyio.to_thread.run_sync(
+            _after_origin, run.state, origin.states["context"], records
+        )
     events = closing_events(state, folded, reason=IMPORT_REASON, said="the session was imported")
     run_id = next((r.run_id for r in reversed(records) if r.run_id is not None), None)
     at = max(time.time(), records[-1].timestamp)
     return [NewEvent(event=event, run_id=run_id, timestamp=at) for event in events]
+
+
+class ImportObserver(Protocol):
+    """Told what an import writes (the server's session list: navi/server/views.py)."""
+
+    async def will_write(self, streams: list[list[Recorded]]) -> None:
+        """Each stream's records as they will be written (ids, seqs, times and events;
+        no position yet), before anything is."""
+
+    async def written(self, records: list[Recorded]) -> None:
+        """The records as written (positions included), before the snapshots are built."""
+
+
+def _as_recorded(stream_id: str, events: list[NewEvent]) -> list[Recorded]:
+    return [
+        Recorded(
+            stream_id=stream_id,
+            seq=seq,
+            position=0,
+            event_id=new.event_id or "",
+            timestamp=new.timestamp if new.timestamp is not None else math.nan,
+            event=new.event,
+            run_id=new.run_id,
+            causation_id=new.causation_id,
+        )
+        for seq, new in enumerate(events, start=1)
+    ]
+
+
+def _after_origin(
+    state: RunState, folded: context.ContextState, records: list[Recorded]
+) -> tuple[RunState, context.ContextState]:
+    """A forked stream's run state and context: its own events on its origin's."""
+    for record in records[1:]:
+        try:
+            state = transition(state, record.event)
+        except IllegalTransition as exc:
+            raise ExportFormatError(
+                0, f"stream {record.stream_id!r} does not follow its fork origin: {exc}"
+            ) from exc
+        folded = context.evolve(folded, record)
+    return state, folded
 
 
 def _new_events(
@@ -359,7 +400,29 @@ async def import_session(
     """Check the whole file, then write it; see the module doc. ``owner`` is the
     importing user (None: the user the file names for its session, for an operator's
     ``navi import`` without ``--user``)."""
-    parsed = parse_export(lines)
+    return await import_parsed(
+        store,
+        parse_export(lines),
+        owner=owner,
+        new_session_id=new_session_id,
+        new_id=new_id,
+        snapshot_every=snapshot_every,
+    )
+
+
+async def import_parsed(
+    store: EventStore,
+    parsed: ParsedExport,
+    *,
+    owner: str | None = None,
+    new_session_id: str | None = None,
+    new_id: Callable[[], str] = ids.new_id,
+    snapshot_every: int = SNAPSHOT_EVERY,
+    observer: ImportObserver | None = None,
+) -> ImportResult:
+    """``import_session`` of a file ``parse_export`` checked already (the server parses
+    a big file in a worker thread, off the event loop). ``observer`` is told what will
+    be written, then what was (the server's session list takes it from there)."""
     exported_id = parsed.session_id
     if new_session_id is None:
         ids = None
@@ -387,10 +450,21 @@ async def import_session(
     )
     await delete_snapshots(store, list(target.values()))
     # Subagent streams first, the session's last: until it is written, nothing lists them.
-    for sid in reversed(list(parsed.streams)):
+    order = list(reversed(list(parsed.streams)))
+    staged: dict[str, list[NewEvent]] = {}
+    for sid in order:
         parent_default = None if sid == exported_id else session_id
-        events = _new_events(parsed.streams[sid], links.created[sid], ids, parent_default)
-        await store.append(target[sid], [*events, *closing[sid]], expected_seq=0)
+        events = await anyio.to_thread.run_sync(
+            _new_events, parsed.streams[sid], links.created[sid], ids, parent_default
+        )
+        staged[sid] = [*events, *closing[sid]]
+    if observer is not None:
+        await observer.will_write([_as_recorded(target[sid], staged[sid]) for sid in order])
+    written: list[Recorded] = []
+    for sid in order:
+        written += await store.append(target[sid], staged[sid], expected_seq=0)
+    if observer is not None:
+        await observer.written(written)
     for sid in parsed.streams:
         await catch_up_snapshots(store, target[sid], every=snapshot_every)
     return ImportResult(

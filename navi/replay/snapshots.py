@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import structlog
 
 from events.envelope import Recorded
@@ -30,6 +31,9 @@ from projections.messages import MessagesState
 SNAPSHOT_EVERY = 1000
 # Deltas in a row before a snapshot is stored in full again: bounds what a load reads.
 MAX_CHAIN = 32
+# A page of at least this many events is folded in a worker thread (a few ms or more of
+# work): the long folds of an import or a first load, never a small catch-up.
+FOLD_IN_THREAD_EVENTS = 200
 
 log = structlog.get_logger(__name__)
 
@@ -174,9 +178,6 @@ class SnapshotWriter:
             result[name] = (codec.schema_version, payload)
         return result
 
-    async def save(self, seq: int, states: States) -> None:
-        await self.storage.save(self.session_id, seq, self.payloads(seq, states))
-
 
 async def states_at(
     store: EventStore,
@@ -214,12 +215,17 @@ async def states_at(
                 f"session {session_id!r}: read {len(page)} events for seqs "
                 f"{current + 1}..{end}; the log changed under the fold"
             )
-        states = fold_states(states, page)
+        if len(page) < FOLD_IN_THREAD_EVENTS:
+            states = fold_states(states, page)
+        else:  # a page of a long fold (an import's): the loop runs on meanwhile
+            states = await anyio.to_thread.run_sync(fold_states, states, page)
         if kept is not None:
             kept += page
         current = end
         if writer is not None and current % every == 0:
-            await writer.save(current, states)
+            # Encoding grows with the session (its whole message list): in a thread too.
+            payloads = await anyio.to_thread.run_sync(writer.payloads, current, states)
+            await writer.storage.save(session_id, current, payloads)
     return Folded(
         history=history,
         seq=target,

@@ -38,6 +38,7 @@ from navi.accounts import User
 from navi.blobs import keep_tool_image
 from navi.grants import granted_profile
 from navi.ids import session_folder
+from navi.quota import StorageUse, counted_writes
 from navi.run import approval, permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
@@ -237,14 +238,20 @@ class ToolStep:
         return ToolFailed(call_id=call.id, name=call.name, reason="denied", error=error)
 
     async def _execute(self, call: ToolCall) -> Event:
-        result = await self.deps.tools.execute(call.name, call.arguments, self._context(call))
+        blobs, user_id = self.deps.blobs, self.state.user_id
+        # The user's storage before the call (a running total: no I/O), and after it,
+        # the folder it could write measured: past the quota, the call fails (quota.py).
+        before = None if blobs is None else await blobs.astorage(user_id)
+        context = self._context(call, storage=before)
+        result = await self.deps.tools.execute(call.name, call.arguments, context)
         # An image it returned goes to the blob store; the log keeps a reference.
         result = await keep_tool_image(
-            self.deps.blobs,
-            result,
-            user_id=self.state.user_id,
-            session_id=self.host.data_owner.session_id,
+            blobs, result, user_id=user_id, session_id=self.host.data_owner.session_id
         )
+        if getattr(self.deps.tools.get(call.name), "uses_files", True):
+            result = await counted_writes(
+                blobs, result, before=before, folder=context.files_dir, user_id=user_id
+            )
         return _result_event(call, result)
 
     async def _execute_and_record(self, call: ToolCall) -> None:
@@ -267,9 +274,12 @@ class ToolStep:
             decision=self.state.progress.decision_of(call.id),
         )
 
-    def _context(self, call: ToolCall, *, make: bool = True) -> ToolContext:
+    def _context(
+        self, call: ToolCall, *, make: bool = True, storage: StorageUse | None = None
+    ) -> ToolContext:
         """The call's context; ``make``: it runs now (its files folder is made, and its
-        web requests get what they may reach), else it is only described."""
+        web requests get what they may reach), else it is only described. ``storage``:
+        the user's storage before the call (what a sandboxed call may still write)."""
         state = self.state
         owner = self.host.data_owner
         # A subagent works on its top-level session's files, todo list and notes; its
@@ -296,6 +306,7 @@ class ToolStep:
             call_id=call.id,
             spawn=hooks.get("spawn"),
             switch_profile=hooks.get("switch_profile"),
+            storage_left=None if storage is None else storage.remaining,
         )
         if not make or self.deps.settings.tool_approval == "auto":
             return context

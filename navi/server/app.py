@@ -41,6 +41,7 @@ from navi.server.origins import (
     OriginCheckMiddleware,
     SiteOrigin,
 )
+from navi.server.rate import HourlyLimit
 from navi.server.replay_ws import replay_socket
 from navi.server.state import ServerState, state_of
 from navi.server.views import SessionsView
@@ -91,7 +92,10 @@ def create_app(
     """The ASGI app. ``navi_factory`` opens the ``Navi`` it serves (tests pass their own);
     ``on_started`` runs once it is open (``navi serve`` freezes the start-up objects)."""
     users = users or Users.configure(
-        host=settings.host, api_token=settings.api_token, users_file=settings.users_file
+        host=settings.host,
+        api_token=settings.api_token,
+        users_file=settings.users_file,
+        watch=settings.users_file_watched,
     )
     # The run checks each tool call against the same users (navi/run/permissions.py).
     factory = navi_factory or (lambda: Navi.open(settings, env=env, users=users))
@@ -108,6 +112,7 @@ def create_app(
                 navi=navi,
                 sessions=SessionsView(navi.store),
                 files=files,
+                import_rate=HourlyLimit(settings.user_imports_per_hour),
                 session_created_hooks=[navi.memory_worker.trigger],
             )
             app.state.navi_server = server

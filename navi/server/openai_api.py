@@ -215,9 +215,10 @@ async def _start_turn(
             return found.session_id, reply
         except (RunActive, IllegalTransition):
             pass  # it became busy meanwhile: a new session with the same history
-    session_id = await seed_session(
-        navi.store, profile=profile, user_id=user.id, history=turns[:-1], blobs=navi.blobs
-    )
+    async with state_of(request).new_session(user):
+        session_id = await seed_session(
+            navi.store, profile=profile, user_id=user.id, history=turns[:-1], blobs=navi.blobs
+        )
     state_of(request).on_session_created()
     return session_id, await navi.send(session_id, last.text, images)
 

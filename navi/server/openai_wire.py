@@ -235,6 +235,15 @@ def conversation(messages: list[ChatMessageIn]) -> list[Turn]:
                 f"at most {MAX_IMAGES} images per user message, got {len(turn.images)}",
                 param="messages",
             )
+        # Each message was checked on its own; merged, they are one message of the
+        # session's, which has the same limit.
+        if len(turn.text) > MAX_TEXT_CHARS:
+            raise invalid(
+                f"consecutive {turn.role} messages merge into one message (with the system "
+                f"messages before a user message) of {len(turn.text)} characters; the "
+                f"limit is {MAX_TEXT_CHARS}",
+                param="messages",
+            )
     return turns
 
 

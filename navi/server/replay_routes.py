@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -28,12 +29,13 @@ from navi.replay.errors import (
 from navi.replay.export import export_lines
 from navi.replay.fork import fork
 from navi.replay.history import load_history
-from navi.replay.import_ import import_session
+from navi.replay.import_ import ParsedExport, import_parsed, parse_export
 from navi.replay.inspect import llm_request, state_at
 from navi.replay.verify import verify_session
 from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
 from navi.server.replay_timeline import build_timeline
 from navi.server.state import ServerState, state_of
+from navi.session.errors import TooManyImports
 from projections.sessions import cut_title
 
 
@@ -108,7 +110,10 @@ async def fork_session(request: Request) -> Response:
     body = await body_as(request, ForkBody)
     summary = await server.sessions.get(session_id, user_of(request))
     title = body.title if body.title is not None else summary.title or cut_title(summary.preview)
-    result = await fork(server.navi.store, session_id, body.at, new_id(), title=title.strip()[:200])
+    async with server.new_session(user_of(request)):
+        result = await fork(
+            server.navi.store, session_id, body.at, new_id(), title=title.strip()[:200]
+        )
     server.on_session_created()
     return _raw_json(_encode(result), 201)
 
@@ -136,28 +141,62 @@ async def import_export(request: Request) -> Response:
     """Import an export file (the request body, JSON lines) → 201; ``?as_new=true``
     imports it under a new id. Every line is checked before anything is written; the
     caller owns what is imported, whatever the file says (navi/replay/import_links.py),
-    and the answer's ``warnings`` list the links that were dropped."""
+    and the answer's ``warnings`` list the links that were dropped.
+
+    A user may import ``NAVI_USER_IMPORTS_PER_HOUR`` files an hour (429 past it, with
+    ``Retry-After``); the file's bytes count against their quota (413) and the session
+    against ``NAVI_USER_MAX_SESSIONS`` (403). The file is read and checked in a worker
+    thread: a big one does not hold up other requests."""
     server = state_of(request)
+    user = user_of(request)
     as_new = request.query_params.get("as_new", "false").lower()
     if as_new not in ("true", "false", "1", "0"):
         raise HTTPError(400, f"as_new must be true or false, not {as_new!r}")
+    limit = server.navi.settings.user_imports_per_hour
+    wait_s = server.import_rate.take(user.id)
+    if wait_s is not None:
+        refused = TooManyImports(limit, wait_s)
+        response = json_error(refused.status, refused.message)
+        response.headers["retry-after"] = str(wait_s)
+        return response
     raw = await request.body()
-    if not raw.strip():
-        raise HTTPError(400, "the request body is empty: send an export file (JSON lines)")
     # Its type and size are checked at the edge (BodyRule in navi/server/app.py:
     # application/x-ndjson or application/json, at most NAVI_MAX_IMPORT_MB).
+    if not raw.strip():
+        raise HTTPError(400, "the request body is empty: send an export file (JSON lines)")
+    blobs = server.navi.blobs
+    if blobs is not None:
+        await anyio.to_thread.run_sync(blobs.check_room, user.id, len(raw))
+    parsed = await anyio.to_thread.run_sync(_parse_body, raw)
+    session_id = new_id() if as_new in ("true", "1") else None
+    observer = server.sessions.importing()
+    async with server.new_session(user):
+        try:
+            result = await import_parsed(
+                server.navi.store,
+                parsed,
+                owner=user.id,
+                new_session_id=session_id,
+                observer=observer,
+            )
+        finally:
+            observer.settle()
+    if blobs is not None:
+        await anyio.to_thread.run_sync(
+            lambda: blobs.add_import(result.session_id, user_id=user.id, size=len(raw))
+        )
+    server.on_session_created()
+    return _raw_json(_encode(result), 201)
+
+
+def _parse_body(raw: bytes) -> ParsedExport:
+    """The export file checked line by line (``ExportFormatError`` at the first problem):
+    seconds for a big file, so run in a worker thread."""
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError:
         raise HTTPError(400, "the export file is not valid UTF-8") from None
-    lines = raw.splitlines()
-    user = user_of(request)
-    session_id = new_id() if as_new in ("true", "1") else None
-    result = await import_session(
-        server.navi.store, lines, owner=user.id, new_session_id=session_id
-    )
-    server.on_session_created()
-    return _raw_json(_encode(result), 201)
+    return parse_export(raw.splitlines())
 
 
 async def verify(request: Request) -> Response:

@@ -122,9 +122,10 @@ async def create_session(request: Request) -> Response:
     server = state_of(request)
     body = await body_as(request, CreateSession, empty_ok=True)
     user = user_of(request)
-    session_id = await server.navi.create_session(
-        body.profile_id, user_id=user.id, title=body.title
-    )
+    async with server.new_session(user):
+        session_id = await server.navi.create_session(
+            body.profile_id, user_id=user.id, title=body.title
+        )
     if server.navi.user_settings is not None:
         # The model the settings page names for new chats, in the chat's own log.
         model = (await server.navi.user_settings.get(user.id)).model

@@ -10,8 +10,8 @@ A session whose log holds an event its projections cannot take answers
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 import structlog
@@ -23,7 +23,7 @@ from navi.ids import is_uuid
 from navi.replay.history import read_history
 from navi.run.state import ACTIVE_STATES, state_at
 from navi.server.auth import User
-from navi.session.errors import SessionDamaged, SessionNotFound
+from navi.session.errors import SessionDamaged, SessionNotFound, TooManySessions
 from projections import messages as messages_projection
 from projections import sessions as sessions_projection
 from projections.context import CONTEXT, ContextState
@@ -40,11 +40,19 @@ class SessionsView:
         self.store = store
         self._runner = LogProjectionRunner(store, sessions_projection.SESSIONS)
         self._lock = anyio.Lock()
+        self._creating: dict[str, anyio.Lock] = {}  # user id → held while making one
+        # Streams an import is writing: no refresh reads them (ImportedSessions).
+        self._importing: set[str] = set()
+
+    def reset(self) -> None:
+        """Fold the list again from the log at the next refresh (after an import that
+        failed part way, whose streams were skipped)."""
+        self._runner = LogProjectionRunner(self.store, sessions_projection.SESSIONS)
 
     async def refresh(self) -> sessions_projection.SessionsState:
         async with self._lock:
             before = self._runner.state.damaged
-            state = await self._runner.catch_up()
+            state = await self._runner.catch_up(skip=self._importing)
             for session_id in state.damaged - before:
                 error = state.entries[session_id].summary.error
                 log.warning("session.damaged", session_id=session_id, error=error)
@@ -54,11 +62,39 @@ class SessionsView:
         state = await self.refresh()
         # A stream named otherwise than by a UUID is no session (it could only have
         # been written around the routes, which refuse it): never listed.
-        mine = [s for s in state.listing() if s.user_id == user.id and is_uuid(s.session_id)]
+        mine = [s for s in state.listing_of(user.id) if is_uuid(s.session_id)]
         if query:
             needle = query.lower()
             mine = [s for s in mine if needle in s.title.lower() or needle in s.preview.lower()]
         return mine
+
+    def importing(self) -> ImportedSessions:
+        """What an import tells, to take its sessions into the list without reading them
+        back from the log (``ImportedSessions``)."""
+        return ImportedSessions(self)
+
+    async def adopt(self, part: sessions_projection.SessionsState, records: list[Recorded]) -> None:
+        """Take new streams' records, just committed and skipped by every refresh since,
+        with ``part`` their fold on its own, into the list (``ImportedSessions``)."""
+        async with self._lock:
+            # Everything else up to them (committed before them, so readable now) first.
+            await self._runner.catch_up(skip=self._importing)
+            state = sessions_projection.merged(self._runner.state, part)
+            self._runner.adopt(state, sorted(records, key=lambda r: r.position))
+            self._importing -= {r.stream_id for r in records}
+
+    @asynccontextmanager
+    async def room_for(self, user: User, limit: int) -> AsyncIterator[None]:
+        """Make one session of ``user``'s inside: raises ``TooManySessions`` (nothing
+        made) when they have ``limit`` sessions already (0: no limit). The user's
+        sessions are made one at a time, so two at once cannot both take the last place;
+        other users' are not held up."""
+        lock = self._creating.setdefault(user.id, anyio.Lock())
+        async with lock:
+            if limit and (await self.refresh()).count_of(user.id) >= limit:
+                log.info("sessions.limit_reached", user_id=user.id, limit=limit)
+                raise TooManySessions(limit)
+            yield
 
     async def get(self, session_id: str, user: User, *, admin_too: bool = False) -> SessionSummary:
         """The session, if it exists, is not deleted and belongs to ``user`` (or, with
@@ -120,3 +156,36 @@ async def load_log(store: BaseEventStore, session_id: str) -> SessionLog:
         return SessionLog(await read_history(store, session_id), session_id)
     except EventDecodeError as exc:
         raise SessionDamaged(session_id, exc.reason) from None
+
+
+class ImportedSessions:
+    """Takes an import's streams into the session list as it writes them. Read back from
+    the log, they would hold up the next request of every user until all were read and
+    decoded again (seconds for 150,000 events). Instead, before they are written, they
+    are folded on their own in a worker thread (each stream's summary depends on its
+    own events) and every refresh skips them; once written, they are merged.
+
+    ``settle()`` (always, once the import is over) undoes it for an import that failed
+    part way: the list is then folded again from the log, as at start-up."""
+
+    def __init__(self, view: SessionsView) -> None:
+        self.view = view
+        self.streams: set[str] = set()
+        self.part: sessions_projection.SessionsState | None = None
+        self.adopted = False
+
+    async def will_write(self, streams: list[list[Recorded]]) -> None:
+        records = [r for stream in streams for r in stream]
+        self.part = await anyio.to_thread.run_sync(fold, sessions_projection.SESSIONS, records)
+        self.streams = {stream[0].stream_id for stream in streams if stream}
+        self.view._importing |= self.streams
+
+    async def written(self, records: list[Recorded]) -> None:
+        assert self.part is not None, "will_write comes first"
+        await self.view.adopt(self.part, records)
+        self.adopted = True
+
+    def settle(self) -> None:
+        if self.streams and not self.adopted:
+            self.view._importing -= self.streams
+            self.view.reset()

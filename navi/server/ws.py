@@ -23,6 +23,7 @@ from navi.server.http import user_of
 from navi.server.incoming import incoming
 from navi.server.state import ServerState, state_of
 from navi.session.errors import SessionError, SessionNotFound
+from navi.session.input import MESSAGE_BODY_BYTES
 
 log = structlog.get_logger(__name__)
 
@@ -31,7 +32,11 @@ SEND_TIMEOUT = 10.0
 # Frames waiting for a client before runs of deltas are merged (see frames.coalesce):
 # a few suffice to show the client lags.
 COALESCE_BACKLOG = 8
-MAX_FRAME_BYTES = 80 * 1024 * 1024
+# The largest message a client may send: one with its ten 5 MB images in base64, as a
+# REST message's body may be. ``navi serve`` gives it to uvicorn (``ws_max_size``), so a
+# larger frame is refused at the socket as soon as its header announces it, never read:
+# the connection is closed with 1009 (message too big), and the client reconnects.
+MAX_FRAME_BYTES = MESSAGE_BODY_BYTES
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
 

@@ -38,9 +38,37 @@ class QueueFull(SessionError):
 
 
 class QuotaExceeded(SessionError):
-    """The user's images and uploads would pass ``NAVI_USER_QUOTA_MB``."""
+    """What the user stores (images, uploads, session files, imported logs) would pass
+    ``NAVI_USER_QUOTA_MB``."""
 
     status = 413
+
+
+class TooManySessions(SessionError):
+    """The user has ``NAVI_USER_MAX_SESSIONS`` sessions: a new one (created, forked,
+    imported, or a new ``/v1`` conversation) is refused, and nothing is written. 403,
+    not 429: waiting does not help, deleting sessions does."""
+
+    status = 403
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"you have {limit} sessions, the most a user may keep (NAVI_USER_MAX_SESSIONS): "
+            "delete sessions you no longer need to make new ones"
+        )
+
+
+class TooManyImports(SessionError):
+    """The user imported ``NAVI_USER_IMPORTS_PER_HOUR`` sessions within the last hour."""
+
+    status = 429
+
+    def __init__(self, limit: int, retry_after_s: int) -> None:
+        super().__init__(
+            f"at most {limit} imports per hour (NAVI_USER_IMPORTS_PER_HOUR): "
+            f"try again in {retry_after_s} s"
+        )
+        self.retry_after_s = retry_after_s
 
 
 class ApprovalNotFound(SessionError):

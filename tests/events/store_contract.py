@@ -102,6 +102,12 @@ class StoreContract:
             assert positions == sorted(positions) and len(set(positions)) == 4
             after = await store.read_all(after_position=positions[1], limit=1)
             assert texts(after) == ["chunk 3"]
+            # A reader that has some streams already (an import's) skips them.
+            others = await store.read_all(skip_streams={"b"})
+            assert texts(others) == ["chunk 1", "chunk 4"]
+            assert texts(
+                await store.read_all(after_position=positions[0], limit=1, skip_streams=["b"])
+            ) == ["chunk 4"]
 
     async def test_stream_heads(self) -> None:
         async with self.open_store() as store:

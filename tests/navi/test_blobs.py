@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -83,10 +84,12 @@ def test_uploads_count_and_the_same_content_is_kept_once(blobs: BlobStore, tmp_p
     folder.mkdir(parents=True)
     first, second = folder / "a.txt", folder / "b.txt"
     first.write_bytes(b"x" * 3000)
-    second.write_bytes(b"x" * 3000)
     sha = hashlib.sha256(b"x" * 3000).hexdigest()
+    # Each upload is counted once written (the folder is measured with it).
     assert blobs.add_upload(first, user_id="ann", session_id="s1", sha256=sha) is None
+    second.write_bytes(b"x" * 3000)
     assert blobs.add_upload(second, user_id="ann", session_id="s1", sha256=sha) == "a.txt"
+    second.unlink()  # the caller keeps the earlier one
     assert blobs.usage("ann") == 3000
     big = folder / "big.bin"
     big.write_bytes(b"y" * 8000)
@@ -137,3 +140,26 @@ async def test_a_tools_image_becomes_a_reference_or_fails_past_the_quota(
     # Nothing else is touched.
     plain = ok("text")
     assert await keep_tool_image(blobs, plain, user_id="ann", session_id="s1") is plain
+
+
+def test_session_folders_and_imports_count_against_the_quota(
+    blobs: BlobStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "files" / "s1"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "out.bin").write_bytes(b"z" * 4000)
+    os.link(folder / "sub" / "out.bin", folder / "same.bin")  # one file, counted once
+    (folder / "elsewhere").symlink_to(tmp_path)  # not followed
+    use = blobs.measure_folder(folder, user_id="ann", session_id="s1")
+    assert (use.used, use.remaining, use.over) == (4000, 10_000 - 4000, False)
+    blobs.add_import("s2", user_id="ann", size=5000)
+    assert blobs.storage("ann").used == 9000 and blobs.storage("bob").used == 0
+    with pytest.raises(QuotaExceeded):
+        blobs.check_room("ann", 2000)
+    (folder / "more.bin").write_bytes(b"m" * 2000)
+    over = blobs.measure_folder(folder, user_id="ann", session_id="s1")
+    assert over.over and over.remaining == 0
+    blobs.release("s2")  # a deleted session's import counts no more
+    assert blobs.storage("ann").used == 6000
+    blobs.forget_uploads("s1")  # its folder is gone (TTL)
+    assert blobs.storage("ann").used == 0

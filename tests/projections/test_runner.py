@@ -15,6 +15,7 @@ from events.types import (
     SessionCreated,
     UserMessage,
 )
+from projections import sessions
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.messages import MESSAGES
@@ -101,3 +102,26 @@ async def test_log_runner_folds_every_stream() -> None:
         assert runner.state == fold(SESSIONS, await store.read_all())
         with pytest.raises(ProjectionGapError):
             runner.apply(records([UserMessage(text="x")], stream_id="s2", start_seq=9)[0])
+
+
+async def test_log_runner_adopts_new_streams_folded_elsewhere() -> None:
+    """A big import's streams, skipped while written, folded on their own and merged:
+    the same state as a catch-up that reads them back, and the runner goes on."""
+    async with InMemoryEventStore() as store:
+        await store.append("s1", [SessionCreated(profile_id="p"), *turn("a")], expected_seq=0)
+        runner = LogProjectionRunner(store, SESSIONS)
+        await runner.catch_up()
+        imported = await store.append(
+            "s3", [SessionCreated(profile_id="p", user_id="ann"), *turn("b")], expected_seq=0
+        )
+        await store.append("s2", [SessionCreated(profile_id="p", title="After")], expected_seq=0)
+        await runner.catch_up(skip={"s3"})  # s2, not s3
+        assert runner.state.get("s2") is not None and runner.state.get("s3") is None
+        runner.adopt(sessions.merged(runner.state, fold(SESSIONS, imported)), imported)
+        await store.append("s1", turn("c"), expected_seq=7)
+        await store.append("s3", turn("d"), expected_seq=len(imported))
+        assert await runner.catch_up() == fold(SESSIONS, await store.read_all())
+        assert runner.state.listing_of("ann")[0].session_id == "s3"
+        # Records it has applied already are refused.
+        with pytest.raises(ProjectionGapError):
+            runner.adopt(runner.state, imported)

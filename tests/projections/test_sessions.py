@@ -215,6 +215,27 @@ def test_cut_title() -> None:
     assert cut_title("x" * 61) == "x" * 59 + "…"
 
 
+def test_each_users_list_and_count_are_theirs_and_follow_deletes() -> None:
+    log = global_log(
+        ("a1", [SessionCreated(profile_id="p", user_id="ann"), *answer_turn("a", "b")]),
+        ("b1", [SessionCreated(profile_id="p", user_id="bob")]),
+        ("a2", [SessionCreated(profile_id="p", user_id="ann"), SessionPinned(pinned=True)]),
+        ("a3", [SessionCreated(profile_id="p", user_id="ann"), SessionDeleted()]),
+        ("child", [SessionCreated(profile_id="p", user_id="ann", parent_stream_id="a1")]),
+    )
+    state = fold(SESSIONS, log)
+    for user in ("ann", "bob", "nobody"):
+        everyone = [s for s in state.listing() if s.user_id == user]
+        assert state.listing_of(user) == everyone
+        assert state.count_of(user) == len(everyone)
+    assert [s.session_id for s in state.listing_of("ann")] == ["a2", "a1"]
+    gone = records([SessionDeleted()], stream_id="a2", start_seq=3, t0=1_800_000_000)
+    after = fold(SESSIONS, gone, state)
+    assert [s.session_id for s in after.listing_of("ann")] == ["a1"] and after.count_of("ann") == 1
+    # The state it was made from is as it was (persistent maps, never changed).
+    assert state.count_of("ann") == 2 and state.get("a2").deleted is False  # type: ignore[union-attr]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(session_logs(max_turns=2), min_size=1, max_size=3), st.data())
 def test_counts_agree_with_messages_and_interleaving_does_not_matter(
@@ -224,6 +245,8 @@ def test_counts_agree_with_messages_and_interleaving_does_not_matter(
     order = data.draw(st.lists(st.integers(0, len(streams) - 1), max_size=40))
     merged = interleave(streams, order)
     state = fold(SESSIONS, merged)
+    for user in {summary.user_id for summary in state.listing()}:
+        assert state.listing_of(user) == [s for s in state.listing() if s.user_id == user]
     # Any interleaving of the streams gives the same sessions.
     assert state == fold(SESSIONS, interleave(streams, list(range(len(streams)))))
     for stream in streams:

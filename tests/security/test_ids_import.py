@@ -54,7 +54,8 @@ def server(start_navi: StartNavi) -> NaviServerProcess:
 
 @pytest.fixture(scope="module")
 def _shared_server(start_module_navi: StartNavi) -> NaviServerProcess:
-    return start_module_navi(users=USERS)
+    # The module's tests import far more files than a person does in an hour.
+    return start_module_navi(users=USERS, env={"NAVI_USER_IMPORTS_PER_HOUR": "0"})
 
 
 @pytest.fixture

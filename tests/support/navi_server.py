@@ -24,6 +24,7 @@ import uvicorn
 from navi.config import Settings
 from navi.server.app import create_app
 from navi.server.auth import Users
+from navi.server.ws import MAX_FRAME_BYTES
 from tests.support.fake_llm import FakeLLMServer
 from tests.support.navi_app import navi_settings
 
@@ -65,7 +66,7 @@ def run_server(
         host="127.0.0.1",
         port=port,
         ws="websockets-sansio",
-        ws_max_size=96 * 1024 * 1024,
+        ws_max_size=MAX_FRAME_BYTES,  # as navi serve
         # Compressing every small frame costs more CPU than a local link saves.
         ws_per_message_deflate=False,
         log_level="warning",

@@ -99,7 +99,7 @@ class CodeExecTool(ProcessTool):
             settings.code_exec_max_timeout_s,
         )
         memory = settings.code_exec_memory_mb * 1024 * 1024
-        write_limit = self.write_limit_bytes(ctx)
+        write_limit = ctx.write_limit_bytes
         # One file cannot pass the write limit at all; many are watched (run_sandboxed).
         file_size = max(min(FILE_SIZE_LIMIT, write_limit), 1)
         with tempfile.TemporaryDirectory(prefix="navi-code-") as workdir:

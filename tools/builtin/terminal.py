@@ -60,11 +60,6 @@ class ProcessTool(Tool):
         # The process runner enforces the real limit and kills the tree; this is a backstop.
         return float(args.get("timeout_s") or 300.0) + 15.0
 
-    def write_limit_bytes(self, ctx: ToolContext) -> int:
-        """What one call may add to the folders it writes (NAVI_SANDBOX_WRITE_LIMIT_MB);
-        the place to take the smaller of it and what is left of the user's quota."""
-        return ctx.settings.sandbox_write_limit_mb * 1024 * 1024
-
 
 class TerminalTool(ProcessTool):
     name = "terminal"
@@ -149,7 +144,7 @@ class TerminalTool(ProcessTool):
             readonly=(executable, real_executable),
             network=ctx.profile.tool_network,
             env=sandbox_env(home=ctx.files_dir),
-            write_limit_bytes=self.write_limit_bytes(ctx),
+            write_limit_bytes=ctx.write_limit_bytes,
         )
         outcome = await run_sandboxed(
             argv,
