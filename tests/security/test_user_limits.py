@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.security.conftest import NaviServerProcess, StartNavi
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tools.sandbox import sandbox_status
 
 ALICE = "alice-limits-token-0123456789"
 BOB = "bob-limits-token-0123456789"
@@ -161,3 +163,27 @@ def test_a_burst_of_creations_cannot_pass_the_limit(start_navi: StartNavi) -> No
     assert codes == [201] * 3 + [403] * 7, codes
     with server.client(token=BOB) as bob:
         assert len(bob.get("/sessions").json()) == 3
+
+
+def test_sandboxed_code_cannot_write_past_the_quota(start_navi: StartNavi) -> None:
+    """What is left of the quota is the write limit of a sandboxed call: code that keeps
+    writing files, each under any per-file limit, is ended, and the session goes on."""
+    if not sandbox_status().available:
+        pytest.skip(f"no bubblewrap sandbox here: {sandbox_status().reason}")
+    server = start_navi(env={**ENV, "NAVI_TOOL_APPROVAL": "auto"})
+    session = server.create_session()
+    code = (
+        "import time\n"
+        "for i in range(20):\n"
+        "    open(f'part{i}.bin', 'wb').write(b'x' * 500_000)\n"
+        "    time.sleep(0.1)\n"
+        "print('all written')\n"
+    )
+    call = FakeToolCall(name="code_exec", arguments={"code": code})
+    (result,) = turn(server, session, Reply(tool_calls=[call]))
+    assert result["success"] is False, result
+    assert "all written" not in result["content"]
+    written = sum(p.stat().st_size for p in (server.root / "files" / session).rglob("*.bin"))
+    assert written < 10_000_000, written
+    reply = server.send(session, "just talk")
+    assert reply.status_code == 200 and reply.json()["status"] == "completed", reply.text
