@@ -37,7 +37,7 @@ class WebViewTool(Tool):
     }
     idempotent = True
     timeout_s = 60.0
-    requires = ("tools.builtin.page_text",)  # lxml and trafilatura
+    requires = ("tools.builtin.page_text",)  # lxml, trafilatura, tinycss2, cssselect
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         from tools.builtin.page_text import decode_page, readable_text
