@@ -1,9 +1,11 @@
 """web_view's page text: what the hidden-text filter costs next to parsing and
 trafilatura's extraction, in CPU seconds of this process (best of a few rounds).
 
-Pages: the blog post of tests/tools/pages (little CSS), and a made-up documentation
-page of 2,000 blocks (8,000 elements) with a 60 KiB <style> of 800 rules of the usual
-shapes (classes, descendant and child chains, tags, universal selectors, @media).
+Pages: the blog post of tests/tools/pages (little CSS), a made-up documentation page of
+2,000 blocks (8,000 elements) with a 60 KiB <style> of 800 rules of the usual shapes
+(classes, descendant and child chains, tags, universal selectors, @media), and a hostile
+one: 200 levels deep, 5,000 leaves, 300 selectors of 8 compounds that all match every
+level (what the matching budget bounds).
 
     .venv/bin/python bench/page_text.py [--rounds N]
 """
@@ -42,6 +44,19 @@ def big_page() -> str:
     )
 
 
+def hostile_page() -> str:
+    parts = ("div ", "* ", "div > ")
+    sheet = "\n".join(
+        "".join(parts[(i // 3**k) % 3] for k in range(6)) + "p span { color: red }"
+        for i in range(300)
+    )
+    leaves = "<p><span>x</span></p>" * 5000
+    return (
+        f"<html><head><title>Deep</title><style>{sheet}</style></head><body>"
+        f"{'<div>' * 200}{leaves}{'</div>' * 200}</body></html>"
+    )
+
+
 def cpu_best(action: Callable[[], object], rounds: int) -> float:
     best = float("inf")
     for _ in range(rounds):
@@ -76,6 +91,7 @@ def main() -> None:
     blog = (ROOT / "tests" / "tools" / "pages" / "blog_post.html").read_text()
     figures = measure("blog_post", blog, args.rounds)
     figures |= measure("docs_8000_elements", big_page(), args.rounds)
+    figures |= measure("hostile_deep", hostile_page(), args.rounds)
     report(figures)
 
 

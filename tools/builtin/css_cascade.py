@@ -1,35 +1,75 @@
-"""A page's CSS cascaded onto its elements: the ``<style>`` rules (read by
-tools/builtin/css.py) and the ``style`` attributes, by ``!important``, origin
-(the attribute beats a rule), specificity and source order.
+"""A page's CSS cascaded onto its elements: the rules of its ``<style>`` elements (read by
+tinycss2, their selectors by cssselect) and its ``style`` attributes, by ``!important``,
+origin (the attribute beats a rule), specificity and source order.
 
-Matching works on the page's elements numbered in document order (their tag, id,
-classes and parent in plain lists), right to left from the candidates the last
-compound's id, class or tag index gives. It spends a budget of steps (a candidate, an
-ancestor tried); a page whose rules would take more gets the rest of them unapplied
-(the filter they serve is defence in depth) and a line in the log.
+What is read: rules at the top of a ``<style>``, or inside ``@media`` for ``all``/``screen``,
+``@supports`` and ``@layer``; selectors of tags, ids, classes, attributes, ``:not()``,
+``:is()``, ``:where()``, ``:root`` and ``:empty``, joined by descendant or child
+combinators. What is not: linked stylesheets (never fetched), sibling combinators,
+``:has()``, pseudo-elements, the pseudo-classes of a state (``:hover``, ``:focus``…) or of
+a place among siblings (``:nth-child()``…), media features, ``var()``, what a script does.
+A rule we cannot judge is skipped, never guessed at.
+
+A selector is matched by libxml2 (lxml's XPath), written from the element up rather than
+as cssselect writes it from the left (``div div a`` as ``//div/descendant::div/descendant::a``
+takes libxml2 time quadratic in the nested matches: seconds on a large page). From the
+element up: its own compound, its parent's for ``>``, and for a descendant combinator the
+*nearest* ancestor where the compounds up to the next descendant combinator match
+(``ancestor::*[…][1]``). The nearest is enough: the ancestors of any other such match are
+the nearest one's ancestors too. So a selector costs at most a look at each element and,
+for each candidate of its last compound, compounds x depth; that is charged against a
+budget before it runs, and a page whose rules would take more gets the rest of them
+unapplied (the filter they serve is defence in depth) and a line in the log.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
+import cssselect
+import lxml.etree
 import lxml.html
 import structlog
-
-from tools.builtin.css import MAX_CSS_CHARS, Compound, Selector, declarations, on_screen
-from tools.builtin.css import stylesheet_rules as rules_of
+import tinycss2
+from cssselect.parser import Attrib, Class, CombinedSelector, Element, Hash, Tree
 
 log = structlog.get_logger(__name__)
 
-MAX_MATCH_STEPS = 200_000
+# At most this much of a page's <style> text is read (and as much of its style attributes),
+# and matched within this budget (of elements looked at: about a second and a half of
+# libxml2's time).
+MAX_CSS_CHARS = 256 * 1024
+MAX_MATCH_STEPS = 6_000_000
+# @media and @supports in one another; brackets in a selector; compounds in a selector.
+MAX_NESTING = 4
+MAX_COMPOUNDS = 8
+
+Tokens = tuple[Any, ...]  # tinycss2 component values, whitespace and comments left out
+Declared = dict[str, tuple[Tokens, bool]]  # property → (value, !important)
 # (important, from the style attribute, ids, classes, tags, order): the greater wins.
 Rank = tuple[int, int, int, int, int, int]
-# (compound index, element number) → whether it matches.
-Memo = dict[tuple[int, int], bool]
-_NONE: frozenset[str] = frozenset()
-# A style attribute's rank, normal and !important: above every rule of the same weight.
-_INLINE: tuple[Rank, Rank] = ((0, 1, 0, 0, 0, 0), (1, 1, 0, 0, 0, 0))
+Ranked = dict[str, tuple[Rank, Tokens]]  # property → (rank, value)
+_SCREEN_MEDIA = frozenset({"all", "screen", "only all", "only screen"})
+# Pseudo-classes of what the page is: the others depend on what the reader does, or count
+# siblings (slow on a long list).
+_PSEUDO_CLASSES = frozenset({"root", "empty"})
+_CLASS_SPACE = re.compile(r"[ \t\r\n]+")  # what XPath's normalize-space() splits on
+
+
+@dataclass(frozen=True)
+class CompiledSelector:
+    specificity: tuple[int, int, int]
+    xpath: str
+    # The tags, classes (".a"), ids ("#a") and attribute names ("[a") an element needs for
+    # the selector to match: ``names`` in the whole page, ``own_names`` on the element.
+    names: frozenset[str]
+    own_names: frozenset[str]
+    compounds: int
 
 
 class BudgetSpent(Exception):
@@ -42,200 +82,275 @@ class Cascade:
     def __init__(
         self, root: lxml.html.HtmlElement, wanted: frozenset[str], *, steps: int = MAX_MATCH_STEPS
     ) -> None:
-        nodes = [e for e in root.iter() if isinstance(e.tag, str)]
-        self._position = {element: i for i, element in enumerate(nodes)}
-        self._nodes = nodes
-        self._parent = [self._position.get(e.getparent(), -1) for e in nodes]
-        self._tags: list[str] = [e.tag for e in nodes]
-        self._ids = [e.get("id") for e in nodes]
-        self._classes = [frozenset(c.split()) if (c := e.get("class")) else _NONE for e in nodes]
-        self._index()
-        self._declared: dict[int, dict[str, tuple[Rank, str]]] = defaultdict(dict)
+        # Kept: lxml hands out the same proxy for an element while one is alive.
+        self._nodes = [e for e in root.iter() if isinstance(e.tag, str)]
+        self._weights = _weights(self._nodes)
+        self._declared: dict[lxml.html.HtmlElement, Ranked] = defaultdict(dict)
         self._steps = steps
-        self._matched: dict[Selector, list[int]] = {}
-        sheets = [
-            e.text_content()
-            for e in nodes
-            if e.tag == "style" and on_screen(e.get("media") or "all")
-        ]
         try:
-            for order, rule in enumerate(rules_of("\n".join(sheets)[:MAX_CSS_CHARS], wanted)):
-                for selector in rule.selectors:
-                    self._apply(selector, rule.declarations, order)
+            self._apply_style_sheets(root, wanted)
         except BudgetSpent:
             log.info("page_css.budget_spent", steps=steps)
-        for i, element in enumerate(nodes):
-            style = element.get("style")
-            if style:
-                self._set(i, declarations(style, wanted), _INLINE)
+        self._apply_style_attributes(wanted)
 
-    def of(self, element: lxml.html.HtmlElement) -> dict[str, str]:
+    def of(self, element: lxml.html.HtmlElement) -> dict[str, Tokens]:
         """The winning value of each wanted property declared for ``element``."""
-        found = self._declared.get(self._position.get(element, -1))
+        found = self._declared.get(element)
         return {name: value for name, (_, value) in found.items()} if found else {}
 
-    # ---------------------------------------------------------------- matching
+    def _apply_style_sheets(self, root: lxml.html.HtmlElement, wanted: frozenset[str]) -> None:
+        sheets = [
+            e.text_content()
+            for e in self._nodes
+            if e.tag == "style"
+            and on_screen(tinycss2.parse_component_value_list(e.get("media") or "all"))
+        ]
+        css = "\n".join(sheets)[:MAX_CSS_CHARS]
+        rules = tinycss2.parse_stylesheet(css, skip_comments=True, skip_whitespace=True)
+        # Each selector's declarations over all its rules, the winner of each property: a
+        # selector of several rules (``p``, ``a``) is matched once and set once.
+        by_selector: dict[CompiledSelector, Ranked] = defaultdict(dict)
+        for order, (prelude, found) in enumerate(_style_rules(rules, wanted, MAX_NESTING)):
+            for selector in _selectors(prelude):
+                _win(by_selector[selector], _ranked(found, 0, *selector.specificity, order))
+        for selector, declared in by_selector.items():
+            for element in self._matching(root, selector):
+                _win(self._declared[element], declared)
 
-    def _index(self) -> None:
-        self._by_id: dict[str, list[int]] = defaultdict(list)
-        self._by_class: dict[str, list[int]] = defaultdict(list)
-        self._by_tag: dict[str, list[int]] = defaultdict(list)
-        # The children of each element, and where its subtree ends: the elements are in
-        # document order, so an element's descendants are the ones up to its end.
-        self._children: list[list[int]] = [[] for _ in self._tags]
-        self._end = list(range(1, len(self._tags) + 1))
-        for i in reversed(range(len(self._tags))):
-            parent = self._parent[i]
-            if parent >= 0:
-                self._children[parent].append(i)
-                self._end[parent] = max(self._end[parent], self._end[i])
-        for children in self._children:
-            children.reverse()
-        self._by_attr: dict[str, list[int]] = defaultdict(list)
-        for i, tag in enumerate(self._tags):
-            self._by_tag[tag].append(i)
-            for name in self._nodes[i].keys():  # noqa: SIM118 (an lxml element)
-                self._by_attr[name].append(i)
-            if self._ids[i]:
-                self._by_id[self._ids[i]].append(i)
-            for name in self._classes[i]:
-                self._by_class[name].append(i)
+    def _apply_style_attributes(self, wanted: frozenset[str]) -> None:
+        # Each text read once, and up to MAX_CSS_CHARS of them (tinycss2 reads about a
+        # megabyte a second here; a page may be 5 MiB).
+        read: dict[str, Ranked] = {}
+        unread = MAX_CSS_CHARS
+        for element in self._nodes:
+            style = element.get("style")
+            if not style:
+                continue
+            found = read.get(style)
+            if found is None:
+                unread -= len(style)
+                if unread < 0:
+                    log.info("page_css.style_attributes_unread", chars=MAX_CSS_CHARS)
+                    return
+                declared = declarations(tinycss2.parse_blocks_contents(style), wanted)
+                found = read[style] = _ranked(declared, 1, 0, 0, 0, 0)
+            _win(self._declared[element], found)
 
-    def _indexed(self, compound: Compound) -> list[int] | None:
-        """The elements an index lists for ``compound`` (by id, class, tag or attribute
-        name), or None for one that names none of them (``*``)."""
-        if compound.ids:
-            return self._by_id.get(compound.ids[0], [])
-        if compound.classes:
-            return min((self._by_class.get(c, []) for c in compound.classes), key=len)
-        if compound.tag is not None:
-            return self._by_tag.get(compound.tag, [])
-        if compound.attrs:
-            return self._by_attr.get(compound.attrs[0][0], [])
-        return None
-
-    def _candidates(self, selector: Selector, index: int, memo: Memo, above: Memo) -> Iterable[int]:
-        """The elements that may match ``selector``'s compound ``index``: those its index
-        lists, or those under the elements that match the compound before it when that
-        is fewer to try (``div.menu a``, ``.box *``)."""
-        own = self._indexed(selector.compounds[index])
-        if index == 0:
-            return range(len(self._nodes)) if own is None else own
-        before = self._indexed(selector.compounds[index - 1])
-        child = selector.combinators[index - 1] == ">"
-        if before is not None and own is not None:
-            under = sum(len(self._children[i]) if child else self._end[i] - i for i in before)
-            if len(own) <= under:
-                return own
-        elif own is not None:
-            return own
-        anchors = []
-        for i in self._candidates(selector, index - 1, memo, above):
-            self._spend()
-            if self._matches_at(selector, index - 1, i, memo, above):
-                anchors.append(i)
-        if child:
-            return [c for i in anchors for c in self._children[i]]
-        return self._under(anchors)
-
-    def _under(self, anchors: list[int]) -> Iterator[int]:
-        """The elements under ``anchors`` (in document order), each once."""
-        covered = 0
-        for i in sorted(anchors):
-            if i >= covered:  # not inside the subtree of an anchor before it
-                yield from range(i + 1, self._end[i])
-                covered = self._end[i]
-
-    def _apply(self, selector: Selector, found: dict[str, tuple[str, bool]], order: int) -> None:
-        ids, classes, tags = selector.specificity
-        keys = ((0, 0, ids, classes, tags, order), (1, 0, ids, classes, tags, order))
-        for i in self._matching(selector):
-            self._set(i, found, keys)
-
-    def _matching(self, selector: Selector) -> list[int]:
-        """The elements ``selector`` matches (a selector of several rules, ``p`` or
-        ``a``, is matched once)."""
-        known = self._matched.get(selector)
-        if known is not None:
-            return known
-        last = len(selector.compounds) - 1
-        # Shared by the candidates: an ancestor is judged once per compound.
-        memo: Memo = {}
-        above: Memo = {}
-        matched = []
-        for i in self._candidates(selector, last, memo, above):
-            self._spend()
-            if self._matches_at(selector, last, i, memo, above):
-                matched.append(i)
-        self._matched[selector] = matched
-        return matched
-
-    def _matches_at(
-        self, selector: Selector, index: int, node: int, memo: Memo, above: Memo
-    ) -> bool:
-        """Whether ``node`` matches the compounds of ``selector`` up to ``index``."""
-        key = (index, node)
-        found = memo.get(key)
-        if found is None:
-            self._spend()
-            found = self._compound(selector.compounds[index], node)
-            if found and index > 0:
-                parent = self._parent[node]
-                if selector.combinators[index - 1] == ">":
-                    found = parent >= 0 and self._matches_at(
-                        selector, index - 1, parent, memo, above
-                    )
-                else:
-                    found = self._from_up(selector, index - 1, parent, memo, above)
-            memo[key] = found
-        return found
-
-    def _from_up(self, selector: Selector, index: int, node: int, memo: Memo, above: Memo) -> bool:
-        """Whether ``node`` or one of its ancestors matches the compounds up to ``index``
-        (walked up once: the answer is kept for every node on the way)."""
-        walked: list[int] = []
-        found = False
-        while node >= 0:
-            known = above.get((index, node))
-            if known is not None:
-                found = known
-                break
-            walked.append(node)
-            if self._matches_at(selector, index, node, memo, above):
-                found = True
-                break
-            node = self._parent[node]
-        for passed in walked:
-            above[(index, passed)] = found
-        return found
-
-    def _compound(self, compound: Compound, i: int) -> bool:
-        if compound.tag is not None and self._tags[i] != compound.tag:
-            return False
-        if compound.ids and any(self._ids[i] != name for name in compound.ids):
-            return False
-        if compound.classes and not self._classes[i].issuperset(compound.classes):
-            return False
-        element = self._nodes[i]
-        for name, op, value in compound.attrs:
-            got = element.get(name)
-            if got is None or (op == "=" and got != value):
-                return False
-            if op == "~=" and value not in got.split():
-                return False
-        return True
-
-    def _spend(self) -> None:
-        self._steps -= 1
+    def _matching(
+        self, root: lxml.html.HtmlElement, selector: CompiledSelector
+    ) -> list[lxml.html.HtmlElement]:
+        if not self._weights.keys() >= selector.names:
+            return []  # it names a tag, class, id or attribute the page does not have
+        candidates = min((self._weights[n] for n in selector.own_names), default=self._weights["*"])
+        self._steps -= len(self._nodes) + selector.compounds * candidates
         if self._steps < 0:
             raise BudgetSpent
+        try:
+            found: list[lxml.html.HtmlElement] = lxml.etree.XPath(selector.xpath)(root)
+        except lxml.etree.XPathError:  # a namespace prefix (ns|a), never defined here
+            return []
+        return found
 
-    def _set(self, i: int, found: dict[str, tuple[str, bool]], keys: tuple[Rank, Rank]) -> None:
-        """Record ``found`` for element ``i`` where it wins; ``keys``: its rank when
-        normal and when ``!important``."""
-        declared = self._declared[i]
-        for name, (value, important) in found.items():
-            key = keys[important]
-            held = declared.get(name)
-            if held is None or key >= held[0]:
-                declared[name] = (key, value)
+
+def declarations(nodes: Iterable[Any], wanted: frozenset[str]) -> Declared:
+    """The ``wanted`` properties of a block's tinycss2 nodes (the last of each wins)."""
+    return {
+        node.lower_name: (significant(node.value), node.important)
+        for node in nodes
+        if node.type == "declaration" and node.lower_name in wanted
+    }
+
+
+def significant(tokens: Iterable[Any]) -> Tokens:
+    return tuple(t for t in tokens if t.type not in ("whitespace", "comment"))
+
+
+def on_screen(media: Iterable[Any]) -> bool:
+    """Whether a media query list (``screen``, ``print, screen``) holds on a screen; one with
+    media features (``(max-width: 600px)``) we cannot judge, so it does not."""
+    query: list[str] = []
+    for token in [*significant(media), None]:
+        if token is None or token == ",":
+            if " ".join(query) in _SCREEN_MEDIA:
+                return True
+            query = []
+        else:
+            query.append(token.lower_value if token.type == "ident" else "?")
+    return False
+
+
+def _ranked(found: Declared, inline: int, a: int, b: int, c: int, order: int) -> Ranked:
+    return {name: ((imp, inline, a, b, c, order), value) for name, (value, imp) in found.items()}
+
+
+def _win(declared: Ranked, found: Ranked) -> None:
+    """Record each of ``found`` in ``declared`` where it outranks what is there."""
+    for name, (rank, value) in found.items():
+        held = declared.get(name)
+        if held is None or rank >= held[0]:
+            declared[name] = (rank, value)
+
+
+def _style_rules(
+    rules: Iterable[Any], wanted: frozenset[str], nesting: int
+) -> Iterator[tuple[Tokens, Declared]]:
+    """(selectors, declarations) of the style rules that apply on a screen and set a
+    ``wanted`` property, in order."""
+    for rule in rules:
+        if rule.type == "qualified-rule":
+            found = declarations(tinycss2.parse_blocks_contents(rule.content), wanted)
+            if found:
+                yield tuple(rule.prelude), found  # whitespace and all: it is a combinator
+        elif rule.type == "at-rule" and rule.content is not None and nesting:
+            name = rule.lower_at_keyword
+            if name in ("supports", "layer") or (name == "media" and on_screen(rule.prelude)):
+                inner = tinycss2.parse_blocks_contents(
+                    rule.content, skip_comments=True, skip_whitespace=True
+                )
+                yield from _style_rules(inner, wanted, nesting - 1)
+
+
+def _selectors(prelude: Tokens) -> tuple[CompiledSelector, ...]:
+    if _nested(prelude, MAX_NESTING):
+        return ()  # tinycss2's serializer and cssselect's parser recurse
+    return _compiled(tinycss2.serialize(prelude).strip())
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(text: str) -> tuple[CompiledSelector, ...]:
+    """The selectors of a rule that we can judge; none if it does not parse (as in a
+    browser). One of a pseudo-element is left out: ``::before`` is not the element's text."""
+    try:
+        parsed = cssselect.parse(text)
+    except cssselect.SelectorError:
+        return ()
+    compiled = []
+    for selector in parsed:
+        if selector.pseudo_element is not None:
+            continue
+        try:
+            xpath, compounds = _TRANSLATOR.upward_xpath(selector.parsed_tree)
+        except cssselect.SelectorError:
+            continue
+        last = selector.parsed_tree
+        while isinstance(last, CombinedSelector):
+            last = last.subselector
+        names, own = frozenset(_required(selector.parsed_tree)), frozenset(_required(last))
+        compiled.append(CompiledSelector(selector.specificity(), xpath, names, own, compounds))
+    return tuple(compiled)
+
+
+def _nested(tokens: Iterable[Any], levels: int) -> bool:
+    """Whether ``tokens`` nest brackets more than ``levels`` deep."""
+    for _ in range(levels + 1):
+        tokens = [
+            inner
+            for token in tokens
+            for inner in (
+                getattr(token, "arguments", None) or getattr(token, "content", None) or ()
+            )
+        ]
+        if not tokens:
+            return False
+    return True
+
+
+def _required(tree: Tree) -> Iterator[str]:
+    """The names (as in ``CompiledSelector``) an element needs for ``tree`` to match it; those
+    inside ``:not()`` and ``:is()`` are not needed."""
+    stack = [tree]
+    while stack:
+        node: Any = stack.pop()
+        if isinstance(node, CombinedSelector):
+            stack += (node.selector, node.subselector)
+        elif isinstance(node, Element):
+            if node.element:
+                yield node.element.lower()
+        else:
+            if isinstance(node, Class):
+                yield f".{node.class_name}"
+            elif isinstance(node, Hash):
+                yield f"#{node.id}"
+            elif isinstance(node, Attrib):
+                yield f"[{node.attrib.lower()}"
+            stack.append(node.selector)  # Pseudo, Function, Negation, Matching… have one
+
+
+def _weights(nodes: list[lxml.html.HtmlElement]) -> dict[str, int]:
+    """Each name of the page (as in ``CompiledSelector``; ``*`` for all) → the sum over the elements
+    that have it of their depth + 1: what looking up their ancestors costs at most."""
+    weights: dict[str, int] = defaultdict(int)
+    depth: dict[lxml.html.HtmlElement, int] = {}
+    for element in nodes:
+        weight = depth[element] = depth.get(element.getparent(), 0) + 1
+        names = [
+            "*",
+            element.tag,
+            *(f"[{name}" for name in element.keys()),  # noqa: SIM118 (an lxml element)
+            *(f".{name}" for name in _CLASS_SPACE.split(element.get("class") or "") if name),
+        ]
+        if (id_ := element.get("id")) is not None:
+            names.append(f"#{id_}")
+        for name in names:
+            weights[name] += weight
+    return dict(weights)
+
+
+class _Translator(cssselect.HTMLTranslator):
+    """cssselect's HTML translator, for what we can judge, from the element up."""
+
+    def upward_xpath(self, tree: Tree) -> tuple[str, int]:
+        """The XPath of the elements ``tree`` matches, and its number of compounds."""
+        # The compounds from the right, in runs joined by ">" (split at descendant ones).
+        runs: list[list[Tree]] = [[]]
+        while isinstance(tree, CombinedSelector):
+            if tree.combinator not in (" ", ">"):
+                raise cssselect.ExpressionError("a sibling combinator")
+            runs[-1].append(tree.subselector)
+            if tree.combinator == " ":
+                runs.append([])
+            tree = tree.selector
+        runs[-1].append(tree)
+        compounds = sum(map(len, runs))
+        if compounds > MAX_COMPOUNDS:
+            raise cssselect.ExpressionError("too many compounds")
+        above = ""  # what must hold above the run being written: from the leftmost run
+        for run in reversed(runs[1:]):
+            top = "/parent::*" * (len(run) - 1)
+            above = f"ancestor::{self._run(run, '')}[1]{top}" + (f"[{above}]" if above else "")
+        return f"descendant-or-self::{self._run(runs[0], above)}", compounds
+
+    def _run(self, run: list[Tree], above: str) -> str:
+        """A step to the element ``run[0]`` matches, whose parent ``run[1]`` matches…,
+        and where ``above`` holds at the last one's."""
+        step = ""
+        for tree in reversed(run):
+            expr = self.xpath(tree)
+            if expr.path:
+                raise cssselect.ExpressionError("not one element")
+            condition = _both(expr.condition, f"parent::{step}" if step else above)
+            step = expr.element + (f"[{condition}]" if condition else "")
+        return step
+
+    def xpath_pseudo(self, pseudo: Any) -> Any:
+        if pseudo.ident not in _PSEUDO_CLASSES:
+            raise cssselect.ExpressionError(f":{pseudo.ident} is not judged")
+        return super().xpath_pseudo(pseudo)
+
+    def xpath_function(self, function: Any) -> Any:
+        raise cssselect.ExpressionError(f":{function.name}() is not judged")
+
+    def xpath_relation(self, relation: Any) -> Any:
+        raise cssselect.ExpressionError(":has() is not judged")
+
+    def xpath_negation(self, negation: Any) -> Any:
+        if isinstance(negation.subselector, CombinedSelector):
+            raise cssselect.ExpressionError(":not() of a combinator is not judged")
+        return super().xpath_negation(negation)
+
+
+def _both(one: str, other: str) -> str:
+    return f"({one}) and ({other})" if one and other else one or other
+
+
+_TRANSLATOR = _Translator()

@@ -2,7 +2,7 @@
 
 A page can hide instructions for the LLM where no reader sees them; what a person does
 not see, the model does not read either. Dropped, from the ``style`` attributes and the
-``<style>`` rules a page-only reader can apply (tools/builtin/css.py):
+``<style>`` rules a page-only reader can apply (tools/builtin/css_cascade.py):
 
 - not rendered: ``display:none``, ``visibility:hidden``, ``<template>``, the ``hidden``
   attribute, ``aria-hidden="true"``, the usual "hidden" classes;
@@ -17,53 +17,68 @@ not see, the model does not read either. Dropped, from the ``style`` attributes 
   of the background it is painted on (the nearest ancestor's that sets one, else the
   white page; ``bgcolor`` and ``<font color>`` too), and ``color: transparent``.
 
-Defence in depth, not a guarantee: there is no layout engine, so text hidden by what
-only layout or scripts reveal (linked stylesheets, pseudo-classes, media features,
-text behind another box, a script that moves it) still gets through. What holds
-whatever a page says is that tools which act ask a person first.
+There is no layout engine: a length relative to what we do not know is judged by the
+usual assumptions (16 px to the em, a 1280 x 800 viewport), a percentage of a width is
+not judged, and a value we cannot read (``calc()``, ``var()``) is never taken as hiding.
+So this is defence in depth, not a guarantee: text hidden by what only layout or scripts
+reveal (linked stylesheets, pseudo-classes, media features, text behind another box, a
+script that moves it) still gets through. What holds whatever a page says is that tools
+which act ask a person first.
 """
 
 from __future__ import annotations
 
-import lxml.html
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
-from tools.builtin import css_values as values
-from tools.builtin.css_cascade import Cascade
-from tools.builtin.css_values import BLACK, RGBA, WHITE
+import lxml.html
+import tinycss2
+import tinycss2.color4
+
+from tools.builtin.css_cascade import Cascade, Tokens, significant
+
+# r, g, b in 0..255 and alpha in 0..1.
+RGBA = tuple[float, float, float, float]
+WHITE: RGBA = (255.0, 255.0, 255.0, 1.0)
+BLACK: RGBA = (0.0, 0.0, 0.0, 1.0)
 
 # Classes that mean "not shown" in the common CSS frameworks (Bootstrap, Tailwind, WordPress).
 HIDDEN_CLASSES = frozenset(
     {"hidden", "d-none", "sr-only", "visually-hidden", "screen-reader-text", "invisible"}
 )
+# How far off-screen an offset must put a box to count as hidden: further left or up
+# than any layout puts text a reader sees, or far beyond the right or bottom edge.
+FAR_BEFORE_PX = -500.0
+FAR_AFTER_PX = 10_000.0
+# Below this a scale factor, an opacity or a text colour's alpha leaves nothing readable.
+INVISIBLE = 0.1
+# A text colour this close to its background (on every channel, of 255) is not seen.
+SAME_COLOUR = 10.0
+
 _OFFSETS = ("left", "right", "top", "bottom", "margin-left", "margin-top", "text-indent")
 _SIZES = ("width", "height", "max-width", "max-height")
 _OVERFLOWS = ("overflow", "overflow-x", "overflow-y")
 # The properties read: the cascade keeps no others.
 WANTED = frozenset(
     {
-        "display",
-        "visibility",
-        "opacity",
-        "font",
-        "font-size",
-        "color",
-        "background",
-        "background-color",
-        "text-shadow",
-        "inset",
-        "margin",
-        "transform",
-        "translate",
-        "scale",
-        "clip",
-        "clip-path",
-        *_OFFSETS,
-        *_SIZES,
-        *_OVERFLOWS,
+        *("display", "visibility", "opacity", "font", "font-size", "color", "text-shadow"),
+        *("background", "background-color", "inset", "margin", "transform", "translate"),
+        *("scale", "clip", "clip-path", *_OFFSETS, *_SIZES, *_OVERFLOWS),
     }
 )
 _INHERIT = frozenset({"inherit", "currentcolor", "unset", "revert", "revert-layer"})
 _NO_BACKGROUND = frozenset({"none", "transparent", "initial", "unset", "inherit"})
+_EM_PX = 16.0
+_VIEWPORT = (1280.0, 800.0)
+_UNIT_PX = {
+    **{"px": 1.0, "em": _EM_PX, "rem": _EM_PX, "ex": _EM_PX / 2, "ch": _EM_PX / 2},
+    **{"pt": 4 / 3, "pc": 16.0, "in": 96.0, "cm": 96 / 2.54, "mm": 96 / 25.4, "q": 96 / 101.6},
+    **{"vw": _VIEWPORT[0] / 100, "vh": _VIEWPORT[1] / 100},
+    **{"vmin": min(_VIEWPORT) / 100, "vmax": max(_VIEWPORT) / 100},
+}
+
+Style = dict[str, Tokens]
 
 
 def drop_hidden(tree: lxml.html.HtmlElement) -> None:
@@ -88,7 +103,7 @@ def drop_hidden(tree: lxml.html.HtmlElement) -> None:
         stack.extend((child, colour, background) for child in element if isinstance(child.tag, str))
 
 
-def is_hidden(element: lxml.html.HtmlElement, style: dict[str, str]) -> bool:
+def is_hidden(element: lxml.html.HtmlElement, style: Style) -> bool:
     """Whether a browser shows nothing of ``element`` (and so of its children)."""
     if element.tag == "template" or element.get("hidden") is not None:
         return True
@@ -102,87 +117,276 @@ def is_hidden(element: lxml.html.HtmlElement, style: dict[str, str]) -> bool:
     return _not_rendered(style) or _out_of_sight(style) or _clipped_or_shrunk(style)
 
 
-def _not_rendered(style: dict[str, str]) -> bool:
-    if style.get("display", "").lower() == "none":
+def _not_rendered(style: Style) -> bool:
+    if _keyword(style.get("display")) == "none":
         return True
-    if style.get("visibility", "").lower() in ("hidden", "collapse"):
+    if _keyword(style.get("visibility")) in ("hidden", "collapse"):
         return True
-    opacity = values.number(style.get("opacity", "1"))
-    if opacity is not None and opacity < values.INVISIBLE:
+    opacity = _one(style.get("opacity"))
+    if opacity is not None and (value := _number(opacity)) is not None and value < INVISIBLE:
         return True
-    if "font-size" in style and values.is_tiny(style["font-size"]):
+    size = _one(style.get("font-size"))
+    if size is not None and _is_tiny(size):
         return True
-    # The size in the ``font`` shorthand: ``font: 0/0 a``, ``bold 1px/1 serif``.
-    for token in style.get("font", "").split():
-        size = token.split("/", 1)[0]
-        if values.length_px(size) is not None and values.is_tiny(size):
+    # The size in the ``font`` shorthand: ``font: 0/0 a``, ``bold 1px/1 serif`` (the
+    # line height, after the slash, does not count).
+    font = style.get("font", ())
+    for before, token in zip((None, *font), font, strict=False):
+        if before != "/" and _length_px(token) is not None and _is_tiny(token):
             return True
     return False
 
 
-def _out_of_sight(style: dict[str, str]) -> bool:
-    if any(values.is_far(style[name]) for name in _OFFSETS if name in style):
-        return True
+def _out_of_sight(style: Style) -> bool:
+    for name in _OFFSETS:
+        offset = _one(style.get(name))
+        if offset is not None and _is_far(offset):
+            return True
     for shorthand in ("inset", "margin"):
-        sides = style.get(shorthand, "").split()
+        sides = style.get(shorthand, ())
         if 1 <= len(sides) <= 4:
-            top, _, _, left = values.four_sides(sides)
-            if values.is_far(top) or values.is_far(left):
+            top, _, _, left = _four_sides(sides)
+            if _is_far(top) or _is_far(left):
                 return True
     return False
 
 
-def _clipped_or_shrunk(style: dict[str, str]) -> bool:
-    checks = (
-        ("transform", values.transform_hides),
-        ("translate", values.translate_hides),
-        ("scale", values.scale_hides),
-        ("clip", values.clip_hides),
-        ("clip-path", values.clip_path_hides),
+def _clipped_or_shrunk(style: Style) -> bool:
+    checks: tuple[tuple[str, Callable[[Tokens], bool]], ...] = (
+        ("transform", _transform_hides),
+        ("translate", lambda value: any(_is_far(v) for v in value[:2])),
+        ("scale", lambda value: any(_flat(_number(v)) for v in value)),
+        ("clip", _clip_hides),
+        ("clip-path", _clip_path_hides),
     )
     if any(name in style and hides(style[name]) for name, hides in checks):
         return True
-    overflow = {word for name in _OVERFLOWS for word in style.get(name, "").lower().split()}
+    overflow = {_keyword((token,)) for name in _OVERFLOWS for token in style.get(name, ())}
     if overflow & {"hidden", "clip"}:
-        return any(values.is_tiny(style[name]) for name in _SIZES if name in style)
+        sizes = (_one(style.get(name)) for name in _SIZES)
+        return any(size is not None and _is_tiny(size) for size in sizes)
     return False
 
 
+# ---------------------------------------------------------------- transforms and clips
+
+
+def _transform_hides(value: Tokens) -> bool:
+    """A scale near 0, a flat matrix, or a move far out of sight."""
+    for name, args in _functions(value):
+        if name in ("scale", "scalex", "scaley", "scale3d"):
+            if any(_flat(_number(a)) for a in (args[:2] if name == "scale3d" else args)):
+                return True
+        elif name in ("translate", "translatex", "translatey", "translate3d"):
+            if any(_is_far(a) for a in args[:2]):
+                return True
+        elif name == "matrix" and len(args) == 6:
+            a, b, c, d, tx, ty = (math.nan if v is None else v for v in map(_number, args))
+            if abs(a * d - b * c) < INVISIBLE**2:  # False when a value is unknown (nan)
+                return True
+            if any(not math.isnan(t) and _far_px(t) for t in (tx, ty)):
+                return True
+    return False
+
+
+def _clip_hides(value: Tokens) -> bool:
+    """``clip: rect(top, right, bottom, left)`` with nothing inside it."""
+    for name, args in _functions(value):
+        if name == "rect" and len(args) == 4:
+            top, right, bottom, left = map(_length_px, args)
+            if top is not None and bottom is not None and bottom <= top:
+                return True
+            if left is not None and right is not None and right <= left:
+                return True
+    return False
+
+
+def _clip_path_hides(value: Tokens) -> bool:
+    """``inset()`` of 50% a side or more, ``circle(0)``, an ``ellipse()`` with a zero
+    radius, a ``polygon()`` of no area."""
+    for name, args in _functions(value):
+        if name == "inset" and args and _inset_hides(_until(args, "round")):
+            return True
+        if name in ("circle", "ellipse"):
+            radii = _until(args, "at")
+            if any(_length_px(r) == 0 or _percent(r) == 0 for r in radii):
+                return True
+        if name == "polygon" and _polygon_is_flat(args):
+            return True
+    return False
+
+
+def _inset_hides(sides: list[Any]) -> bool:
+    # 1 to 4 values, as for margins: top, right, bottom, left. A side of 50% or more and
+    # its opposite meet; a side of 1000 px or more cuts away any line of text.
+    top, right, bottom, left = _four_sides(sides)
+    for one, other in ((top, bottom), (right, left)):
+        if sum(_percent(v) or 0 for v in (one, other)) >= 100:
+            return True
+        if any((_length_px(v) or 0) >= 1000 for v in (one, other)):
+            return True
+    return False
+
+
+def _polygon_is_flat(args: list[Any]) -> bool:
+    if args and _keyword(args[:1]) in ("nonzero", "evenodd"):
+        args = args[1:]
+    # Only points all in % or all in lengths: mixed, their area depends on the box.
+    kind = _percent if args and args[0].type == "percentage" else _length_px
+    coords = [kind(a) for a in args]
+    if len(coords) < 2 or len(coords) % 2 or None in coords:
+        return False
+    known = [c for c in coords if c is not None]
+    xs, ys, n = known[::2], known[1::2], len(known) // 2
+    area = sum(xs[i] * ys[(i + 1) % n] - xs[(i + 1) % n] * ys[i] for i in range(n))
+    return math.isclose(area, 0.0, abs_tol=1e-9)
+
+
+# ---------------------------------------------------------------- colours
+
+
 def _text_colour(
-    element: lxml.html.HtmlElement, style: dict[str, str], inherited: RGBA | None
+    element: lxml.html.HtmlElement, style: Style, inherited: RGBA | None
 ) -> RGBA | None:
     declared = style.get("color")
-    if not declared and element.tag == "font":
-        declared = element.get("color")
+    if not declared and element.tag == "font" and element.get("color"):
+        declared = significant(tinycss2.parse_component_value_list(element.get("color")))
     if not declared:
         return inherited
-    text = declared.strip().lower()
-    if text in _INHERIT:
+    if _keyword(declared) in _INHERIT:
         return inherited
-    if text == "initial":
+    if _keyword(declared) == "initial":
         return BLACK
-    return values.colour(text)
+    return _colour(declared[0]) if len(declared) == 1 else None
 
 
-def _background(
-    element: lxml.html.HtmlElement, style: dict[str, str], below: RGBA | None
-) -> RGBA | None:
-    declared = style.get("background-color") or style.get("background") or element.get("bgcolor")
-    if not declared or declared.strip().lower() in _NO_BACKGROUND:
+def _background(element: lxml.html.HtmlElement, style: Style, below: RGBA | None) -> RGBA | None:
+    declared = style.get("background-color") or style.get("background")
+    if not declared and element.get("bgcolor"):
+        declared = significant(tinycss2.parse_component_value_list(element.get("bgcolor")))
+    if not declared or _keyword(declared) in _NO_BACKGROUND:
         return below
-    painted = values.first_colour(declared)
+    # The colour in a shorthand: ``background: #fff url(x.png) no-repeat``.
+    painted = next((c for c in map(_colour, declared) if c is not None), None)
     if painted is None:
         return None  # an image, a gradient, a variable: what is behind the text is unknown
     if painted[3] >= 1:
         return painted
-    if below is None:
-        return None
-    return values.over(painted, below)
+    return None if below is None else _over(painted, below)
 
 
-def _unseen_text(style: dict[str, str], colour: RGBA | None, background: RGBA | None) -> bool:
+def _unseen_text(style: Style, colour: RGBA | None, background: RGBA | None) -> bool:
     if colour is None or background is None:
         return False
-    if style.get("text-shadow", "none").strip().lower() != "none":
+    shadow = style.get("text-shadow")
+    if shadow and _keyword(shadow) != "none":
         return False  # a shadow can draw the text in another colour
-    return values.unseen_on(colour, background)
+    seen = _over(colour, background)
+    return max(abs(seen[i] - background[i]) for i in range(3)) <= SAME_COLOUR
+
+
+def _colour(token: Any) -> RGBA | None:
+    """A colour (a name, ``#hex``, ``rgb()``, ``hsl()``, ``hwb()``, ``transparent``); None
+    when it is not one, is relative (``currentcolor``) or in a space we do not convert."""
+    try:
+        parsed = tinycss2.color4.parse_color(token)
+    except ValueError:  # tinycss2 1.5 on an empty ``color()``
+        return None
+    if not isinstance(parsed, tinycss2.color4.Color):
+        return None
+    if parsed.space in ("hsl", "hwb"):
+        parsed = parsed.to("srgb")
+    if parsed.space != "srgb":
+        return None
+    r, g, b = (255 * max(0.0, min(1.0, c or 0.0)) for c in parsed.coordinates)
+    return (r, g, b, parsed.alpha)
+
+
+def _over(top: RGBA, below: RGBA) -> RGBA:
+    """``top`` painted over the opaque ``below``."""
+    alpha = top[3]
+    r, g, b = (alpha * top[i] + (1 - alpha) * below[i] for i in range(3))
+    return (r, g, b, 1.0)
+
+
+# ---------------------------------------------------------------- numbers and lengths
+
+
+def _one(value: Sequence[Any] | None) -> Any:
+    """The value's only token, or None."""
+    return value[0] if value is not None and len(value) == 1 else None
+
+
+def _keyword(value: Sequence[Any] | None) -> str:
+    token = _one(value)
+    return token.lower_value if token is not None and token.type == "ident" else ""
+
+
+def _number(token: Any) -> float | None:
+    """A plain number, or a percentage as a fraction (``50%`` → 0.5)."""
+    if token.type == "number":
+        return float(token.value)
+    return token.value / 100 if token.type == "percentage" else None
+
+
+def _percent(token: Any) -> float | None:
+    return float(token.value) if token.type == "percentage" else None
+
+
+def _length_px(token: Any) -> float | None:
+    """A length in px (``0`` without a unit too); None for a percentage, ``auto``, a
+    ``calc()`` or anything else whose size we cannot know."""
+    if token.type == "number":
+        return 0.0 if token.value == 0 else None
+    factor = _UNIT_PX.get(token.lower_unit) if token.type == "dimension" else None
+    return None if factor is None else token.value * factor
+
+
+def _is_far(token: Any) -> bool:
+    """An offset that moves a box out of sight: far before the page's start, or far
+    beyond its end."""
+    px = _length_px(token)
+    if px is not None:
+        return _far_px(px)
+    share = _percent(token)
+    return share is not None and share <= -100
+
+
+def _far_px(px: float) -> bool:
+    return px <= FAR_BEFORE_PX or px >= FAR_AFTER_PX
+
+
+def _is_tiny(token: Any) -> bool:
+    """A size (``width``, ``font-size``) of at most one pixel."""
+    px = _length_px(token)
+    if px is not None:
+        return px <= 1.0
+    share = _percent(token)
+    return share is not None and share <= 0
+
+
+def _flat(factor: float | None) -> bool:
+    return factor is not None and abs(factor) < INVISIBLE
+
+
+def _functions(value: Tokens) -> Iterator[tuple[str, list[Any]]]:
+    """The functions of a value and their arguments, without the commas and slashes."""
+    for token in value:
+        if token.type == "function":
+            yield token.lower_name, [a for a in significant(token.arguments) if a.type != "literal"]
+
+
+def _until(args: list[Any], word: str) -> list[Any]:
+    """``args`` up to the keyword ``word`` (``inset(10% round 5px)``)."""
+    for i, arg in enumerate(args):
+        if arg.type == "ident" and arg.lower_value == word:
+            return args[:i]
+    return args
+
+
+def _four_sides(values: Sequence[Any]) -> tuple[Any, Any, Any, Any]:
+    """A 1 to 4 value box shorthand (``margin``, ``inset``) as top, right, bottom, left."""
+    top = values[0]
+    right = values[1] if len(values) > 1 else top
+    bottom = values[2] if len(values) > 2 else top
+    return top, right, bottom, values[3] if len(values) > 3 else right

@@ -37,7 +37,7 @@ class WebViewTool(Tool):
     }
     idempotent = True
     timeout_s = 60.0
-    requires = ("tools.builtin.page_text",)  # lxml and trafilatura
+    requires = ("tools.builtin.page_text",)  # lxml, trafilatura, tinycss2, cssselect
 
     def describe(self, args: dict[str, Any], ctx: ToolContext) -> CallDescription:
         url = str(args.get("url", ""))
