@@ -47,7 +47,7 @@ import httpx
 import pytest
 
 from tests.support.fake_llm import FakeLLMProcess
-from tests.support.navi_server import free_port
+from tests.support.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
-from tests.support.navi_server import free_port
+from tests.support.helpers import free_port
 
 
 @contextmanager

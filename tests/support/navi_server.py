@@ -25,6 +25,7 @@ from navi.config import Settings
 from navi.server.app import create_app
 from navi.server.auth import Users
 from tests.support.fake_llm import FakeLLMServer
+from tests.support.helpers import free_port
 from tests.support.navi_app import navi_settings
 
 
@@ -36,13 +37,6 @@ class RunningServer:
     settings: Settings
     root: Path
     server: uvicorn.Server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextmanager

@@ -9,7 +9,6 @@ import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,13 +27,6 @@ _CONTROLLING_TTY = (
     "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
     "os.execv(sys.executable, [sys.executable, '-m', 'navi.cli', *sys.argv[1:]])"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def navi_env(root: Path, llm_url: str, port: int, **extra: str) -> dict[str, str]:

@@ -20,6 +20,7 @@ from navi.cluster.requests import ForwardedRefusal
 from navi.session import messages as m
 from navi.session.errors import BadInput, SessionNotFound
 from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.helpers import wait_for_events
 from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.postgres
@@ -50,12 +51,6 @@ def cluster_of(navi: Navi) -> ClusterNode:
 
 async def run_types(navi: Navi, session_id: str) -> list[str]:
     return [r.type for r in await navi.store.read(session_id)]
-
-
-async def wait_for(navi: Navi, session_id: str, event_type: str, count: int = 1) -> None:
-    with anyio.fail_after(15):
-        while (await run_types(navi, session_id)).count(event_type) < count:
-            await anyio.sleep(0.02)
 
 
 async def test_a_message_sent_to_the_other_node_runs_on_the_owner_and_is_watched_from_both(
@@ -151,7 +146,7 @@ async def test_a_run_nobody_drives_is_taken_over_and_resumed(
                 expected_seq=0,
             )
         with anyio.fail_after(15):
-            await wait_for(b, "orphan", "run.completed")
+            await wait_for_events(b.store, "orphan", "run.completed")
         assert "orphan" in cluster_of(b).ownership.held
         assert cluster_of(b).sweeper.takeovers == 1
 
@@ -207,7 +202,7 @@ async def test_an_approval_decided_on_the_other_node_reaches_the_owner(
         ):
             session = await a.create_session()
             await a.send(session, "write it")
-            await wait_for(a, session, "tool.approval_requested")
+            await wait_for_events(a.store, session, "tool.approval_requested")
             records = await a.store.read(session)
             request = next(r.event for r in records if isinstance(r.event, ToolApprovalRequested))
             with pytest.raises((ApprovalNotFound, ForwardedRefusal)) as refused:
@@ -215,7 +210,7 @@ async def test_an_approval_decided_on_the_other_node_reaches_the_owner(
             assert getattr(refused.value, "status", 404) == 404
             assert await b.decide(session, request.call_id, approved=True, by="local") == session
             assert session not in cluster_of(b).ownership.held
-            await wait_for(a, session, "run.completed")
+            await wait_for_events(a.store, session, "run.completed")
             records = await a.store.read(session)
             decided = [r.event for r in records if isinstance(r.event, ToolApprovalDecided)]
             assert [d.approved for d in decided] == [True]

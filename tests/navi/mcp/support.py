@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.navi_server import free_port
+from tests.support.helpers import free_port
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_test_server.py")
 

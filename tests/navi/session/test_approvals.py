@@ -22,6 +22,7 @@ from navi.app import Navi
 from navi.run.state import RunState
 from navi.session.errors import AlreadyDecided, ApprovalNotFound
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.helpers import wait_for_events
 from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.anyio
@@ -37,16 +38,6 @@ def asking(tmp_path: Path, url: str, **overrides: Any) -> Any:
     return navi_settings(tmp_path, url, planning="off", tool_approval="", **overrides)
 
 
-async def wait_for(navi: Navi, session: str, kind: str, count: int = 1) -> list[Recorded]:
-    """The session's records once ``count`` events of type ``kind`` are in."""
-    with anyio.fail_after(20):
-        while True:
-            records = await navi.store.read(session)
-            if sum(r.type == kind for r in records) >= count:
-                return records
-            await anyio.sleep(0.02)
-
-
 def events_of(records: list[Recorded], cls: type) -> list[Any]:
     return [r.event for r in records if isinstance(r.event, cls)]
 
@@ -57,7 +48,7 @@ async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None
         async with open_navi(asking(tmp_path, fake.url)) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             assert request.name == "filesystem" and request.arguments["action"] == "write"
             assert request.policy == "filesystem's default"
@@ -70,7 +61,7 @@ async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None
             assert actor_state is RunState.AWAITING_APPROVAL
 
             await navi.decide(session, request.call_id, approved=True, by="local")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             (decision,) = events_of(records, ToolApprovalDecided)
             assert decision.approved and decision.by == "local" and decision.scope == "once"
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
@@ -87,12 +78,12 @@ async def test_a_denial_with_a_reason_reaches_the_llm(tmp_path: Path) -> None:
         async with open_navi(asking(tmp_path, fake.url)) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             await navi.decide(
                 session, request.call_id, approved=False, by="local", reason="not in there"
             )
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "denied"
             assert failed.error == "The user declined this call: not in there"
@@ -115,12 +106,12 @@ async def test_approve_for_the_session_runs_later_calls_without_asking(tmp_path:
         async with open_navi(asking(tmp_path, fake.url)) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             await navi.decide(session, request.call_id, approved=True, scope="session", by="ann")
-            await wait_for(navi, session, "run.completed")
+            await wait_for_events(navi.store, session, "run.completed")
             await navi.send(session, "and another")
-            records = await wait_for(navi, session, "run.completed", count=2)
+            records = await wait_for_events(navi.store, session, "run.completed", count=2)
             assert len(events_of(records, ToolApprovalRequested)) == 1
             assert (tmp_path / "files" / session / "b.txt").read_text() == "b"
 
@@ -134,7 +125,7 @@ async def test_a_profile_that_denies_a_tool(tmp_path: Path) -> None:
         async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
             session = await navi.create_session("careful")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             assert not events_of(records, ToolApprovalRequested)
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "denied" and "profile careful" in failed.error
@@ -150,7 +141,7 @@ async def test_the_users_own_defaults_apply(tmp_path: Path) -> None:
             )
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             assert not events_of(records, ToolApprovalRequested)
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
 
@@ -161,9 +152,9 @@ async def test_a_stop_while_waiting_ends_the_run(tmp_path: Path) -> None:
         async with open_navi(asking(tmp_path, fake.url)) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            await wait_for(navi, session, "tool.approval_requested")
+            await wait_for_events(navi.store, session, "tool.approval_requested")
             assert await navi.stop(session)
-            records = await wait_for(navi, session, "run.stopped")
+            records = await wait_for_events(navi.store, session, "run.stopped")
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "stopped"
             assert isinstance(records[-1].event, RunStopped)
@@ -175,7 +166,7 @@ async def test_no_decision_within_the_timeout_denies(tmp_path: Path) -> None:
         async with open_navi(asking(tmp_path, fake.url, approval_timeout_s=0.3)) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             (decision,) = events_of(records, ToolApprovalDecided)
             assert not decision.approved and decision.by == "navi"
             (failed,) = events_of(records, ToolFailed)
@@ -189,7 +180,7 @@ async def test_the_wait_survives_a_restart_and_the_call_runs_once(tmp_path: Path
         async with open_navi(settings) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
         # Navi is gone; a new one resumes the run: it is still waiting, not asked again.
         resuming = navi_settings(tmp_path, fake.url, planning="off", tool_approval="")
@@ -202,7 +193,7 @@ async def test_the_wait_survives_a_restart_and_the_call_runs_once(tmp_path: Path
             assert len(events_of(records, ToolApprovalRequested)) == 1
             assert not events_of(records, ToolCompleted)
             await navi.decide(session, request.call_id, approved=True, by="local")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             (done,) = events_of(records, ToolCompleted)
             assert done.call_id == request.call_id
             assert not events_of(records, ToolFailed)
@@ -261,9 +252,9 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
         async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
             session = await navi.create_session("lead")
             await navi.send(session, "delegate the note")
-            records = await wait_for(navi, session, "subagent.spawned")
+            records = await wait_for_events(navi.store, session, "subagent.spawned")
             child = next(r.event.child_stream_id for r in records if r.type == "subagent.spawned")
-            child_records = await wait_for(navi, child, "tool.approval_requested")
+            child_records = await wait_for_events(navi.store, child, "tool.approval_requested")
             (request,) = events_of(child_records, ToolApprovalRequested)
             # Pending, seen from the top-level session as the REST route lists it.
             from navi.server.approvals import awaiting
@@ -273,7 +264,7 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
             assert frame["subagent_id"] == child
             recorded_in = await navi.decide(session, request.call_id, approved=True, by="local")
             assert recorded_in == child
-            await wait_for(navi, session, "run.completed")
+            await wait_for_events(navi.store, session, "run.completed")
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
 
 
@@ -288,13 +279,13 @@ async def test_the_history_shows_who_decided_and_how_long_the_call_waited(
         async with open_navi(asking(tmp_path, fake.url)) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             await anyio.sleep(0.3)
             await navi.decide(
                 session, request.call_id, approved=True, scope="session", by="ann", reason="ok"
             )
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
     history = fold(messages_projection.MESSAGES, records).messages()
     (tool,) = [m for m in history if m.role == "tool"]
     assert tool.approval is not None
