@@ -60,6 +60,10 @@ SLOW_MARKERS = ("slow", "postgres", "embedded", "browser")
 # Fixtures that stand for a service, and the marker their users get.
 SLOW_FIXTURES = {"postgres_server_url": "postgres", "browser": "browser"}
 
+# One-time probes of what the machine can do, cached for the process: whichever test
+# happens to ask first (or first after a test cleared the cache) is not starting them.
+PROBES = {("tools.sandbox", "_probe")}
+
 PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec"}
     | {"os.spawn"}
@@ -196,8 +200,17 @@ _started: list[str] | None = None
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if _started is not None and event in PROCESS_EVENTS:
+    if _started is not None and event in PROCESS_EVENTS and not _probing():
         _started.append(_describe(event, args))
+
+
+def _probing() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if (frame.f_globals.get("__name__"), frame.f_code.co_name) in PROBES:
+            return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
 
 
 def _describe(event: str, args: tuple[Any, ...]) -> str:

@@ -21,7 +21,8 @@ from events.types import (
 from navi.app import Navi
 from navi.run.state import RunState
 from navi.session.errors import AlreadyDecided, ApprovalNotFound
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, Reply
 from tests.support.helpers import wait_for_events
 from tests.support.navi_app import navi_settings, open_navi
 
@@ -43,9 +44,9 @@ def events_of(records: list[Recorded], cls: type) -> list[Any]:
 
 
 async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[LIST, WRITE]), Reply(text="Written."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "tool.approval_requested")
@@ -73,9 +74,9 @@ async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None
 
 
 async def test_a_denial_with_a_reason_reaches_the_llm(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Understood, I will not write."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "tool.approval_requested")
@@ -96,14 +97,14 @@ async def test_approve_for_the_session_runs_later_calls_without_asking(tmp_path:
     second = FakeToolCall(
         name="filesystem", arguments={"action": "write", "path": "b.txt", "content": "b"}
     )
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(tool_calls=[WRITE]),
             Reply(text="One."),
             Reply(tool_calls=[second]),
             Reply(text="Two."),
         )
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "tool.approval_requested")
@@ -119,10 +120,10 @@ async def test_approve_for_the_session_runs_later_calls_without_asking(tmp_path:
 async def test_a_profile_that_denies_a_tool(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     _profile(profiles, "careful", {"filesystem": "deny"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Not allowed."))
         env = {"PROFILES_DIR": str(profiles)}
-        async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
+        async with open_navi(asking(tmp_path, fake.url), env=env, llm=fake) as navi:
             session = await navi.create_session("careful")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "run.completed")
@@ -132,9 +133,9 @@ async def test_a_profile_that_denies_a_tool(tmp_path: Path) -> None:
 
 
 async def test_the_users_own_defaults_apply(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written at once."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             assert navi.user_settings is not None
             await navi.user_settings.update(
                 "local", SettingsUpdated(tool_policy={"filesystem": "auto"})
@@ -147,9 +148,9 @@ async def test_the_users_own_defaults_apply(tmp_path: Path) -> None:
 
 
 async def test_a_stop_while_waiting_ends_the_run(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             await wait_for_events(navi.store, session, "tool.approval_requested")
@@ -161,9 +162,9 @@ async def test_a_stop_while_waiting_ends_the_run(tmp_path: Path) -> None:
 
 
 async def test_no_decision_within_the_timeout_denies(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Nobody answered."))
-        async with open_navi(asking(tmp_path, fake.url, approval_timeout_s=0.3)) as navi:
+        async with open_navi(asking(tmp_path, fake.url, approval_timeout_s=0.3), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "run.completed")
@@ -174,17 +175,17 @@ async def test_no_decision_within_the_timeout_denies(tmp_path: Path) -> None:
 
 
 async def test_the_wait_survives_a_restart_and_the_call_runs_once(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written after the restart."))
         settings = asking(tmp_path, fake.url)
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
         # Navi is gone; a new one resumes the run: it is still waiting, not asked again.
         resuming = navi_settings(tmp_path, fake.url, planning="off", tool_approval="")
-        async with open_navi(_resume(resuming)) as navi:
+        async with open_navi(_resume(resuming), llm=fake) as navi:
             with anyio.fail_after(10):
                 while await _state(navi, session) is not RunState.AWAITING_APPROVAL:
                     await anyio.sleep(0.02)
@@ -241,7 +242,7 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
     (folder / "config.json").write_text(__import__("json").dumps(config))
     (folder / "system_prompt.txt").write_text("You lead.")
     spawn = FakeToolCall(name="spawn_agent", arguments={"task": "write the note"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(tool_calls=[spawn]),  # the parent
             Reply(tool_calls=[WRITE]),  # the subagent
@@ -249,7 +250,7 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
             Reply(text="Parent: the child wrote it."),
         )
         env = {"PROFILES_DIR": str(profiles)}
-        async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
+        async with open_navi(asking(tmp_path, fake.url), env=env, llm=fake) as navi:
             session = await navi.create_session("lead")
             await navi.send(session, "delegate the note")
             records = await wait_for_events(navi.store, session, "subagent.spawned")
@@ -274,9 +275,9 @@ async def test_the_history_shows_who_decided_and_how_long_the_call_waited(
     from projections import messages as messages_projection
     from projections.fold import fold
 
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
             records = await wait_for_events(navi.store, session, "tool.approval_requested")
