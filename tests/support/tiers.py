@@ -8,8 +8,9 @@ put in the slow tier, with the marker ``slow``, as it is collected, when:
   (directly or through another fixture; it then gets ``postgres`` / ``browser`` too);
 - its code, the code of the fixtures it uses, or of the helpers they call (the functions
   and classes of the ``tests`` package, followed through) names something that starts a
-  process or a server: the ``subprocess`` module, asyncio's subprocesses, uvicorn or
-  Playwright (:data:`SLOW_MODULES`, :data:`SLOW_NAMES`).
+  process or a server: the ``subprocess`` module, asyncio's subprocesses,
+  ``sys.executable`` (a Python command line to run), uvicorn or Playwright
+  (:data:`SLOW_MODULES`, :data:`SLOW_NAMES`).
 
 So a new test that starts a Navi server through ``tests.support.navi_server``, a
 ``navi serve`` process through the security suite's fixtures or anything through
@@ -55,6 +56,8 @@ SLOW_NAMES = {
     "create_subprocess_shell": "starts a process",
     "posix_spawn": "starts a process",
     "forkpty": "starts a process",
+    # A command line built to run Python (an MCP server over stdio, a CLI): it will run.
+    "executable": "starts a process",
 }
 SLOW_MARKERS = ("slow", "postgres", "embedded", "browser")
 # Fixtures that stand for a service, and the marker their users get.

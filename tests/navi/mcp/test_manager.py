@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from navi.mcp import McpManager, load_config, probe
+from navi.mcp.config import config_stamp
 from tests.navi.mcp.support import stdio_entry, write_config
 from tests.support.helpers import wait_until
 from tools import ToolContext, ToolRegistry
@@ -51,7 +52,8 @@ async def test_servers_follow_the_config_file(tmp_path: Path) -> None:
 
         # A file that no longer parses (half-saved) leaves the servers running.
         path.write_text("{broken")
-        await anyio.sleep(0.5)
+        # Once the manager has read the broken file (its stamp is the file's), not later.
+        await wait_until(lambda: manager._stamp == config_stamp(path))
         assert "mcp__b__echo" in registry.names()
         # An empty list stops them all.
         write_config(path, {})
