@@ -6,6 +6,8 @@ put in the slow tier, with the marker ``slow``, as it is collected, when:
 - it carries the marker ``slow``, ``postgres``, ``embedded`` or ``browser``;
 - it uses PostgreSQL or Chromium: the fixture ``postgres_server_url`` or ``browser``
   (directly or through another fixture; it then gets ``postgres`` / ``browser`` too);
+- its module imports from the sandbox (:data:`SLOW_IMPORTS`): it is about programs run in
+  bubblewrap;
 - its code, the code of the fixtures it uses, or of the helpers they call (the functions
   and classes of the ``tests`` package, followed through) names something that starts a
   process or a server: the ``subprocess`` module, asyncio's subprocesses,
@@ -59,6 +61,8 @@ SLOW_NAMES = {
     # A command line built to run Python (an MCP server over stdio, a CLI): it will run.
     "executable": "starts a process",
 }
+# A test module that imports from these is about what they start, every test of it.
+SLOW_IMPORTS = {"tools.sandbox": "runs programs in bubblewrap"}
 SLOW_MARKERS = ("slow", "postgres", "embedded", "browser")
 # Fixtures that stand for a service, and the marker their users get.
 SLOW_FIXTURES = {"postgres_server_url": "postgres", "browser": "browser"}
@@ -92,6 +96,12 @@ def slow_reason(item: pytest.Item) -> str | None:
     for name in SLOW_MARKERS:
         if item.get_closest_marker(name) is not None:
             return f"marked {name}"
+    module = getattr(item, "module", None)
+    if module is not None:
+        for value in vars(module).values():
+            source = getattr(value, "__module__", None)
+            if isinstance(source, str) and source in SLOW_IMPORTS:
+                return f"{SLOW_IMPORTS[source]} ({source})"
     for function in _functions_of(item):
         reason = _Scan().function(function)
         if reason is not None:

@@ -134,6 +134,7 @@ async def test_a_stop_cancels_the_call_on_the_server(tmp_path: Path) -> None:
         await wait_until(lambda: any(c["event"] == "cancelled" for c in calls(log)), limit_s=10)
 
 
+@pytest.mark.slow  # tries to start a process
 async def test_a_server_that_cannot_start_is_reported(tmp_path: Path) -> None:
     registry = ToolRegistry()
     async with connected({"command": str(tmp_path / "no-such-server")}, registry) as connection:
