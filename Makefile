@@ -58,9 +58,10 @@ test: $(TEST_STAMP)
 	$(BIN)/pytest -n auto --dist loadfile
 
 # The fast tier: no process, server, browser, PostgreSQL nor embedded model (the `slow`
-# marker, set by tests/conftest.py as tests are collected: see tests/support/tiers.py).
+# marker, set by tests/conftest.py as tests are collected: see tests/support/tiers.py),
+# one worker per core too.
 test-fast: $(TEST_STAMP)
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -m "not slow" -n auto -q
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
