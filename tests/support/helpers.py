@@ -7,23 +7,43 @@
   limit (for state that announces nothing: a process, a file, another thread's object).
 - :func:`wait_for_events`: until a session's log holds ``count`` events of a type, woken
   by the store's own notification of each commit (no polling).
+- :func:`wait_until_serving`: until a server a test started answers ``GET url`` with 200,
+  failing at once if its process has exited.
 """
 
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import anyio
+import httpx
 
 from events.base import BaseEventStore
 from events.envelope import Recorded
 
-__all__ = ["drain", "free_port", "wait_for_events", "wait_until"]
+__all__ = [
+    "SERVER_START_S",
+    "drain",
+    "free_port",
+    "wait_for_events",
+    "wait_until",
+    "wait_until_serving",
+]
 
 T = TypeVar("T")
+
+# How long a server a test starts may take to answer. A fail-safe, not a measure: on a
+# shared 2-core machine, or beside another pytest worker, a `navi serve` start (imports,
+# database, tools) has taken over 30 s; one that dies is reported at once.
+SERVER_START_S = 120.0
+
+
+class _Process(Protocol):
+    def poll(self) -> int | None: ...
 
 
 def free_port() -> int:
@@ -59,3 +79,25 @@ async def wait_for_events(
                 if seen >= count:
                     return await store.read(session_id)
     raise AssertionError(f"the log of {session_id} ended before {count} {kind} events")
+
+
+def wait_until_serving(
+    url: str,
+    process: _Process | None = None,
+    *,
+    log: Callable[[], str] = lambda: "",
+    limit_s: float = SERVER_START_S,
+) -> None:
+    """Return once ``GET url`` answers 200; fail (``AssertionError``, with ``log()``) if
+    ``process`` exits first or after ``limit_s``."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the server exited (code {process.poll()}):\n{log()}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError(f"the server did not answer {url} within {limit_s:g} s:\n{log()}")

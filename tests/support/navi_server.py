@@ -25,7 +25,7 @@ from navi.config import Settings
 from navi.server.app import create_app
 from navi.server.auth import Users
 from tests.support.fake_llm import FakeLLMServer
-from tests.support.helpers import free_port
+from tests.support.helpers import SERVER_START_S, free_port
 from tests.support.navi_app import navi_settings
 
 
@@ -68,7 +68,7 @@ def run_server(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"navi-{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SERVER_START_S
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the Navi server did not start")

@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.helpers import wait_until_serving
+
 ROOT = Path(__file__).resolve().parents[3]
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\r")
 
@@ -76,16 +78,7 @@ class NaviServe:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log()
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"navi serve did not come up: {self.log()}")
+        wait_until_serving(self.url + "/health", self.process, log=self.log)
 
     def log(self) -> str:
         return (self.root / f"serve-{self.starts}.log").read_text(errors="replace")
