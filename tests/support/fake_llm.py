@@ -190,23 +190,10 @@ class ScriptedLLM:
 
 
 class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
-    def __init__(
-        self,
-        replies: Sequence[Reply] = (),
-        *,
-        responder: Responder | None = None,
-        default: Reply | None = None,
-        models: Sequence[str] = ("fake-model:latest",),
-        port: int = 0,
-        context_length: int = 32768,
-    ) -> None:
-        super().__init__(
-            replies,
-            responder=responder,
-            default=default,
-            models=models,
-            context_length=context_length,
-        )
+    """The script served over HTTP on 127.0.0.1 (``port`` 0: any free one)."""
+
+    def __init__(self, replies: Sequence[Reply] = (), *, port: int = 0, **script: Any) -> None:
+        super().__init__(replies, **script)
         self._port = port
         self._task_group: anyio.abc.TaskGroup | None = None
         self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
