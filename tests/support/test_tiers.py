@@ -16,6 +16,7 @@ class FakeItem:
 
     def __init__(self, *, slow: bool) -> None:
         self.slow = slow
+        self.keywords = {"slow": True} if slow else {}
 
     def get_closest_marker(self, name: str) -> Any:
         return pytest.mark.slow.mark if self.slow and name == "slow" else None

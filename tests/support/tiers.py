@@ -248,7 +248,10 @@ def watch_processes(item: pytest.Item) -> None:
     if not _hooked:
         sys.addaudithook(_audit)
         _hooked = True
-    _started = None if item.get_closest_marker("slow") else []
+    # (The keyword, not only the marker: anyio's plugin replaces an async test marked
+    # ``anyio`` at collection by a new item per backend, which keeps only the keywords.)
+    slow = item.get_closest_marker("slow") is not None or "slow" in item.keywords
+    _started = None if slow else []
 
 
 def fast_test_started() -> list[str]:
