@@ -1,4 +1,5 @@
-# Navi — the two commands of the README: `make run` and `make test`.
+# Navi — the two commands of the README: `make run` and `make test` (and `make test-fast`,
+# the tests that start nothing, for day-to-day work).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -14,7 +15,7 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 RUN_STAMP  := $(VENV)/.navi-run
 TEST_STAMP := $(VENV)/.navi-installed
 
-.PHONY: run test lint bench install clean
+.PHONY: run test test-fast lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -49,10 +50,18 @@ install: $(TEST_STAMP)
 run: $(RUN_STAMP)
 	$(BIN)/navi serve --host $(HOST) --port $(PORT)
 
+# The whole suite, one pytest worker per core (pytest-xdist); a file whose tests share a
+# module-scoped server stays on one worker (--dist loadfile), so that server starts once.
 test: $(TEST_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadfile
+
+# The fast tier: no process, server, browser, PostgreSQL nor embedded model (the `slow`
+# marker, set by tests/conftest.py as tests are collected: see tests/support/tiers.py),
+# one worker per core too.
+test-fast: $(TEST_STAMP)
+	$(BIN)/pytest -m "not slow" -n auto -q
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests.support import tiers
+
 POSTGRES_ENV = "NAVI_TEST_POSTGRES_URL"
 
 
@@ -76,13 +78,33 @@ def postgres_url(postgres_server_url: str) -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every ``async def`` test runs on anyio (asyncio backend) without a marker."""
+    """Every ``async def`` test runs on anyio (asyncio backend) without a marker; the
+    tests that start processes, servers or browsers get ``slow`` (tests/support/tiers.py)."""
     import inspect
 
     for item in items:
         func = getattr(item, "function", None)
         if func is not None and inspect.iscoroutinefunction(func):
             item.add_marker(pytest.mark.anyio)
+    tiers.mark_slow_tests(items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    tiers.watch_processes(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A fast-tier test that started a process fails (tests/support/tiers.py)."""
+    yield
+    started = tiers.fast_test_started()
+    if started:
+        pytest.fail(
+            "this test is in the fast tier but started a process; mark it (or its module) "
+            "`slow`:\n  " + "\n  ".join(started),
+            pytrace=False,
+        )
 
 
 @pytest.fixture

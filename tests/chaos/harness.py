@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -43,6 +42,7 @@ from events.types import (
 )
 from navi.server.frames import FrameTranslator, coalesce
 from tests.chaos.llm import NUM_CTX
+from tests.support.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,13 +83,6 @@ def install_tools(root: Path) -> tuple[Path, Path]:
     effects = root / "files"
     effects.mkdir(exist_ok=True)
     return tools, effects
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class ChaosLLM:

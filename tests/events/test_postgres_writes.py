@@ -27,6 +27,14 @@ async def url(postgres_url: str) -> AsyncIterator[str]:
     yield postgres_url
 
 
+# An advisory lock asked for in this database and not granted yet (the server's other
+# databases are other test workers').
+WAITING_FOR_A_LOCK = (
+    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+    " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+)
+
+
 @asynccontextmanager
 async def holding_the_lock(url: str) -> AsyncIterator[asyncpg.Connection]:
     """Another process's write transaction, holding the write lock."""
@@ -65,7 +73,9 @@ async def test_a_writer_that_waited_for_the_lock_sees_what_its_holder_wrote(url:
             async with anyio.create_task_group() as tg, holding_the_lock(url) as other:
                 await insert_other(other, position, "t", position // 2)
                 tg.start_soon(append, stream, expected, got)
-                await anyio.sleep(0.2)  # it waits for the lock
+                with anyio.fail_after(20):  # until PostgreSQL shows it waiting for the lock
+                    while not await other.fetchval(WAITING_FOR_A_LOCK):
+                        await anyio.sleep(0.01)
                 assert not got
             assert [r.position for r in got] == [position + 1]
             assert store.commit_count == commits + 1  # not failed, then retried
@@ -121,5 +131,5 @@ async def test_a_transaction_that_writes_nothing_notifies_no_one(url: str) -> No
         with anyio.fail_after(5):  # notifications arrive in commit order
             while reader._foreign_notifies < 3:
                 await anyio.sleep(0.01)
-        await anyio.sleep(0.05)
+        # The marker's came last: one from the transactions before it would be here.
         assert reader._foreign_notifies == 3

@@ -38,7 +38,6 @@ class WriterContract:
                 before = store.commit_count
                 for i in range(10):
                     assert await writer.stage(LLMText(text=str(i))) == i + 1
-                await anyio.sleep(0.05)
                 assert await store.read("s") == []  # nothing durable yet: still queued
                 recorded = await writer.append(LLMCompleted(content="0123456789"))
                 assert [r.seq for r in recorded] == [11]

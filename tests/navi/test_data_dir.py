@@ -16,7 +16,7 @@ import pytest
 from events.factory import store_for_url
 from navi.config import Settings
 from navi.data_dir import database_url
-from tests.support.navi_server import free_port
+from tests.support.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -31,7 +31,8 @@ from navi.session.errors import SessionError
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.tool_results import UNTRUSTED_NOTE
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
 
@@ -168,8 +169,8 @@ async def test_a_subagent_without_a_profile_uses_the_parents(tmp_path: Path) -> 
     respond = brain(
         {SECRETARY_SUB: child_answering, "": parent_spawning(spawn("find otter facts"))}
     )
-    async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), users=OWNERS) as navi:
+    async with FakeLLM(responder=respond) as fake:
+        async with open_navi(settings_for(tmp_path, fake.url), users=OWNERS, llm=fake) as navi:
             session = await navi.create_session("secretary", user_id="alice")
             seen = await run_to_end(navi, session, "tell me about otters")
             parent = await navi.store.read(session)
@@ -209,9 +210,9 @@ async def test_a_subagent_with_a_profile_uses_its_model_prompt_tools_and_flags(
             LEAD_MAIN: parent_spawning(spawn("dig", "researcher")),
         }
     )
-    async with FakeLLMServer(responder=respond) as fake:
+    async with FakeLLM(responder=respond) as fake:
         settings = settings_for(tmp_path, fake.url, planning="on")
-        async with open_navi(settings, env=test_profiles(tmp_path)) as navi:
+        async with open_navi(settings, env=test_profiles(tmp_path), llm=fake) as navi:
             session = await navi.create_session("lead")
             await run_to_end(navi, session, "research something")
             (spawned,) = children_of(await navi.store.read(session))
@@ -234,8 +235,8 @@ async def test_a_subagent_with_a_profile_uses_its_model_prompt_tools_and_flags(
 
 async def test_an_unknown_profile_fails_the_call_and_starts_nothing(tmp_path: Path) -> None:
     respond = brain({"": parent_spawning(spawn("x", "no_such_profile"))})
-    async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+    async with FakeLLM(responder=respond) as fake:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "go")
         failed = next(r.event for r in seen if isinstance(r.event, ToolFailed))
@@ -251,8 +252,10 @@ async def test_nested_subagents_link_their_streams(tmp_path: Path) -> None:
             LEAD_MAIN: parent_spawning(spawn("a part of it")),
         }
     )
-    async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), env=test_profiles(tmp_path)) as navi:
+    async with FakeLLM(responder=respond) as fake:
+        async with open_navi(
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), llm=fake
+        ) as navi:
             session = await navi.create_session("lead")
             seen = await run_to_end(navi, session, "the whole task")
             (child,) = children_of(await navi.store.read(session))
@@ -299,9 +302,9 @@ async def test_parallel_subagents_are_isolated(tmp_path: Path) -> None:
             LEAD_MAIN: parent_spawning(spawn("alpha"), spawn("beta", "researcher")),
         }
     )
-    async with FakeLLMServer(responder=respond) as fake:
+    async with FakeLLM(responder=respond) as fake:
         async with open_navi(
-            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), users=OWNERS
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), users=OWNERS, llm=fake
         ) as navi:
             session = await navi.create_session("lead", user_id="bob")
             seen = await run_to_end(navi, session, "two things at once")
@@ -349,8 +352,10 @@ async def test_a_parent_stop_reaches_every_child(tmp_path: Path) -> None:
             LEAD_MAIN: parent_spawning(spawn("a part")),
         }
     )
-    async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), env=test_profiles(tmp_path)) as navi:
+    async with FakeLLM(responder=respond) as fake:
+        async with open_navi(
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), llm=fake
+        ) as navi:
             session = await navi.create_session("lead")
             reply = await navi.send(session, "go")
             with anyio.fail_after(20):
@@ -390,8 +395,10 @@ async def test_a_child_run_crash_is_a_failed_call_and_the_parent_goes_on(
 
 async def crash_a_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
     respond = brain({LEAD_MAIN: parent_spawning(spawn("doomed", "researcher"))})
-    async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), env=test_profiles(tmp_path)) as navi:
+    async with FakeLLM(responder=respond) as fake:
+        async with open_navi(
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), llm=fake
+        ) as navi:
             real = navi.backend_for
             calls = 0
 
@@ -434,8 +441,10 @@ async def test_iteration_limit_and_timeout_are_not_normal(tmp_path: Path) -> Non
             LEAD_MAIN: parent_spawning(spawn("loop", "researcher"), spawn("slow", "researcher")),
         }
     )
-    async with FakeLLMServer(responder=respond) as fake:
-        async with open_navi(settings_for(tmp_path, fake.url), env=test_profiles(tmp_path)) as navi:
+    async with FakeLLM(responder=respond) as fake:
+        async with open_navi(
+            settings_for(tmp_path, fake.url), env=test_profiles(tmp_path), llm=fake
+        ) as navi:
             tool = navi.tools.get("spawn_agent")
             tool.subagent_timeout_s = 1.0  # type: ignore[union-attr]
             session = await navi.create_session("lead")
@@ -472,10 +481,10 @@ async def test_a_crash_mid_subagent_resumes_under_the_parent(tmp_path: Path) -> 
     respond = brain(
         {RESEARCHER_SUB: resumable, LEAD_MAIN: parent_spawning(spawn("work", "researcher"))}
     )
-    async with FakeLLMServer(responder=respond) as fake:
+    async with FakeLLM(responder=respond) as fake:
         env = test_profiles(tmp_path)
         ref = tmp_path / "ref"
-        async with open_navi(settings_for(ref, fake.url), env=env) as navi:
+        async with open_navi(settings_for(ref, fake.url), env=env, llm=fake) as navi:
             session = await navi.create_session("lead")
             await run_to_end(navi, session, "go")
             everything = await navi.store.read_all()
@@ -495,7 +504,7 @@ async def test_a_crash_mid_subagent_resumes_under_the_parent(tmp_path: Path) -> 
                     new = [NewEvent(event=r.event, run_id=r.run_id) for r in records]
                     await store.append(stream, new, expected_seq=0)
             settings = settings_for(root, fake.url, database_url=url, resume_on_start=True)
-            async with open_navi(settings, env=env) as navi:
+            async with open_navi(settings, env=env, llm=fake) as navi:
                 with anyio.fail_after(20):
                     while (records := await navi.store.read(session))[-1].type not in (
                         TERMINAL_RUN_EVENTS
@@ -587,8 +596,8 @@ async def test_subagent_frames_reach_the_parents_websocket(
 async def test_a_subagent_session_takes_no_message_of_its_own(tmp_path: Path) -> None:
     respond = brain({SECRETARY_SUB: child_answering, "": parent_spawning(spawn("a task"))})
     async with (
-        FakeLLMServer(responder=respond) as fake,
-        open_navi(settings_for(tmp_path, fake.url)) as navi,
+        FakeLLM(responder=respond) as fake,
+        open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi,
     ):
         session = await navi.create_session("secretary")
         await run_to_end(navi, session, "go")

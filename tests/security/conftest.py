@@ -47,7 +47,7 @@ import httpx
 import pytest
 
 from tests.support.fake_llm import FakeLLMProcess
-from tests.support.navi_server import free_port
+from tests.support.helpers import SERVER_START_S, free_port, wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ class NaviServerProcess:
 
     # -- life ---------------------------------------------------------------------------
 
-    def start(self, wait_s: float = 30.0) -> None:
+    def start(self, wait_s: float = SERVER_START_S) -> None:
         self.starts += 1
         log = self.root / f"navi-serve-{self.starts}.log"
         self._logs.append(log)
@@ -116,17 +116,7 @@ class NaviServerProcess:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"navi serve exited:\n{self.logs()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"navi serve did not come up:\n{self.logs()}")
+        wait_until_serving(self.url + "/health", self.process, log=self.logs, limit_s=wait_s)
 
     def stop(self, sig: int = signal.SIGTERM, wait_s: float = 15.0) -> None:
         if self.process is not None and self.process.poll() is None:

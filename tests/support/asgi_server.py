@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
-from tests.support.navi_server import free_port
+from tests.support.helpers import SERVER_START_S, free_port
 
 
 @contextmanager
@@ -28,7 +28,7 @@ def serve_asgi(app: ASGIApp) -> Iterator[str]:
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"asgi-{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SERVER_START_S
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the test server did not start")

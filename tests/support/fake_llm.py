@@ -68,6 +68,7 @@ __all__ = [
     "FakeToolCall",
     "RecordedRequest",
     "Reply",
+    "ScriptedLLM",
     "load_script",
 ]
 
@@ -111,7 +112,10 @@ class _BadRequest(Exception):
     pass
 
 
-class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
+class ScriptedLLM:
+    """The script and the record of a fake LLM, whatever carries its answers: the HTTP
+    server below, or :class:`tests.support.fake_backend.FakeLLM` inside the process."""
+
     def __init__(
         self,
         replies: Sequence[Reply] = (),
@@ -119,7 +123,6 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         responder: Responder | None = None,
         default: Reply | None = None,
         models: Sequence[str] = ("fake-model:latest",),
-        port: int = 0,
         context_length: int = 32768,
     ) -> None:
         self._queue: deque[Reply] = deque(replies)
@@ -128,16 +131,11 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         self.models = list(models)
         # The models' trained window: /api/show, the /v1/models entries, /props.
         self.context_length = context_length
-        self._port = port
         self.received: list[RecordedRequest] = []
         self.requests: list[dict[str, Any]] = []
         self.disconnects = 0
         self.completed = 0
         self._changed: anyio.Event | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
-        self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
-        self.url = ""
-        self.port = 0
 
     # ------------------------------------------------------------ driving it
 
@@ -182,6 +180,25 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+    def _next_reply(self, request: RecordedRequest) -> Reply | None:
+        if self._queue:
+            return self._queue.popleft()
+        if self.responder is not None:
+            return self.responder(request)
+        return self.default
+
+
+class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
+    """The script served over HTTP on 127.0.0.1 (``port`` 0: any free one)."""
+
+    def __init__(self, replies: Sequence[Reply] = (), *, port: int = 0, **script: Any) -> None:
+        super().__init__(replies, **script)
+        self._port = port
+        self._task_group: anyio.abc.TaskGroup | None = None
+        self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
+        self.url = ""
+        self.port = 0
 
     # ------------------------------------------------------------ lifecycle
 
@@ -277,7 +294,7 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         if route == ("GET", "/api/version"):
             return await _send_json(client, 200, {"version": "0.12.6"})
         if route == ("GET", "/api/tags"):
-            return await _send_json(client, 200, {"models": [_tag(m) for m in self.models]})
+            return await _send_json(client, 200, {"models": [model_tag(m) for m in self.models]})
         if route in (("GET", "/v1/models"), ("GET", "/models")):
             data = [
                 {
@@ -327,17 +344,10 @@ class FakeLLMServer(AbstractAsyncContextManager["FakeLLMServer"]):
         if name not in self.models and f"{name}:latest" not in self.models:
             return await _send_json(client, 404, {"error": f"model '{name}' not found"})
         info = {"general.architecture": "fake", "fake.context_length": self.context_length}
-        details = _tag(name)["details"]
+        details = model_tag(name)["details"]
         return await _send_json(
             client, 200, {"details": details, "model_info": info, "capabilities": ["completion"]}
         )
-
-    def _next_reply(self, request: RecordedRequest) -> Reply | None:
-        if self._queue:
-            return self._queue.popleft()
-        if self.responder is not None:
-            return self.responder(request)
-        return self.default
 
     async def _chat(
         self, client: anyio.abc.SocketStream, request: RecordedRequest, *, wire: str
@@ -447,7 +457,8 @@ def _openai_error_500(message: str) -> dict[str, Any]:
     return openai_error_body(message, 500)
 
 
-def _tag(name: str) -> dict[str, Any]:
+def model_tag(name: str) -> dict[str, Any]:
+    """A model as Ollama's ``/api/tags`` lists it."""
     return {
         "name": name,
         "model": name,

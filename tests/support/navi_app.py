@@ -1,4 +1,5 @@
-"""A real ``Navi`` for tests: SQLite (or any store) in a temp folder, the fake LLM server."""
+"""A real ``Navi`` for tests: SQLite (or any store) in a temp folder, a fake LLM (in the
+process, or the HTTP server)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from navi.app import Navi
 from navi.config import Settings
 from navi.llm.ollama import OllamaBackend
 from navi.llm.settings import LLMSettings
+from tests.support.fake_backend import FakeLLM
 from tools import ToolSettings
 
 
@@ -44,9 +46,15 @@ def navi_settings(tmp_path: Path, fake_url: str, **overrides: Any) -> Settings:
 
 @asynccontextmanager
 async def open_navi(
-    settings: Settings, *, store: BaseEventStore | None = None, **kw: Any
+    settings: Settings,
+    *,
+    store: BaseEventStore | None = None,
+    llm: FakeLLM | None = None,
+    **kw: Any,
 ) -> AsyncIterator[Navi]:
-    backend = OllamaBackend(settings.llm)
+    """Navi on ``settings``; its LLM answers from ``llm`` (the in-process fake) if given,
+    else over HTTP from the server at ``settings.llm.ollama_host``."""
+    backend = llm.backend(settings.llm) if llm is not None else OllamaBackend(settings.llm)
     kw.setdefault("background", False)
     try:
         async with Navi.open(settings, backend=backend, store=store, **kw) as navi:

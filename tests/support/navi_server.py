@@ -26,6 +26,7 @@ from navi.server.app import create_app
 from navi.server.auth import Users
 from navi.server.ws import MAX_FRAME_BYTES
 from tests.support.fake_llm import FakeLLMServer
+from tests.support.helpers import SERVER_START_S, free_port
 from tests.support.navi_app import navi_settings
 
 
@@ -37,13 +38,6 @@ class RunningServer:
     settings: Settings
     root: Path
     server: uvicorn.Server
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 @contextmanager
@@ -75,7 +69,7 @@ def run_server(
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"navi-{port}", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SERVER_START_S
     while not server.started:
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("the Navi server did not start")

@@ -32,6 +32,7 @@ def write_manual(folder: Path, name: str, text: str) -> None:
     (folder / f"{name}.md").write_text(text)
 
 
+@pytest.mark.slow  # user tools are checked in bubblewrap
 async def test_write_tool_round_trip(
     registry: ToolRegistry, ctx: ToolContext, tools_dir: Path
 ) -> None:
@@ -54,6 +55,7 @@ async def test_write_tool_round_trip(
     assert json.loads((tools_dir / "enabled.json").read_text()) == ["add_numbers"]
 
 
+@pytest.mark.slow  # user tools are checked in bubblewrap
 @pytest.mark.parametrize(
     ("name", "code", "message"),
     [
@@ -81,6 +83,7 @@ async def test_write_tool_rejects_a_broken_tool_and_writes_nothing(
     assert registry.user_names == ()
 
 
+@pytest.mark.slow  # user tools are checked in bubblewrap
 async def test_reload_tools_reports_loaded_and_failed(
     registry: ToolRegistry, ctx: ToolContext, tools_dir: Path
 ) -> None:
@@ -92,6 +95,7 @@ async def test_reload_tools_reports_loaded_and_failed(
     assert f"Failed to load {tools_dir / 'broken.py'}: SyntaxError" in result.output
 
 
+@pytest.mark.slow  # user tools are checked in bubblewrap
 async def test_list_tools_shows_builtins_user_tools_and_errors(
     registry: ToolRegistry, ctx: ToolContext, tools_dir: Path
 ) -> None:

@@ -217,6 +217,7 @@ def shipped(settings: ToolSettings) -> ToolRegistry:
     return create_registry(msgspec.structs.replace(settings, tools_dir=str(root / "user_tools")))
 
 
+@pytest.mark.slow  # the shipped user tools load in bubblewrap
 async def test_user_notes_persist_as_events(
     shipped: ToolRegistry, ctx: ToolContext, state: InMemoryToolState
 ) -> None:
@@ -247,6 +248,7 @@ async def test_user_notes_persist_as_events(
     assert "needs a non-empty 'text'" in (empty.error or "")
 
 
+@pytest.mark.slow  # the shipped user tools load in bubblewrap
 async def test_get_current_datetime(shipped: ToolRegistry, ctx: ToolContext) -> None:
     utc = await shipped.execute("get_current_datetime", {"timezone": "UTC"}, ctx)
     assert utc.success and "(UTC); ISO 8601: " in utc.output and utc.output.endswith("+00:00")

@@ -52,7 +52,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+# One per test file, not per session: Playwright's sync API keeps its event loop marked
+# running in the main thread while it is open, so no async test can run beside it (under
+# pytest-xdist a worker runs other files after a web one).
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     reason = _missing()
     if reason:

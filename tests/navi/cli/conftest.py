@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.navi.cli.terminal import NaviServe, free_port, navi_env
+from tests.navi.cli.terminal import NaviServe, navi_env
 from tests.support.fake_llm import FakeLLMProcess
+from tests.support.helpers import free_port
 
 
 @dataclass

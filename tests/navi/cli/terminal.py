@@ -9,7 +9,6 @@ import os
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from tests.support.helpers import wait_until_serving
 
 ROOT = Path(__file__).resolve().parents[3]
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]|\r")
@@ -28,13 +29,6 @@ _CONTROLLING_TTY = (
     "import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
     "os.execv(sys.executable, [sys.executable, '-m', 'navi.cli', *sys.argv[1:]])"
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def navi_env(root: Path, llm_url: str, port: int, **extra: str) -> dict[str, str]:
@@ -84,16 +78,7 @@ class NaviServe:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log()
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"navi serve did not come up: {self.log()}")
+        wait_until_serving(self.url + "/health", self.process, log=self.log)
 
     def log(self) -> str:
         return (self.root / f"serve-{self.starts}.log").read_text(errors="replace")

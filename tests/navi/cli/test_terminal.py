@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import time
 
+import httpx
+
 from tests.navi.cli.conftest import CliWorld
 from tests.navi.cli.terminal import Terminal, events
 from tests.support.fake_llm_script import Reply
@@ -82,11 +84,17 @@ def test_ctrl_c_stops_the_run_and_the_next_serve_does_not_finish_it(world: CliWo
     logged = _types(world, session)
     world.server.stop()
     world.server.start()
-    # Resuming happens while the server starts (before it answers /health), and a
-    # resumed run asks the LLM at once: a second and a half is long enough to see one.
-    time.sleep(1.5)
-    assert len(world.fake.requests) == requests
-    assert _types(world, session) == logged
+    # A next turn is the barrier: a run the restart resumed would have to end before it
+    # starts, so its request and events would come before the turn's own.
+    world.fake.script(Reply(text="Next."))
+    turn = httpx.post(
+        f"{world.server.url}/sessions/{session}/messages", json={"content": "next"}, timeout=60
+    )
+    assert turn.status_code == 200, turn.text
+    assert len(world.fake.requests) == requests + 1
+    assert world.fake.requests[-1]["messages"][-1]["content"] == "next"
+    after = _types(world, session)
+    assert after[: len(logged)] == logged and after[len(logged)] == "user.message", after
 
 
 def test_ctrl_c_in_an_interactive_session_stops_the_answer_and_keeps_the_prompt(

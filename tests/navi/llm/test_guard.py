@@ -17,6 +17,7 @@ from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, FinalChunk, StreamChunk, TextPiece
 from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.helpers import drain
 
 # Module-level marker: the anyio plugin must see it at collection, or it rebuilds
 # async test items and drops their other parameters.
@@ -43,10 +44,6 @@ class RawProbe:
                 yield batch
         finally:
             self.closed = True
-
-
-async def drain(stream: AsyncGenerator[StreamChunk, None]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 def guarded(

@@ -18,9 +18,10 @@ from navi.llm.ollama import OllamaBackend
 from navi.llm.openai_compat import OpenAICompatibleBackend
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
-from navi.llm.types import ChatMessage, FinalChunk, StreamChunk, TextPiece
+from navi.llm.types import ChatMessage, FinalChunk, TextPiece
 from tests.navi.llm.raw_server import redirecting_server
 from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.helpers import drain
 
 pytestmark = pytest.mark.anyio
 
@@ -126,10 +127,6 @@ WIRES = pytest.mark.parametrize("wire", ["ollama", "openai"])
 
 def with_credentials(url: str) -> str:
     return url.replace("http://", f"http://navi:{SECRET}@")
-
-
-async def drain(stream: AsyncIterator[StreamChunk]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 @WIRES

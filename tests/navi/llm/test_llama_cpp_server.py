@@ -8,7 +8,6 @@ name on every tool-call delta and sends no usage when streaming: real quirks.
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from navi.llm.embedded_model import default_model_path
 from navi.llm.openai_compat import OpenAICompatibleBackend
 from navi.llm.settings import LLMSettings
 from navi.llm.types import ChatMessage, FinalChunk, LLMOptions, TextPiece, ToolSpec
+from tests.support.helpers import free_port
 
 SERVER_PACKAGES = (
     "llama_cpp",
@@ -51,13 +51,6 @@ WEATHER = ToolSpec(
     },
 )
 STARTUP_LIMIT = 120.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 @pytest.fixture(scope="module")

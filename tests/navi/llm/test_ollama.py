@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import AsyncGenerator
-
 import anyio
 import pytest
 
@@ -32,6 +29,7 @@ from navi.llm.types import (
 )
 from tests.navi.llm.conftest import TEST_SETTINGS
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.helpers import drain, free_port
 
 pytestmark = pytest.mark.anyio
 
@@ -42,10 +40,6 @@ WEATHER = ToolSpec(
     parameters={"type": "object", "properties": {"city": {"type": "string"}}},
 )
 CLOCK = ToolSpec(name="get_time", description="The time")
-
-
-async def drain(stream: AsyncGenerator[StreamChunk, None]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 async def test_text_streams_piece_by_piece(fake: FakeLLMServer, ollama: OllamaBackend) -> None:
@@ -268,13 +262,6 @@ async def test_any_other_server_error(fake: FakeLLMServer, ollama: OllamaBackend
         await ollama.complete(HELLO)
     assert caught.value.status == 500 and caught.value.retryable
     assert "out of memory" in str(caught.value)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 async def test_server_unreachable_names_the_url() -> None:

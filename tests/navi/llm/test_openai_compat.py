@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-
 import pytest
 
 from navi.llm.errors import (
@@ -28,6 +26,7 @@ from navi.llm.types import (
 )
 from tests.navi.llm.conftest import TEST_SETTINGS
 from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.helpers import drain
 
 pytestmark = pytest.mark.anyio
 
@@ -42,10 +41,6 @@ CALLS = [
     FakeToolCall(name="get_weather", arguments={"city": "Paris", "units": "metric"}),
     FakeToolCall(name="get_time", arguments={"zone": "Europe/Oslo"}),
 ]
-
-
-async def drain(stream: AsyncGenerator[StreamChunk, None]) -> list[StreamChunk]:
-    return [chunk async for chunk in stream]
 
 
 async def test_text_streams_with_usage_in_the_finish_chunk(

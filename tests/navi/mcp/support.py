@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.navi_server import free_port
+from tests.support.helpers import SERVER_START_S, free_port
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_test_server.py")
 BOX_SCRIPT = Path(__file__).with_name("mcp_box_server.py")
@@ -51,7 +51,7 @@ def http_server(log: Path) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SERVER_START_S
         while time.monotonic() < deadline:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/", timeout=1)

@@ -18,6 +18,7 @@ from navi.mcp.client import ServerConnection
 from navi.mcp.config import parse_config
 from navi.mcp.tools import McpTool
 from tests.navi.mcp.support import calls, http_server, stdio_entry
+from tests.support.helpers import wait_until
 from tools import ToolContext, ToolRegistry
 
 pytest.importorskip("mcp")
@@ -29,18 +30,12 @@ def entry_of(raw: dict[str, Any], name: str = "t") -> Any:
     return config.servers[name]
 
 
-async def wait_for(predicate: Any, limit_s: float = 20.0) -> None:
-    with anyio.fail_after(limit_s):
-        while not predicate():
-            await anyio.sleep(0.05)
-
-
 @asynccontextmanager
 async def connected(raw: dict[str, Any], registry: ToolRegistry) -> AsyncIterator[ServerConnection]:
     connection = ServerConnection(entry_of(raw), registry, timeout_s=30)
     async with anyio.create_task_group() as tg:
         tg.start_soon(connection.run)
-        await wait_for(lambda: connection.state != "starting")
+        await wait_until(lambda: connection.state != "starting")
         yield connection
         tg.cancel_scope.cancel()
 
@@ -115,7 +110,7 @@ async def test_a_killed_server_is_restarted_and_a_call_meanwhile_fails_clearly(
         os.kill(pid, signal.SIGKILL)
         down = await registry.execute("mcp__t__echo", {"text": "x"}, ctx(tmp_path))
         assert not down.success and "MCP server 't'" in (down.error or "")
-        await wait_for(lambda: connection.restarts >= 1 and connection.state == "running")
+        await wait_until(lambda: connection.restarts >= 1 and connection.state == "running")
         again = await registry.execute("mcp__t__environment", {}, ctx(tmp_path))
         assert json.loads(again.output)["pid"] != pid
 
@@ -127,7 +122,7 @@ async def test_a_stop_cancels_the_call_on_the_server(tmp_path: Path) -> None:
         context = ToolContext.standalone("s", tmp_path, stop=stop)
 
         async def stop_soon(stop: anyio.Event = stop) -> None:
-            await wait_for(lambda: any(c["tool"] == "slow" for c in calls(log)))
+            await wait_until(lambda: any(c["tool"] == "slow" for c in calls(log)))
             stop.set()
 
         async with anyio.create_task_group() as tg:
@@ -136,9 +131,10 @@ async def test_a_stop_cancels_the_call_on_the_server(tmp_path: Path) -> None:
             result = await registry.execute("mcp__t__slow", {"seconds": 60}, context)
         assert result.failure_reason == "stopped"
         assert anyio.current_time() - began < 10
-        await wait_for(lambda: any(c["event"] == "cancelled" for c in calls(log)), limit_s=10)
+        await wait_until(lambda: any(c["event"] == "cancelled" for c in calls(log)), limit_s=10)
 
 
+@pytest.mark.slow  # tries to start a process
 async def test_a_server_that_cannot_start_is_reported(tmp_path: Path) -> None:
     registry = ToolRegistry()
     async with connected({"command": str(tmp_path / "no-such-server")}, registry) as connection:

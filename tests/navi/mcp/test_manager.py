@@ -4,23 +4,18 @@ changes, a failing one reported while the others run; and ``navi doctor``'s prob
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import anyio
 import pytest
 
 from navi.mcp import McpManager, load_config, probe
+from navi.mcp.config import config_stamp
 from tests.navi.mcp.support import stdio_entry, write_config
+from tests.support.helpers import wait_until
 from tools import ToolContext, ToolRegistry
 
 pytest.importorskip("mcp")
-
-
-async def wait_for(check: Callable[[], bool], limit_s: float = 30.0) -> None:
-    with anyio.fail_after(limit_s):
-        while not check():
-            await anyio.sleep(0.05)
 
 
 async def test_servers_follow_the_config_file(tmp_path: Path) -> None:
@@ -30,7 +25,7 @@ async def test_servers_follow_the_config_file(tmp_path: Path) -> None:
     manager = McpManager(registry, path, poll_s=0.1)
     async with anyio.create_task_group() as tg:
         await tg.start(manager.run)
-        await wait_for(lambda: "mcp__a__echo" in registry.names())
+        await wait_until(lambda: "mcp__a__echo" in registry.names())
         states = {s.name: s for s in manager.statuses()}
         assert states["a"].state == "running" and states["a"].tools >= 7
         assert states["bad"].state in ("failed", "restarting")
@@ -44,7 +39,7 @@ async def test_servers_follow_the_config_file(tmp_path: Path) -> None:
                 "b": stdio_entry(log),
             },
         )
-        await wait_for(lambda: {"mcp__a__fresh", "mcp__b__echo"} <= set(registry.names()))
+        await wait_until(lambda: {"mcp__a__fresh", "mcp__b__echo"} <= set(registry.names()))
         assert {s.name for s in manager.statuses()} == {"a", "b"}
         ctx = ToolContext.standalone("s", tmp_path)
         result = await registry.execute("mcp__a__fresh", {}, ctx)
@@ -52,16 +47,17 @@ async def test_servers_follow_the_config_file(tmp_path: Path) -> None:
 
         # Removed: its tools go.
         write_config(path, {"b": stdio_entry(log)})
-        await wait_for(lambda: "mcp__a__echo" not in registry.names())
+        await wait_until(lambda: "mcp__a__echo" not in registry.names())
         assert "mcp__b__echo" in registry.names()
 
         # A file that no longer parses (half-saved) leaves the servers running.
         path.write_text("{broken")
-        await anyio.sleep(0.5)
+        # Once the manager has read the broken file (its stamp is the file's), not later.
+        await wait_until(lambda: manager._stamp == config_stamp(path))
         assert "mcp__b__echo" in registry.names()
         # An empty list stops them all.
         write_config(path, {})
-        await wait_for(lambda: not registry.external_names)
+        await wait_until(lambda: not registry.external_names)
         tg.cancel_scope.cancel()
 
 

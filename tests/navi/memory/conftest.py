@@ -1,4 +1,4 @@
-"""Fixtures for the memory tests: a store of each kind, a clock, the fake LLM server."""
+"""Fixtures for the memory tests: a store of each kind, a clock, the fake LLM."""
 
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from events.types import (
 from navi.llm.ollama import OllamaBackend
 from navi.llm.settings import LLMSettings
 from navi.memory.facts import fact_id
-from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import Reply
 
 T0 = 1_700_000_000.0
 MINUTE = 60.0
@@ -90,14 +91,14 @@ async def store(
 
 
 @pytest.fixture
-async def fake() -> AsyncIterator[FakeLLMServer]:
-    async with FakeLLMServer() as server:
+async def fake() -> AsyncIterator[FakeLLM]:
+    async with FakeLLM() as server:
         yield server
 
 
 @pytest.fixture
-async def backend(fake: FakeLLMServer) -> AsyncIterator[OllamaBackend]:
-    llm = OllamaBackend(TEST_SETTINGS, url=fake.url, model="extractor:1b")
+async def backend(fake: FakeLLM) -> AsyncIterator[OllamaBackend]:
+    llm = fake.backend(TEST_SETTINGS, model="extractor:1b")
     yield llm
     await llm.aclose()
 

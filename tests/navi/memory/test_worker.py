@@ -1,4 +1,4 @@
-"""Extraction, summaries and re-extraction against the fake LLM server, on every store."""
+"""Extraction, summaries and re-extraction against the fake LLM, on every store."""
 
 from __future__ import annotations
 
@@ -32,7 +32,8 @@ from tests.navi.memory.conftest import (
     new_session,
     summary,
 )
-from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import Reply
 
 # At collection time: the parametrized async ``store`` fixture needs it (anyio >= 4.16).
 pytestmark = pytest.mark.anyio
@@ -53,7 +54,7 @@ async def memory_types(store: BaseEventStore) -> list[str]:
 
 
 async def test_extraction_happens_after_idle_not_before(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask, _reply] = await new_session(
@@ -89,7 +90,7 @@ async def test_extraction_happens_after_idle_not_before(
 
 
 async def test_processing_the_same_range_twice_changes_nothing(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -109,7 +110,7 @@ async def test_processing_the_same_range_twice_changes_nothing(
 
 
 async def test_only_new_turns_are_read_the_next_time(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [first] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -127,7 +128,7 @@ async def test_only_new_turns_are_read_the_next_time(
 
 
 async def test_a_newer_value_replaces_the_older_one(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [old] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -148,7 +149,7 @@ async def test_a_newer_value_replaces_the_older_one(
 
 
 async def test_an_older_message_does_not_overrule_a_newer_value(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [old] = await new_session(store, "old", [("user", "I use vim.")])
@@ -165,7 +166,7 @@ async def test_an_older_message_does_not_overrule_a_newer_value(
 
 
 async def test_forgetting_removes_a_fact_from_search_summary_and_context(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim on Arch Linux.")])
@@ -208,7 +209,7 @@ async def test_forgetting_removes_a_fact_from_search_summary_and_context(
 
 
 async def test_sources_point_at_the_messages_the_fact_came_from(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     seqs = await new_session(
@@ -240,7 +241,7 @@ async def test_sources_point_at_the_messages_the_fact_came_from(
 
 
 async def test_reextraction_rebuilds_the_same_facts_from_the_same_answers(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -285,7 +286,7 @@ async def test_reextraction_rebuilds_the_same_facts_from_the_same_answers(
 async def test_a_broken_answer_loses_nothing_and_is_retried(
     store: BaseEventStore,
     backend: OllamaBackend,
-    fake: FakeLLMServer,
+    fake: FakeLLM,
     clock: Clock,
     broken: str,
 ) -> None:
@@ -305,7 +306,7 @@ async def test_a_broken_answer_loses_nothing_and_is_retried(
 
 
 async def test_a_range_is_skipped_after_too_many_broken_answers(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock, max_attempts=2)
     await new_session(store, "s1", [("user", "I use vim.")])
@@ -325,7 +326,7 @@ async def test_a_range_is_skipped_after_too_many_broken_answers(
 
 
 async def test_a_failed_llm_call_leaves_the_session_unprocessed(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -339,7 +340,7 @@ async def test_a_failed_llm_call_leaves_the_session_unprocessed(
 
 
 async def test_a_failed_summary_call_keeps_the_facts_in_the_context(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -354,7 +355,7 @@ async def test_a_failed_summary_call_keeps_the_facts_in_the_context(
 
 
 async def test_a_long_session_is_processed_in_chunks(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock, max_chunk_chars=400)
     turns = [("user", f"Fact number {i}: " + "blah " * 40) for i in range(5)]
@@ -376,7 +377,7 @@ async def test_a_long_session_is_processed_in_chunks(
 
 
 async def test_subagents_deleted_sessions_and_other_streams_are_not_extracted(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     await new_session(store, "parent", [])
@@ -394,7 +395,7 @@ async def test_subagents_deleted_sessions_and_other_streams_are_not_extracted(
 
 
 async def test_each_user_has_a_memory_of_their_own(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "sa", [("user", "I use vim.")], user_id="alice")
@@ -415,7 +416,7 @@ async def test_each_user_has_a_memory_of_their_own(
 
 
 async def test_the_periodic_task_sweeps_on_start_and_when_triggered(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim on Fedora.")])
@@ -445,7 +446,7 @@ async def test_the_periodic_task_sweeps_on_start_and_when_triggered(
 
 
 async def test_a_reextraction_that_fails_midway_changes_nothing(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -467,7 +468,7 @@ async def test_a_reextraction_that_fails_midway_changes_nothing(
 
 
 async def test_a_broken_answer_during_reextraction_leaves_that_session_to_the_sweeps(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLMServer, clock: Clock
+    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "s1", [("user", "I use vim.")])

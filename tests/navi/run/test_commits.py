@@ -20,7 +20,8 @@ from navi.run.driver import RunDeps, RunDriver
 from navi.run.state import IllegalTransition, RunState
 from navi.session.state import SessionState
 from profiles import ProfileRegistry
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi
 from tools import ToolSettings, create_registry
 
@@ -47,9 +48,9 @@ class CommitLog(InMemoryEventStore):
 
 
 async def run_turn(tmp_path: Path, store: CommitLog, *replies: Reply, **kw: Any) -> str:
-    async with FakeLLMServer(replies, **kw) as fake:
+    async with FakeLLM(replies, **kw) as fake:
         settings = navi_settings(tmp_path, fake.url, planning="off")
-        async with open_navi(settings, store=store) as navi:
+        async with open_navi(settings, store=store, llm=fake) as navi:
             session = await navi.create_session("secretary")
             with anyio.fail_after(20):
                 await navi.run(session, "Read the todo list twice.")
@@ -123,9 +124,9 @@ async def test_each_decision_is_durable_before_its_effect(
         return Reply(tool_calls=[READ, READ]) if calls == 0 else Reply(text="Done.")
 
     async def run() -> None:
-        async with FakeLLMServer(responder=respond) as fake:
+        async with FakeLLM(responder=respond) as fake:
             settings = navi_settings(tmp_path, fake.url, planning="off")
-            async with open_navi(settings, store=store) as navi:
+            async with open_navi(settings, store=store, llm=fake) as navi:
                 original = navi.tools.execute
 
                 async def watched(name: str, args: object, ctx: Any) -> Any:

@@ -32,7 +32,8 @@ from projections.compression import compress
 from projections.context import CONTEXT, estimate_tokens
 from projections.fold import fold, fold_until
 from projections.types import Message
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
 
@@ -181,7 +182,7 @@ def test_old_turns_are_formatted_with_the_seeds_limits() -> None:
 
 async def test_compression_before_an_llm_call_at_the_threshold(tmp_path: Path) -> None:
     look = FakeToolCall(name="todo", arguments={"action": "read"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two"),
@@ -189,7 +190,7 @@ async def test_compression_before_an_llm_call_at_the_threshold(tmp_path: Path) -
             Reply(text=SUMMARY),
             Reply(text="answer three"),
         )
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await turn(navi, session, "two")
@@ -241,13 +242,13 @@ async def test_compression_before_an_llm_call_at_the_threshold(tmp_path: Path) -
 
 
 async def test_the_post_turn_worker_compresses_after_the_run(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two", prompt_tokens=OVER),
             Reply(text=SUMMARY),
         )
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await turn(navi, session, "two")
@@ -270,7 +271,7 @@ async def test_the_post_turn_worker_compresses_after_the_run(tmp_path: Path) -> 
 
 async def test_a_failed_summary_leaves_the_context_as_it_was(tmp_path: Path) -> None:
     look = FakeToolCall(name="todo", arguments={"action": "read"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two"),
@@ -278,7 +279,7 @@ async def test_a_failed_summary_leaves_the_context_as_it_was(tmp_path: Path) -> 
             Reply(error_before="model crashed", error_status=500),
             Reply(text="answer three"),
         )
-        async with open_navi(settings_for(tmp_path, fake.url, llm_retries=0)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url, llm_retries=0), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await turn(navi, session, "two")
@@ -301,10 +302,10 @@ async def test_a_failed_summary_leaves_the_context_as_it_was(tmp_path: Path) -> 
 
 
 async def test_compression_can_be_turned_off(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text="answer one"), Reply(text="answer two", prompt_tokens=OVER))
         settings = settings_for(tmp_path, fake.url, compression_enabled=False)
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await turn(navi, session, "two")
@@ -315,7 +316,7 @@ async def test_compression_can_be_turned_off(tmp_path: Path) -> None:
 
 async def test_replay_gives_the_context_the_llm_saw(tmp_path: Path) -> None:
     look = FakeToolCall(name="todo", arguments={"action": "read"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two"),
@@ -324,7 +325,7 @@ async def test_replay_gives_the_context_the_llm_saw(tmp_path: Path) -> None:
             Reply(text="answer three", prompt_tokens=OVER),
             Reply(text="- one, two and three were discussed."),
         )
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             for text in ("one", "two", "three"):
                 await turn(navi, session, text)
@@ -349,14 +350,14 @@ async def test_replay_gives_the_context_the_llm_saw(tmp_path: Path) -> None:
 
 
 async def test_recompress_resummarises_the_range_with_another_model(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two", prompt_tokens=OVER),
             Reply(text=SUMMARY),
             Reply(text="- A better summary of one and two."),
         )
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await turn(navi, session, "two")
@@ -389,9 +390,9 @@ async def test_recompress_resummarises_the_range_with_another_model(tmp_path: Pa
 async def test_recompress_refuses_when_there_is_nothing_or_a_run_is_active(
     tmp_path: Path,
 ) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text="answer one"), Reply(text="slow " * 50, delay=0.02))
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await settle(navi, session)
@@ -415,7 +416,7 @@ async def test_a_compression_cut_by_a_crash_is_recorded_failed_then_redone(
     tmp_path: Path,
 ) -> None:
     look = FakeToolCall(name="todo", arguments={"action": "read"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two"),
@@ -423,7 +424,7 @@ async def test_a_compression_cut_by_a_crash_is_recorded_failed_then_redone(
             Reply(text=SUMMARY),
             Reply(text="answer three"),
         )
-        async with open_navi(settings_for(tmp_path / "ref", fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path / "ref", fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             for text in ("one", "two", "three"):
                 await turn(navi, session, text)
@@ -441,7 +442,7 @@ async def test_a_compression_cut_by_a_crash_is_recorded_failed_then_redone(
             )
         fake.responder = summary_or_answer
         settings = settings_for(root, fake.url, database_url=url, resume_on_start=True)
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             records = await settle(navi, session)
         types = [r.type for r in records[len(cut) :]]
         assert types[:5] == [
@@ -456,7 +457,7 @@ async def test_a_compression_cut_by_a_crash_is_recorded_failed_then_redone(
 
 
 async def test_recompress_after_a_stopped_run_compresses_now(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
             Reply(text="answer two"),
@@ -464,7 +465,7 @@ async def test_recompress_after_a_stopped_run_compresses_now(tmp_path: Path) -> 
             Reply(text=SUMMARY),
             Reply(text="answer four"),
         )
-        async with open_navi(settings_for(tmp_path, fake.url)) as navi:
+        async with open_navi(settings_for(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await turn(navi, session, "one")
             await turn(navi, session, "two")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
+import pytest
 
 from navi.run.context_builder import ContextBuilder
 from profiles import Profile, ProfileRegistry
@@ -20,6 +21,7 @@ async def execute(params: dict) -> str:
 """
 
 
+@pytest.mark.slow  # user tools and code_exec run in bubblewrap
 def test_the_tools_offered_follow_a_reload(tmp_path: Path) -> None:
     tools_dir = tmp_path / "tools"
     tools_dir.mkdir()

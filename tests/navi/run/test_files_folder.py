@@ -9,7 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi
 from tools import create_registry
 
@@ -45,9 +46,9 @@ async def test_a_tool_that_uses_files_always_finds_the_folder(tmp_path: Path) ->
             shutil.rmtree(folder)
         return next(replies)
 
-    async with FakeLLMServer(responder=respond) as fake:
+    async with FakeLLM(responder=respond) as fake:
         settings = navi_settings(tmp_path, fake.url, planning="off")
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             session = await navi.create_session("secretary")
             folder = navi.files_dir(session)
             with anyio.fail_after(20):
@@ -62,9 +63,9 @@ async def test_a_tool_that_uses_files_always_finds_the_folder(tmp_path: Path) ->
 
 async def test_a_tool_that_never_touches_files_does_not_make_the_folder(tmp_path: Path) -> None:
     replies = [Reply(tool_calls=[READ_TODO]), Reply(text="Nothing to do.")]
-    async with FakeLLMServer(replies) as fake:
+    async with FakeLLM(replies) as fake:
         settings = navi_settings(tmp_path, fake.url, planning="off")
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             session = await navi.create_session("secretary")
             with anyio.fail_after(20):
                 await navi.run(session, "Read the todo list.")
@@ -74,6 +75,7 @@ async def test_a_tool_that_never_touches_files_does_not_make_the_folder(tmp_path
     assert not folder.exists()
 
 
+@pytest.mark.slow  # user tools and code_exec run in bubblewrap
 def test_builtin_tools_that_use_the_files_folder_say_so() -> None:
     registry = create_registry()
     uses = {name for name in registry.names() if registry.get(name).uses_files}  # type: ignore[union-attr]

@@ -13,7 +13,8 @@ from events.types import TodoItem
 from navi.run import injections
 from navi.run.progress import RunProgress
 from profiles import Profile
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.anyio
@@ -87,9 +88,9 @@ def system_texts(body: dict[str, Any]) -> list[str]:
 async def run_with(
     tmp_path: Path, flags: dict[str, Any], replies: list[Reply], default: Reply
 ) -> list[Any]:
-    async with FakeLLMServer(default=default) as fake:
+    async with FakeLLM(default=default) as fake:
         fake.script(*replies)
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             base = navi.profiles.get("secretary")
             navi.profiles._profiles["secretary"] = msgspec.structs.replace(base, **flags)
             session = await navi.create_session("secretary")

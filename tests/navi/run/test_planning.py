@@ -31,7 +31,8 @@ from navi.run.planning import (
 from projections import messages as messages_projection
 from projections.context import CONTEXT
 from projections.fold import fold
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, RecordedRequest, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, RecordedRequest, Reply
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 
 PLAN = """MILESTONES:
@@ -57,7 +58,7 @@ def kind_of(body: dict[str, Any]) -> str:
     return "loop"
 
 
-def kinds(fake: FakeLLMServer) -> list[str]:
+def kinds(fake: FakeLLM) -> list[str]:
     return [kind_of(body) for body in fake.requests]
 
 
@@ -101,9 +102,9 @@ def test_classification_answers() -> None:
 
 
 async def test_direct_skips_planning(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text="DIRECT"), Reply(text="Hello!"))
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "Hi")
         types = [r.type for r in seen]
@@ -129,13 +130,13 @@ async def test_direct_skips_planning(tmp_path: Path) -> None:
 
 
 async def test_an_answer_without_numbered_steps_is_no_plan(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text=ANALYSIS_PLAIN),
             Reply(text="I would look it up and answer.\n- step one\n- step two"),
             Reply(text="Here you go."),
         )
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "plan my museum visit")
             records = await navi.store.read(session)
@@ -148,7 +149,7 @@ async def test_an_answer_without_numbered_steps_is_no_plan(tmp_path: Path) -> No
 
 async def test_phase_two_reviews_when_enabled_and_asked(tmp_path: Path) -> None:
     review = "MISSING: the date\nRISKS: closed on Mondays\nORDER: hours first\nCHECKS: none"
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text=ANALYSIS_REFLECT),
             Reply(text=review),
@@ -156,7 +157,7 @@ async def test_phase_two_reviews_when_enabled_and_asked(tmp_path: Path) -> None:
             Reply(text="Done."),
         )
         # server_admin has planning_phase2_enabled.
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("server_admin")
             seen = await run_to_end(navi, session, "plan my museum visit")
         phases = [r.event.phase for r in seen if isinstance(r.event, PlanStatus)]
@@ -168,25 +169,25 @@ async def test_phase_two_reviews_when_enabled_and_asked(tmp_path: Path) -> None:
 
 
 async def test_phase_two_is_skipped_when_disabled_or_not_asked(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         # secretary: phase 2 disabled, although phase 1 asks for reflection.
         fake.script(Reply(text=ANALYSIS_REFLECT), Reply(text=PLAN), Reply(text="Done."))
-        async with open_navi(planning_on(tmp_path / "a", fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path / "a", fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await run_to_end(navi, session, "plan my museum visit")
         assert kinds(fake) == ["phase1", "phase3", "loop"]
         # server_admin: phase 2 enabled, but phase 1 says REFLECT: no.
         fake.script(Reply(text=ANALYSIS_PLAIN), Reply(text=PLAN), Reply(text="Done."))
-        async with open_navi(planning_on(tmp_path / "b", fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path / "b", fake.url), llm=fake) as navi:
             session = await navi.create_session("server_admin")
             await run_to_end(navi, session, "plan my museum visit")
         assert kinds(fake)[3:] == ["phase1", "phase3", "loop"]
 
 
 async def test_a_plan_is_shown_injected_and_fills_the_todo_list(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text=ANALYSIS_PLAIN), Reply(text=PLAN), Reply(text="All set."))
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "plan my museum visit")
             records = await navi.store.read(session)
@@ -227,7 +228,7 @@ async def test_a_failed_step_queues_a_replan(tmp_path: Path) -> None:
         name="todo",
         arguments={"action": "update", "id": 1, "status": "failed", "note": "no network"},
     )
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(text=ANALYSIS_PLAIN),
             Reply(text=PLAN),
@@ -235,7 +236,7 @@ async def test_a_failed_step_queues_a_replan(tmp_path: Path) -> None:
             Reply(text="I could not search; here is what I know."),
         )
         # server_admin has adaptive_replan_enabled.
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("server_admin")
             seen = await run_to_end(navi, session, "plan my museum visit")
         replans = [
@@ -251,23 +252,25 @@ async def test_a_failed_step_queues_a_replan(tmp_path: Path) -> None:
 
 
 async def test_run_mode_and_disabled_profiles_never_plan(tmp_path: Path) -> None:
-    async with FakeLLMServer(default=Reply(text="Plain answer.")) as fake:
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+    async with FakeLLM(default=Reply(text="Plain answer.")) as fake:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             assert await navi.run(session, "plan my museum visit") == "Plain answer."
             types = [r.type for r in await navi.store.read(session)]
         assert "plan.status" not in types
         assert kinds(fake) == ["loop"]
-        async with open_navi(navi_settings(tmp_path / "off", fake.url, planning="off")) as navi:
+        async with open_navi(
+            navi_settings(tmp_path / "off", fake.url, planning="off"), llm=fake
+        ) as navi:
             session = await navi.create_session("secretary")
             await run_to_end(navi, session, "plan my museum visit")
         assert kinds(fake) == ["loop", "loop"]
 
 
 async def test_a_failed_planning_call_means_no_plan(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(error_before="model overloaded", error_status=503), Reply(text="Hi."))
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "plan my museum visit")
         types = [r.type for r in seen]
@@ -276,9 +279,9 @@ async def test_a_failed_planning_call_means_no_plan(tmp_path: Path) -> None:
 
 
 async def test_a_stop_during_planning_stops_the_run(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text="DIRECT", delay_first=30))
-        async with open_navi(planning_on(tmp_path, fake.url)) as navi:
+        async with open_navi(planning_on(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             reply = await navi.send(session, "plan my museum visit")
             with anyio.fail_after(10):
@@ -304,9 +307,9 @@ def respond(request: RecordedRequest) -> Reply:
 
 
 async def test_resume_mid_planning_never_asks_a_recorded_phase_again(tmp_path: Path) -> None:
-    async with FakeLLMServer(responder=respond) as fake:
+    async with FakeLLM(responder=respond) as fake:
         ref = tmp_path / "ref"
-        async with open_navi(planning_on(ref, fake.url)) as navi:
+        async with open_navi(planning_on(ref, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             reference = await navi.store.read(session)
             reference += await run_to_end(navi, session, "plan my museum visit")
@@ -323,7 +326,7 @@ async def test_resume_mid_planning_never_asks_a_recorded_phase_again(tmp_path: P
                 )
             asked = len(fake.requests)
             settings = planning_on(root, fake.url, database_url=url, resume_on_start=True)
-            async with open_navi(settings) as navi:
+            async with open_navi(settings, llm=fake) as navi:
                 with anyio.fail_after(20):
                     while (records := await navi.store.read(session))[-1].type not in (
                         TERMINAL_RUN_EVENTS

@@ -28,7 +28,8 @@ from events.types import (
     ToolStarted,
 )
 from navi.run import progress
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.anyio
@@ -71,8 +72,8 @@ async def test_after_a_retried_call_the_next_call_is_a_new_iteration(tmp_path: P
         Reply(text="Done."),
     ]
     async with (
-        FakeLLMServer(replies) as fake,
-        open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi,
+        FakeLLM(replies) as fake,
+        open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi,
     ):
         session = await navi.create_session("secretary")
         with anyio.fail_after(20):
@@ -123,9 +124,9 @@ async def test_a_stop_during_the_back_off_ends_the_run_stopped_at_once(tmp_path:
     """The table sees the stop signal at its next decision: the back-off is cut short
     and the run ends ``run.stopped`` (not ``run.failed``), with no further attempt."""
     replies = [Reply(error_before="overloaded", error_status=503), Reply(text="Too late.")]
-    async with FakeLLMServer(replies) as fake:
+    async with FakeLLM(replies) as fake:
         settings_ = navi_settings(tmp_path, fake.url, planning="off", llm_retry_backoff_s=60.0)
-        async with open_navi(settings_) as navi:
+        async with open_navi(settings_, llm=fake) as navi:
             session = await navi.create_session("secretary")
             reply = await navi.send(session, "Read the todo list.", mode="run")
             with anyio.fail_after(10):

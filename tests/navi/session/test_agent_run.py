@@ -21,7 +21,9 @@ from navi.session.errors import BadInput, RunActive, SessionNotFound
 from projections import messages as messages_projection
 from projections.context import CONTEXT
 from projections.fold import fold
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, Reply
+from tests.support.helpers import free_port
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
 
@@ -41,9 +43,9 @@ async def run_to_end(navi: Navi, session: str, text: str) -> list[str]:
 
 
 async def test_a_plain_question_streams_and_completes(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(thinking="Let me think.", text="Hello there, friend."))
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "Hi!")
             assert seen[:2] == ["user.message", "run.started"]
@@ -64,7 +66,7 @@ async def test_a_plain_question_streams_and_completes(tmp_path: Path) -> None:
 
 
 async def test_tool_calls_run_and_their_results_go_back_paired(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(
                 tool_calls=[
@@ -77,7 +79,7 @@ async def test_tool_calls_run_and_their_results_go_back_paired(tmp_path: Path) -
             ),
             Reply(text="I wrote note.txt."),
         )
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "write a note")
             assert seen.count("tool.requested") == 2 and seen.count("tool.completed") == 2
@@ -94,7 +96,7 @@ async def test_tool_calls_run_and_their_results_go_back_paired(tmp_path: Path) -
 
 
 async def test_unknown_tools_and_bad_arguments_fail_the_call_not_the_run(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(
                 tool_calls=[
@@ -104,7 +106,7 @@ async def test_unknown_tools_and_bad_arguments_fail_the_call_not_the_run(tmp_pat
             ),
             Reply(text="Sorry, I cannot do that."),
         )
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session()
             await run_to_end(navi, session, "go to mars")
             failed = [
@@ -120,9 +122,9 @@ async def test_unknown_tools_and_bad_arguments_fail_the_call_not_the_run(tmp_pat
 
 
 async def test_a_second_message_during_a_run_is_refused_or_queued(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text="slow answer " * 20, delay=0.02), Reply(text="second answer"))
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session()
             first = await navi.send(session, "first")
             with pytest.raises(RunActive, match="already active"):
@@ -142,9 +144,9 @@ async def test_a_second_message_during_a_run_is_refused_or_queued(tmp_path: Path
 
 
 async def test_stop_mid_stream_ends_the_run_and_closes_the_stream(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(text="word " * 500, delay=0.01))
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session()
             reply = await navi.send(session, "tell me a long story")
             with anyio.fail_after(10):
@@ -162,8 +164,9 @@ async def test_stop_mid_stream_ends_the_run_and_closes_the_stream(tmp_path: Path
                     await anyio.sleep(0.01)
 
 
+@pytest.mark.slow  # user tools and code_exec run in bubblewrap
 async def test_stop_during_a_tool_fails_the_open_call_with_stopped(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(
                 tool_calls=[
@@ -173,7 +176,7 @@ async def test_stop_during_a_tool_fails_the_open_call_with_stopped(tmp_path: Pat
                 ]
             )
         )
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session("server_admin")
             reply = await navi.send(session, "run something slow")
             with anyio.fail_after(15):
@@ -194,9 +197,9 @@ async def test_stop_during_a_tool_fails_the_open_call_with_stopped(tmp_path: Pat
 
 async def test_the_iteration_limit_ends_the_run_not_normally(tmp_path: Path) -> None:
     call = FakeToolCall(name="todo", arguments={"action": "read"})
-    async with FakeLLMServer(default=Reply(tool_calls=[call])) as fake:
+    async with FakeLLM(default=Reply(tool_calls=[call])) as fake:
         settings = navi_settings(tmp_path, fake.url, planning="off")
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             profile = navi.profiles.get("secretary")
             import msgspec
 
@@ -219,8 +222,7 @@ async def test_the_iteration_limit_ends_the_run_not_normally(tmp_path: Path) -> 
 
 
 async def test_a_dead_llm_server_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
-        url = fake.url
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     async with open_navi(navi_settings(tmp_path, url, llm_retries=1, planning="off")) as navi:
         session = await navi.create_session()
         seen = await run_to_end(navi, session, "hello?")
@@ -233,8 +235,8 @@ async def test_a_dead_llm_server_fails_the_run_with_a_clear_message(tmp_path: Pa
 
 async def test_bad_input_is_refused_and_loses_nothing(tmp_path: Path) -> None:
     async with (
-        FakeLLMServer() as fake,
-        open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi,
+        FakeLLM() as fake,
+        open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi,
     ):
         session = await navi.create_session()
         before = await navi.store.last_seq(session)
@@ -248,7 +250,7 @@ async def test_bad_input_is_refused_and_loses_nothing(tmp_path: Path) -> None:
 
 
 async def test_switch_profile_takes_effect_at_the_next_llm_call(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(
                 tool_calls=[
@@ -257,7 +259,7 @@ async def test_switch_profile_takes_effect_at_the_next_llm_call(tmp_path: Path) 
             ),
             Reply(text="Now in smart home mode."),
         )
-        async with open_navi(navi_settings(tmp_path, fake.url, planning="off")) as navi:
+        async with open_navi(navi_settings(tmp_path, fake.url, planning="off"), llm=fake) as navi:
             session = await navi.create_session("secretary")
             seen = await run_to_end(navi, session, "turn on the lights")
             assert "profile.switched" in seen

@@ -21,7 +21,9 @@ from events.types import (
 from navi.app import Navi
 from navi.run.state import RunState
 from navi.session.errors import AlreadyDecided, ApprovalNotFound, BadInput
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, Reply
+from tests.support.helpers import wait_for_events
 from tests.support.navi_app import navi_settings, open_navi
 
 pytestmark = pytest.mark.anyio
@@ -37,40 +39,35 @@ def asking(tmp_path: Path, url: str, **overrides: Any) -> Any:
     return navi_settings(tmp_path, url, planning="off", tool_approval="", **overrides)
 
 
-async def wait_for(navi: Navi, session: str, kind: str, count: int = 1) -> list[Recorded]:
-    """The session's records once ``count`` events of type ``kind`` are in."""
-    with anyio.fail_after(20):
-        while True:
-            records = await navi.store.read(session)
-            if sum(r.type == kind for r in records) >= count:
-                return records
-            await anyio.sleep(0.02)
-
-
 def events_of(records: list[Recorded], cls: type) -> list[Any]:
     return [r.event for r in records if isinstance(r.event, cls)]
 
 
 async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[LIST, WRITE]), Reply(text="Written."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             assert request.name == "filesystem" and request.arguments["action"] == "write"
             assert request.policy == "filesystem's default"
             # The read-only call ran before it; the write did not run.
             assert [e.name for e in events_of(records, ToolCompleted)] == ["filesystem"]
             assert not (tmp_path / "files" / session / "note.txt").exists()
-            await anyio.sleep(0.2)
-            assert len(fake.requests) == 1, "the LLM is not called while a call waits"
+            assert len(fake.requests) == 1
             actor_state = await _state(navi, session)
             assert actor_state is RunState.AWAITING_APPROVAL
 
             await navi.decide(session, request.call_id, approved=True, by="local")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
+            # The log orders what happened: the LLM was not called while the call waited.
+            kinds = [r.type for r in records]
+            waited = kinds[
+                kinds.index("tool.approval_requested") : kinds.index("tool.approval_decided")
+            ]
+            assert "llm.requested" not in waited and len(fake.requests) == 2
             (decision,) = events_of(records, ToolApprovalDecided)
             assert decision.approved and decision.by == "local" and decision.scope == "once"
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
@@ -82,17 +79,17 @@ async def test_a_write_waits_for_approval_then_runs_once(tmp_path: Path) -> None
 
 
 async def test_a_denial_with_a_reason_reaches_the_llm(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Understood, I will not write."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             await navi.decide(
                 session, request.call_id, approved=False, by="local", reason="not in there"
             )
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "denied"
             assert failed.error == "The user declined this call: not in there"
@@ -105,22 +102,22 @@ async def test_approve_for_the_session_runs_later_calls_without_asking(tmp_path:
     second = FakeToolCall(
         name="filesystem", arguments={"action": "write", "path": "b.txt", "content": "b"}
     )
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(tool_calls=[WRITE]),
             Reply(text="One."),
             Reply(tool_calls=[second]),
             Reply(text="Two."),
         )
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             await navi.decide(session, request.call_id, approved=True, scope="session", by="ann")
-            await wait_for(navi, session, "run.completed")
+            await wait_for_events(navi.store, session, "run.completed")
             await navi.send(session, "and another")
-            records = await wait_for(navi, session, "run.completed", count=2)
+            records = await wait_for_events(navi.store, session, "run.completed", count=2)
             assert len(events_of(records, ToolApprovalRequested)) == 1
             assert (tmp_path / "files" / session / "b.txt").read_text() == "b"
 
@@ -128,54 +125,54 @@ async def test_approve_for_the_session_runs_later_calls_without_asking(tmp_path:
 async def test_a_profile_that_denies_a_tool(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     _profile(profiles, "careful", {"filesystem": "deny"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Not allowed."))
         env = {"PROFILES_DIR": str(profiles)}
-        async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
+        async with open_navi(asking(tmp_path, fake.url), env=env, llm=fake) as navi:
             session = await navi.create_session("careful")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             assert not events_of(records, ToolApprovalRequested)
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "denied" and "profile careful" in failed.error
 
 
 async def test_the_users_own_defaults_apply(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written at once."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             assert navi.user_settings is not None
             await navi.user_settings.update(
                 "local", SettingsUpdated(tool_policy={"filesystem": "auto"})
             )
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             assert not events_of(records, ToolApprovalRequested)
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
 
 
 async def test_a_stop_while_waiting_ends_the_run(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            await wait_for(navi, session, "tool.approval_requested")
+            await wait_for_events(navi.store, session, "tool.approval_requested")
             assert await navi.stop(session)
-            records = await wait_for(navi, session, "run.stopped")
+            records = await wait_for_events(navi.store, session, "run.stopped")
             (failed,) = events_of(records, ToolFailed)
             assert failed.reason == "stopped"
             assert isinstance(records[-1].event, RunStopped)
 
 
 async def test_no_decision_within_the_timeout_denies(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Nobody answered."))
-        async with open_navi(asking(tmp_path, fake.url, approval_timeout_s=0.3)) as navi:
+        async with open_navi(asking(tmp_path, fake.url, approval_timeout_s=0.3), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
             (decision,) = events_of(records, ToolApprovalDecided)
             assert not decision.approved and decision.by == "navi"
             (failed,) = events_of(records, ToolFailed)
@@ -183,26 +180,27 @@ async def test_no_decision_within_the_timeout_denies(tmp_path: Path) -> None:
 
 
 async def test_the_wait_survives_a_restart_and_the_call_runs_once(tmp_path: Path) -> None:
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written after the restart."))
         settings = asking(tmp_path, fake.url)
-        async with open_navi(settings) as navi:
+        async with open_navi(settings, llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
         # Navi is gone; a new one resumes the run: it is still waiting, not asked again.
         resuming = navi_settings(tmp_path, fake.url, planning="off", tool_approval="")
-        async with open_navi(_resume(resuming)) as navi:
+        async with open_navi(_resume(resuming), llm=fake) as navi:
             with anyio.fail_after(10):
                 while await _state(navi, session) is not RunState.AWAITING_APPROVAL:
                     await anyio.sleep(0.02)
-            await anyio.sleep(0.2)
             records = await navi.store.read(session)
             assert len(events_of(records, ToolApprovalRequested)) == 1
             assert not events_of(records, ToolCompleted)
             await navi.decide(session, request.call_id, approved=True, by="local")
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
+            # Over the whole resumed run (not only a moment of it): asked once, run once.
+            assert len(events_of(records, ToolApprovalRequested)) == 1
             (done,) = events_of(records, ToolCompleted)
             assert done.call_id == request.call_id
             assert not events_of(records, ToolFailed)
@@ -250,7 +248,7 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
     (folder / "config.json").write_text(__import__("json").dumps(config))
     (folder / "system_prompt.txt").write_text("You lead.")
     spawn = FakeToolCall(name="spawn_agent", arguments={"task": "write the note"})
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(
             Reply(tool_calls=[spawn]),  # the parent
             Reply(tool_calls=[WRITE]),  # the subagent
@@ -258,12 +256,12 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
             Reply(text="Parent: the child wrote it."),
         )
         env = {"PROFILES_DIR": str(profiles)}
-        async with open_navi(asking(tmp_path, fake.url), env=env) as navi:
+        async with open_navi(asking(tmp_path, fake.url), env=env, llm=fake) as navi:
             session = await navi.create_session("lead")
             await navi.send(session, "delegate the note")
-            records = await wait_for(navi, session, "subagent.spawned")
+            records = await wait_for_events(navi.store, session, "subagent.spawned")
             child = next(r.event.child_stream_id for r in records if r.type == "subagent.spawned")
-            child_records = await wait_for(navi, child, "tool.approval_requested")
+            child_records = await wait_for_events(navi.store, child, "tool.approval_requested")
             (request,) = events_of(child_records, ToolApprovalRequested)
             # Pending, seen from the top-level session as the REST route lists it.
             from navi.server.approvals import awaiting
@@ -288,7 +286,7 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
                 session, request.call_id, approved=True, by="local", stream_id=child
             )
             assert recorded_in == child
-            await wait_for(navi, session, "run.completed")
+            await wait_for_events(navi.store, session, "run.completed")
             assert (tmp_path / "files" / session / "note.txt").read_text() == "hi"
 
 
@@ -298,18 +296,18 @@ async def test_the_history_shows_who_decided_and_how_long_the_call_waited(
     from projections import messages as messages_projection
     from projections.fold import fold
 
-    async with FakeLLMServer() as fake:
+    async with FakeLLM() as fake:
         fake.script(Reply(tool_calls=[WRITE]), Reply(text="Written."))
-        async with open_navi(asking(tmp_path, fake.url)) as navi:
+        async with open_navi(asking(tmp_path, fake.url), llm=fake) as navi:
             session = await navi.create_session("secretary")
             await navi.send(session, "write a note")
-            records = await wait_for(navi, session, "tool.approval_requested")
+            records = await wait_for_events(navi.store, session, "tool.approval_requested")
             (request,) = events_of(records, ToolApprovalRequested)
             await anyio.sleep(0.3)
             await navi.decide(
                 session, request.call_id, approved=True, scope="session", by="ann", reason="ok"
             )
-            records = await wait_for(navi, session, "run.completed")
+            records = await wait_for_events(navi.store, session, "run.completed")
     history = fold(messages_projection.MESSAGES, records).messages()
     (tool,) = [m for m in history if m.role == "tool"]
     assert tool.approval is not None

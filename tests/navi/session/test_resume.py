@@ -21,7 +21,8 @@ from events.types import (
 )
 from projections.context import CONTEXT
 from projections.fold import fold
-from tests.support.fake_llm import FakeLLMServer, FakeToolCall, Reply
+from tests.support.fake_backend import FakeLLM
+from tests.support.fake_llm import FakeToolCall, Reply
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
 from tools.sandbox import sandbox_status
@@ -99,9 +100,9 @@ def lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-async def record_reference(tmp_path: Path, fake_url: str) -> tuple[str, list[Recorded]]:
-    settings = navi_settings(tmp_path, fake_url, planning="off")
-    async with open_navi(settings) as navi:
+async def record_reference(tmp_path: Path, fake: FakeLLM) -> tuple[str, list[Recorded]]:
+    settings = navi_settings(tmp_path, fake.url, planning="off")
+    async with open_navi(settings, llm=fake) as navi:
         session = await navi.create_session("secretary")
         with anyio.fail_after(20):
             async for _ in run_stream(navi, session, "mark a, peek b, then mark c"):
@@ -110,7 +111,7 @@ async def record_reference(tmp_path: Path, fake_url: str) -> tuple[str, list[Rec
 
 
 async def resume_from(
-    root: Path, url: str, session: str, cut: list[Recorded], fake_url: str
+    root: Path, url: str, session: str, cut: list[Recorded], fake: FakeLLM
 ) -> list[Recorded]:
     effects = effects_dir(root, session)
     # The effects the cut log says happened, happened; a started one without its result
@@ -133,8 +134,8 @@ async def resume_from(
                 [NewEvent(event=r.event, run_id=r.run_id) for r in cut],
                 expected_seq=0,
             )
-    settings = navi_settings(root, fake_url, database_url=url, resume_on_start=True, planning="off")
-    async with open_navi(settings) as navi:
+    settings = navi_settings(root, fake.url, database_url=url, resume_on_start=True, planning="off")
+    async with open_navi(settings, llm=fake) as navi:
         with anyio.fail_after(20):
             while True:
                 records = await navi.store.read(session)
@@ -179,8 +180,8 @@ def _another_chunk(reference: list[Recorded], cut_at: int) -> bool:
 
 async def test_resume_after_a_crash_at_every_event_boundary(tmp_path: Path) -> None:
     install_tools(tmp_path / "ref")
-    async with FakeLLMServer(responder=respond) as fake:
-        session, reference = await record_reference(tmp_path / "ref", fake.url)
+    async with FakeLLM(responder=respond) as fake:
+        session, reference = await record_reference(tmp_path / "ref", fake)
         assert [r.type for r in reference].count("tool.completed") == 3
         start = next(i for i, r in enumerate(reference) if r.type == "run.started") + 1
         for cut_at in range(start, len(reference)):
@@ -189,9 +190,7 @@ async def test_resume_after_a_crash_at_every_event_boundary(tmp_path: Path) -> N
             root = tmp_path / f"cut{cut_at}"
             install_tools(root)
             cut = reference[:cut_at]
-            records = await resume_from(
-                root, f"sqlite:///{root / 'navi.db'}", session, cut, fake.url
-            )
+            records = await resume_from(root, f"sqlite:///{root / 'navi.db'}", session, cut, fake)
             check_resumed(records, root, session, cut)
 
 
@@ -200,8 +199,8 @@ async def test_resume_on_postgres(tmp_path: Path, postgres_url: str) -> None:
     from sqlalchemy import text
 
     install_tools(tmp_path / "ref")
-    async with FakeLLMServer(responder=respond) as fake:
-        session, reference = await record_reference(tmp_path / "ref", fake.url)
+    async with FakeLLM(responder=respond) as fake:
+        session, reference = await record_reference(tmp_path / "ref", fake)
         kinds = [r.type for r in reference]
         cuts = [kinds.index("tool.requested") + 1, kinds.index("tool.started") + 1, len(kinds) - 1]
         for cut_at in cuts:
@@ -213,5 +212,5 @@ async def test_resume_on_postgres(tmp_path: Path, postgres_url: str) -> None:
             root = tmp_path / f"pg{cut_at}"
             install_tools(root)
             cut = reference[:cut_at]
-            records = await resume_from(root, postgres_url, session, cut, fake.url)
+            records = await resume_from(root, postgres_url, session, cut, fake)
             check_resumed(records, root, session, cut)
