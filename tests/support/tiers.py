@@ -69,7 +69,9 @@ SLOW_FIXTURES = {"postgres_server_url": "postgres", "browser": "browser"}
 
 # One-time probes of what the machine can do, cached for the process: whichever test
 # happens to ask first (or first after a test cleared the cache) is not starting them.
-PROBES = {("tools.sandbox", "_probe")}
+# A tool's libraries are imported once when it is registered (Tool.requires), and some
+# ask the system on import (asyncssh looks for liboqs with ctypes: ldconfig, gcc).
+PROBES = {("tools.sandbox", "_probe"), ("tools.registry", "_missing_requirement")}
 
 PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec"}
