@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from events.codec import encode
 from events.types import FileRef
+from navi.grants import missing_grants
 from navi.llm.diagnose import is_demo_model
 from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
@@ -69,10 +70,14 @@ async def health(request: Request) -> Response:
 
 
 async def list_profiles(request: Request) -> Response:
-    """All agent profiles."""
+    """All agent profiles; ``missing_grants`` names what the caller's account lacks to use
+    one (``usable`` is false then, and ``POST /sessions`` in it answers 403)."""
     navi = state_of(request).navi
-    return json_response(
-        [
+    user = user_of(request)
+    listed = []
+    for p in navi.profiles.all():
+        missing = missing_grants(user, p)
+        listed.append(
             {
                 "id": p.id,
                 "name": p.name,
@@ -80,10 +85,11 @@ async def list_profiles(request: Request) -> Response:
                 "enabled_tools": list(p.enabled_tools),
                 "llm_backend": p.llm_backend or navi.backend.name,
                 "model": p.model or navi.backend.model,
+                "usable": not missing,
+                "missing_grants": list(missing),
             }
-            for p in navi.profiles.all()
-        ]
-    )
+        )
+    return json_response(listed)
 
 
 async def list_tools(request: Request) -> Response:

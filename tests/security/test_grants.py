@@ -136,6 +136,21 @@ def test_a_user_without_the_grant_cannot_open_a_session_in_a_profile_that_widens
         assert _create(server, profile, alice).status_code == 201  # an admin has them all
 
 
+def test_the_profiles_list_says_which_profiles_an_account_may_use(
+    server: NaviServerProcess,
+) -> None:
+    def listed(token: str) -> dict[str, tuple[bool, list[str]]]:
+        with server.client(token=token) as http:
+            profiles = http.get("/agents/profiles").json()
+        return {p["id"]: (p["usable"], p["missing_grants"]) for p in profiles}
+
+    bob, erin, alice = listed(BOB["token"]), listed(ERIN["token"]), listed(ALICE["token"])
+    assert bob["smart_home"] == (False, ["lan"]) and bob["secretary"] == (True, [])
+    assert bob["server_admin"][0] is False and "tool_network" in bob["server_admin"][1]
+    assert erin["smart_home"] == (True, []) and erin["server_admin"][0] is False
+    assert all(usable for usable, _ in alice.values())
+
+
 def test_switching_a_session_into_it_is_refused(server: NaviServerProcess) -> None:
     bob, erin = BOB["token"], ERIN["token"]
     sid = server.create_session("secretary", token=bob)

@@ -5,6 +5,7 @@
 
 import { clear, h } from './dom.js';
 import { errorBlock, notice, userMessage } from './cards.js';
+import { needsGrants } from './header.js';
 import { icon } from './icons.js';
 import { Turn } from './turns.js';
 
@@ -58,10 +59,11 @@ export class ConversationView {
         type: 'button',
         class: p.id === profile?.id ? 'profile-card selected' : 'profile-card',
         'data-profile': p.id,
+        disabled: p.usable === false,
         onclick: () => onPick(p.id),
       },
       h('span', { class: 'profile-card-name', text: p.name || p.id }),
-      h('span', { class: 'profile-card-desc', text: p.description || '' })));
+      h('span', { class: 'profile-card-desc', text: p.usable === false ? needsGrants(p) : p.description || '' })));
     this.inner.append(h('div', { class: 'empty-state' },
       h('div', { class: 'empty-mark', 'aria-hidden': 'true', text: 'N' }),
       h('h1', { text: 'How can I help?' }),

@@ -7,12 +7,25 @@ import { state, subscribe } from './state.js';
 
 const WARN_FRACTION = 0.8;
 
+/** Why an account may not pick a profile, in the words of the grant it lacks. */
+export function needsGrants(profile) {
+  const grants = (profile.missing_grants || []).map((g) => `'${g}'`).join(', ');
+  return `Needs the account grant ${grants}, which an admin gives in the users file.`;
+}
+
 export function mountProfileSwitcher(select, onChange) {
   const render = () => {
     clear(select);
     const known = state.profiles.some((p) => p.id === state.profileId);
     for (const profile of state.profiles) {
-      select.append(h('option', { value: profile.id, text: profile.name || profile.id }));
+      // A profile the account lacks a grant for is listed but cannot be picked.
+      const locked = profile.usable === false && profile.id !== state.profileId;
+      select.append(h('option', {
+        value: profile.id,
+        text: profile.name || profile.id,
+        disabled: locked,
+        title: locked ? needsGrants(profile) : undefined,
+      }));
     }
     if (state.profileId && !known) {
       select.append(h('option', { value: state.profileId, text: state.profileId }));
