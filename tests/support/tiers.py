@@ -61,7 +61,8 @@ SLOW_NAMES = {
     # A command line built to run Python (an MCP server over stdio, a CLI): it will run.
     "executable": "starts a process",
 }
-# A test module that imports from these is about what they start, every test of it.
+# A test module that imports from these (by module name prefix: tools.sandbox_status too)
+# is about what they start, every test of it.
 SLOW_IMPORTS = {"tools.sandbox": "runs programs in bubblewrap"}
 SLOW_MARKERS = ("slow", "postgres", "embedded", "browser")
 # Fixtures that stand for a service, and the marker their users get.
@@ -71,7 +72,7 @@ SLOW_FIXTURES = {"postgres_server_url": "postgres", "browser": "browser"}
 # happens to ask first (or first after a test cleared the cache) is not starting them.
 # A tool's libraries are imported once when it is registered (Tool.requires), and some
 # ask the system on import (asyncssh looks for liboqs with ctypes: ldconfig, gcc).
-PROBES = {("tools.sandbox", "_probe"), ("tools.registry", "_missing_requirement")}
+PROBES = {("tools.sandbox_status", "sandbox_status"), ("tools.registry", "_missing_requirement")}
 
 PROCESS_EVENTS = frozenset(
     {"subprocess.Popen", "os.system", "os.fork", "os.forkpty", "os.posix_spawn", "os.exec"}
@@ -102,8 +103,9 @@ def slow_reason(item: pytest.Item) -> str | None:
     if module is not None:
         for value in vars(module).values():
             source = getattr(value, "__module__", None)
-            if isinstance(source, str) and source in SLOW_IMPORTS:
-                return f"{SLOW_IMPORTS[source]} ({source})"
+            for prefix, reason in SLOW_IMPORTS.items():
+                if isinstance(source, str) and source.startswith(prefix):
+                    return f"{reason} ({source})"
     for function in _functions_of(item):
         reason = _Scan().function(function)
         if reason is not None:

@@ -74,13 +74,13 @@ def test_approve_with_a_click_runs_the_call_and_the_marks_go(
     card = page.locator('.tool-card[data-tool="filesystem"]')
     expect(card).to_have_class(re.compile(r"\bawaiting\b"))
     expect(panel).to_contain_text("Waiting for your approval")
-    expect(panel).to_contain_text("asked by: filesystem's default")
+    expect(panel.locator(".approval-asked-by")).to_have_text("Navi asks before file changes")
     # The arguments, readable: each by name, the long content whole (it scrolls: issue 30).
     expect(panel.locator("dt .approval-key")).to_have_text(["action", "path", "content"])
     expect(panel.locator("dt .approval-size")).to_have_text(["30 lines"])
     expect(panel.locator("pre.approval-value").last).to_have_text(LONG)
     expect(panel.locator("details")).to_have_count(0)
-    for name in ("Approve", "Approve for this session", "Deny"):
+    for name in ("Approve", "Allow file writes in this chat", "Deny"):
         expect(panel.get_by_role("button", name=name, exact=True)).to_be_visible()
     # Nothing ran; the page title and the chat's entry in the sidebar say it waits.
     assert not written(navi_server, ui.session_id, "note.txt").exists()
@@ -124,7 +124,7 @@ def test_approve_for_this_session_lets_the_next_call_run_without_asking(
     ui = navi_page.open()
     page = ui.page
     ui.send("Write a")
-    approval(ui).get_by_role("button", name="Approve for this session").click()
+    approval(ui).get_by_role("button", name="Allow file writes in this chat").click()
     ui.wait_idle()
     expect(page.locator('[data-testid="approval"].decided')).to_have_text(
         "Approved for this session by local"
@@ -293,7 +293,7 @@ def test_a_subagents_request_waits_in_its_parents_subagent_card(
     agent = page.locator('.tool-card[data-tool="spawn_agent"]')
     panel = agent.locator('.subagent [data-testid="approval"]:not(.decided)')
     expect(panel).to_have_count(1)
-    expect(panel).to_contain_text("A subagent asks to run filesystem")
+    expect(panel.get_by_test_id("approval-summary")).to_contain_text("Write the file")
     expect(page.locator('[data-testid="approval"]')).to_have_count(1)
     ui.shot("subagent")
     panel.get_by_role("button", name="Approve", exact=True).click()
@@ -326,7 +326,7 @@ def test_the_waiting_card_on_desktop_and_phone(
         OUTPUT.mkdir(parents=True, exist_ok=True)
         ui.shot()
         # Everything fits the width: no button off the screen.
-        for name in ("Approve", "Approve for this session", "Deny"):
+        for name in ("Approve", "Allow file writes in this chat", "Deny"):
             box = panel.get_by_role("button", name=name, exact=True).bounding_box()
             assert box is not None and box["x"] + box["width"] <= width, json.dumps(box)
         if width < 500:
