@@ -18,13 +18,17 @@ sandboxed call may still write (``ToolContext.storage_left``).
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import msgspec
+import structlog
 
 from tools import ToolResult, fail
+
+log = structlog.get_logger(__name__)
 
 if TYPE_CHECKING:
     from navi.blobs import BlobStore
@@ -102,7 +106,14 @@ async def counted_writes(
     with more than before it ran."""
     if blobs is None or before is None:
         return result
-    after = await blobs.ameasure_folder(folder, user_id=user_id, session_id=folder.name)
+    try:
+        after = await blobs.ameasure_folder(folder, user_id=user_id, session_id=folder.name)
+    except (OSError, sqlite3.Error) as exc:
+        # A full disk refuses the count's own write: the call's result stands (the folder
+        # is measured again at its next call), and the run goes on to pause at its own
+        # next write as any write does, instead of crashing here.
+        log.warning("quota.measure_failed", error=str(exc))
+        return result
     if after.over and after.used > before.used:
         return fail(over_quota_message(after))
     return result

@@ -35,15 +35,20 @@ def as_untrusted(content: str) -> str:
 
 def tool_result_content(event: ToolCompleted | ToolFailed) -> str:
     if isinstance(event, ToolCompleted):
-        if event.success or not event.error:
+        if event.success or not event.error or event.error in event.output:
             return event.output
-        return f"{event.output}\nError: {event.error}" if event.output else f"Error: {event.error}"
+        return f"{event.output}\n{_error(event.error)}" if event.output else _error(event.error)
     if event.reason == "error":
-        return f"Error: {event.error}" if event.error else "Error: the call failed."
+        return _error(event.error or "the call failed.")
     if event.reason == "denied":  # the error says who declined and why, in a sentence
         return event.error or "Denied: the call was not approved."
     text = _FAILURE_TEXT[event.reason]
     return f"{text} ({event.error})" if event.error else text
+
+
+def _error(text: str) -> str:
+    """``Error:`` once: a failed tool's recorded text (its output) often says it already."""
+    return text if text.startswith("Error:") else f"Error: {text}"
 
 
 def tool_succeeded(event: ToolCompleted | ToolFailed) -> bool:

@@ -59,7 +59,7 @@ from tools.sandbox_command import (
     build_command,
 )
 from tools.sandbox_files import WriteWatch
-from tools.sandbox_net import NO_NETWORK_NOTE, UserNetwork, find_slirp4netns
+from tools.sandbox_net import NO_NETWORK_NOTE, NetworkNotStarted, UserNetwork, find_slirp4netns
 from tools.sandbox_slots import SlotBounds, server_slots
 from tools.sandbox_status import (
     INSTALL_HINT,
@@ -226,7 +226,8 @@ async def run_sandboxed(
     bwrap = await require_sandbox()
     bounds = SlotBounds(total=limits.max_sandboxes, per_user=limits.user_max_sandboxes)
     async with server_slots().slot(user_id, bounds, timeout_s) as waited:
-        return await _run(
+        run = functools.partial(
+            _run,
             bwrap,
             argv,
             spec=spec,
@@ -236,6 +237,10 @@ async def run_sandboxed(
             output_limit_bytes=output_limit_bytes,
             kill_grace_s=kill_grace_s,
         )
+        try:
+            return await run()
+        except NetworkNotStarted:  # its command never ran: once more
+            return await run()
 
 
 async def _run(

@@ -49,6 +49,13 @@ MISSING_NOTE = (
 _RESOLV_CONF = b"nameserver 10.0.2.3\n"
 
 
+class NetworkNotStarted(ToolError):
+    """The sandbox's network did not come up, so its command never ran (bwrap holds it
+    until the block fd's byte): the call may be started again. bubblewrap 0.8 now and
+    then fails to bring up loopback in the new namespace (``loopback: Failed
+    RTM_NEWADDR``) and ends."""
+
+
 def find_slirp4netns() -> str | None:
     return shutil.which("slirp4netns")
 
@@ -115,7 +122,7 @@ class UserNetwork:
     async def start(self, *, reopened: bool = False) -> None:
         """With bwrap running: tap0 up in its namespace, then its command released.
 
-        Raises :class:`ToolError` if the network does not come up; the caller then
+        Raises :class:`NetworkNotStarted` if the network does not come up; the caller then
         ends the sandbox's tree (and :meth:`close` slirp4netns). ``reopened``: bwrap
         opens our pipe ends itself (:meth:`reopened`), so they stay open until it has
         (its child's pid arrives): a bwrap that dies first is then not seen here, its
@@ -129,8 +136,13 @@ class UserNetwork:
                 self._close(self._info_w, self._block_r, self._resolv_r)
                 await self._start_slirp(pid)
         except TimeoutError:
-            raise ToolError(self._failure(f"not ready within {READY_TIMEOUT_S:g}s")) from None
-        os.write(self._block_w, b"1")
+            raise NetworkNotStarted(
+                self._failure(f"not ready within {READY_TIMEOUT_S:g}s")
+            ) from None
+        try:
+            os.write(self._block_w, b"1")
+        except BrokenPipeError:  # bwrap ended after it made the sandbox (see NetworkNotStarted)
+            raise NetworkNotStarted(self._failure("bubblewrap ended before its command")) from None
         self._close(self._block_w)
 
     async def _child_pid(self) -> int:
@@ -141,7 +153,9 @@ class UserNetwork:
             with contextlib.suppress(ValueError, KeyError, TypeError):
                 return int(json.loads(data)["child-pid"])
             if not chunk:
-                raise ToolError(self._failure("bubblewrap ended before its sandbox started"))
+                raise NetworkNotStarted(
+                    self._failure("bubblewrap ended before its sandbox started")
+                )
 
     async def _start_slirp(self, pid: int) -> None:
         ready_r, ready_w = os.pipe()
@@ -173,7 +187,7 @@ class UserNetwork:
             self._close(ready_w, exit_r)
         try:
             if not await _read_fd(ready_r, 1):
-                raise ToolError(self._failure("slirp4netns ended before it was ready"))
+                raise NetworkNotStarted(self._failure("slirp4netns ended before it was ready"))
         finally:
             self._close(ready_r)
 
