@@ -19,6 +19,7 @@ import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from tools.base import ToolError
 from tools.beneath import open_beneath
@@ -178,9 +179,10 @@ class PathGuard:
         return False
 
 
-def read_regular_file(guard: PathGuard, located: Located, max_bytes: int) -> tuple[bytes, int]:
-    """Up to ``max_bytes`` of a regular file below a root, and its size; refused if it
-    is a link, a directory, a device or pipe, or has more than one hard link."""
+@contextlib.contextmanager
+def open_regular_file(guard: PathGuard, located: Located) -> Iterator[tuple[BinaryIO, int]]:
+    """A regular file below a root, open for reading, and its size; refused if it is a
+    link, a directory, a device or pipe, or has more than one hard link."""
     shown = guard.display(located)
     with guard.root_fd(located) as root:
         try:
@@ -194,4 +196,11 @@ def read_regular_file(guard: PathGuard, located: Located, max_bytes: int) -> tup
         if not stat.S_ISREG(status.st_mode):
             raise ToolError(f"{shown} is not a regular file")
         guard.refuse_hard_links(status, located)
-        return handle.read(max_bytes), status.st_size
+        yield handle, status.st_size
+
+
+def read_regular_file(guard: PathGuard, located: Located, max_bytes: int) -> tuple[bytes, int]:
+    """Up to ``max_bytes`` of a regular file below a root (:func:`open_regular_file`),
+    and its size."""
+    with open_regular_file(guard, located) as (handle, size):
+        return handle.read(max_bytes), size

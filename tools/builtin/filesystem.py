@@ -27,7 +27,8 @@ from tools.base import (
 )
 from tools.beneath import make_dirs_beneath, open_beneath
 from tools.context import ToolContext
-from tools.paths import Located, PathGuard, PathRefused, read_regular_file
+from tools.paths import Located, PathGuard, PathRefused, open_regular_file
+from tools.pdf_text import PAGES_PATTERN, looks_like_pdf, parse_pages, read_pdf
 
 _LIST_LIMIT = 500
 
@@ -48,10 +49,10 @@ _ACTIONS = {
 class FilesystemTool(Tool):
     name = "filesystem"
     description = (
-        "Work with files: read a text file, write (or append to) a file, list a directory, "
-        "make a directory, delete a file or directory. Relative paths are in the session's "
-        "files directory (where uploaded files are); access outside the allowed paths is "
-        "refused."
+        "Work with files: read a text file or a PDF's text (page by page), write (or append "
+        "to) a file, list a directory, make a directory, delete a file or directory. "
+        "Relative paths are in the session's files directory (where uploaded files are); "
+        "access outside the allowed paths is refused."
     )
     parameters = {
         "type": "object",
@@ -62,6 +63,12 @@ class FilesystemTool(Tool):
                 "description": "File or directory path; default '.' for list.",
             },
             "content": {"type": "string", "description": "Text to write (action write)."},
+            "pages": {
+                "type": "string",
+                "pattern": PAGES_PATTERN,
+                "description": "read a PDF: the pages, e.g. '3', '3-10' or '3-' (default: "
+                "all, as many as the output holds; the output says how to read on).",
+            },
             "append": {
                 "type": "boolean",
                 "description": "write: add to the end instead of replacing (default false).",
@@ -136,10 +143,8 @@ class FilesystemTool(Tool):
             raw = "."
         target = guard.resolve(raw)
         shown = guard.display(target)
-        limit = ctx.settings.output_max_chars
         if action == "read":
-            data, size = read_regular_file(guard, target, limit * 4)
-            return ok(cap_output(_as_text(data, size, shown), limit))
+            return ok(await _read(guard, target, shown, args.get("pages"), ctx))
         if action == "list":
             return ok(_list_dir(guard, target, shown))
         if action == "mkdir":
@@ -147,6 +152,22 @@ class FilesystemTool(Tool):
         if action == "write":
             return ok(_write(guard, target, shown, args))
         return ok(_delete(guard, target, shown, bool(args.get("recursive"))))
+
+
+async def _read(
+    guard: PathGuard, target: Located, shown: str, pages: str | None, ctx: ToolContext
+) -> str:
+    """A text file, or a PDF's text (``tools.pdf_text``), within the output limit."""
+    limit = ctx.settings.output_max_chars
+    with open_regular_file(guard, target) as (handle, size):
+        data = handle.read(limit * 4)
+        if looks_like_pdf(target.name, data):
+            return await read_pdf(
+                handle.fileno(), shown, parse_pages(pages), limit=limit, stop=ctx.stop
+            )
+    if pages is not None:
+        raise ToolError(f"'pages' picks pages of a PDF; {shown} is not one")
+    return cap_output(_as_text(data, size, shown), limit)
 
 
 def _as_text(data: bytes, size: int, shown: str) -> str:
