@@ -3,8 +3,6 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-HOST   ?= 127.0.0.1
-PORT   ?= 8000
 SHELL  := /bin/bash
 
 # `make run` installs what running needs; `make test` adds the test tools on top.
@@ -47,8 +45,11 @@ $(TEST_STAMP): $(RUN_STAMP) pyproject.toml
 
 install: $(TEST_STAMP)
 
+# Where it listens: NAVI_HOST and NAVI_PORT, from the environment or from `.env` (navi
+# serve reads both; `NAVI_PORT=9000 make run`). `make run PORT=9000` (and HOST=) still
+# works; a PORT or HOST merely set in the environment is not taken for Navi's.
 run: $(RUN_STAMP)
-	$(BIN)/navi serve --host $(HOST) --port $(PORT)
+	$(BIN)/navi serve$(if $(filter command line,$(origin HOST)), --host $(HOST))$(if $(filter command line,$(origin PORT)), --port $(PORT))
 
 # The whole suite, one pytest worker per core (pytest-xdist); a file whose tests share a
 # module-scoped server stays on one worker (--dist loadfile), so that server starts once.

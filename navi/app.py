@@ -34,7 +34,8 @@ from navi.ids import new_id, session_folder
 from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError
-from navi.llm.selection import select_backend
+from navi.llm.missing import MissingBackend
+from navi.llm.selection import PROBE_TIMEOUT, select_backend
 from navi.llm.settings import LLMSettingsError, server_llm_settings
 from navi.mcp import McpManager
 from navi.mcp.sandbox import sandbox_places
@@ -65,13 +66,22 @@ class RunFailedError(SessionError):
 
 async def _first_backend(settings: Settings, saved_url: str) -> LLMBackend:
     """The backend at start-up: at the URL saved on the settings page, if any and it can
-    be used, else as the environment says (a bad saved URL must not keep Navi down)."""
+    be used, else as the environment says (a bad saved URL must not keep Navi down), else
+    a :class:`MissingBackend` that says how to connect one (no LLM must not either)."""
     if saved_url:
         try:
             return await select_backend(server_llm_settings(settings.llm, saved_url))
         except (LLMError, LLMSettingsError) as exc:
             log.warning("llm.saved_backend_url_unusable", url=saved_url, error=str(exc))
-    return await select_backend(settings.llm)
+    try:
+        return await select_backend(settings.llm)
+    except LLMError as exc:  # no LLM at all: Navi starts, and says how to connect one
+        log.warning("llm.none_usable", error=exc.message)
+        if settings.llm.backend != "auto":  # embedded, not installed: Settings cannot help
+            return MissingBackend(exc.message, num_ctx=settings.llm.num_ctx, how="")
+        missing = MissingBackend(exc.message, num_ctx=settings.llm.num_ctx)
+        # Ollama is asked again before new turns, as after a fall-back to the embedded model.
+        return AutoBackend(missing, settings.llm, probe_timeout=PROBE_TIMEOUT)
 
 
 @dataclass

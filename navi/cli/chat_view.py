@@ -5,8 +5,9 @@ doing ("waiting for the model" during a silent prefill, "thinking", "writing", a
 name), the thinking dimmed and the answer as plain text while they stream; once a piece
 is whole (thinking ended, a tool starts, the turn ends) it is printed above for good —
 the thinking dimmed, the answer rendered as Markdown — and the live area is cleared.
-Elsewhere (a pipe, a file): the answer's text as it arrives and the tool lines, no
-thinking, no colours, nothing redrawn.
+Elsewhere (a pipe, a file): standard output gets the answer's text only, as it arrives
+(``navi chat "…" > answer.md`` holds the answer, nothing else); the tool lines, the plan,
+notes and errors go to standard error; no thinking, no colours, nothing redrawn.
 
 Colours follow ``NO_COLOR`` (rich reads it) and are off when stdout is not a terminal.
 """
@@ -14,6 +15,7 @@ Colours follow ``NO_COLOR`` (rich reads it) and are off when stdout is not a ter
 from __future__ import annotations
 
 import json
+import sys
 import time
 from typing import Any
 
@@ -22,6 +24,8 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.spinner import Spinner
 from rich.text import Text
+
+from navi.cli.common import plural
 
 # Turn outcomes.
 COMPLETED, STOPPED, FAILED = "completed", "stopped", "failed"
@@ -158,9 +162,9 @@ class ChatView:
             self._plain(renderable.plain if isinstance(renderable, Text) else str(renderable))
 
     def _plain(self, text: str) -> None:
-        file = self.console.file
-        file.write(text if text.endswith("\n") else text + "\n")
-        file.flush()
+        """A line that is not the answer, without a terminal: on stderr."""
+        sys.stderr.write(text if text.endswith("\n") else text + "\n")
+        sys.stderr.flush()
 
     def _write_text(self, delta: str) -> None:
         self.text += delta
@@ -196,9 +200,9 @@ class ChatView:
         if frame.get("elapsed_seconds") is not None:
             parts.append(f"{frame['elapsed_seconds']:.1f} s")
         if frame.get("token_count"):
-            parts.append(f"{frame['token_count']} tokens")
+            parts.append(plural(frame["token_count"], "token"))
         if frame.get("tool_call_count"):
-            parts.append(f"{frame['tool_call_count']} tool calls")
+            parts.append(plural(frame["tool_call_count"], "tool call"))
         if parts and self.rich:
             self.console.print(Text(" · ".join(parts), style="dim"))
 

@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 
 from navi.cli import chat as chat_command
-from navi.cli.common import PRIVATE_URLS_WARNING, quiet_settings
+from navi.cli.common import PRIVATE_URLS_WARNING, plural, quiet_settings
 from navi.cli.remote import CliError
 
 
@@ -61,9 +61,10 @@ def cmd_sessions(args: argparse.Namespace) -> int:
         for s in listing:
             pin = "📌 " if s.pinned else "   "
             lineage = f"  (fork of {s.forked_from} at {s.forked_at_seq})" if s.forked_from else ""
+            count = f"{s.message_count:>4} {'message ' if s.message_count == 1 else 'messages'}"
             sys.stdout.write(
                 f"{pin}{s.session_id}  {s.last_active[:19]}  {s.profile_id:<13} "
-                f"{s.message_count:>4} msgs  {s.title}{lineage}\n"
+                f"{count}  {s.title}{lineage}\n"
             )
 
     anyio.run(run)
@@ -137,7 +138,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         await _doctor_mcp(settings, tools, line)
 
     anyio.run(run)
-    sys.stdout.write("All good.\n" if problems == 0 else f"{problems} problem(s) found.\n")
+    sys.stdout.write("All good.\n" if problems == 0 else f"{plural(problems, 'problem')} found.\n")
     return 0 if problems == 0 else 1
 
 
@@ -160,7 +161,7 @@ async def _doctor_data(settings: Any, line: Any) -> None:
     try:
         async with store_for_url(settings.database_url) as store:
             heads = await store.stream_heads()
-            line(True, f"database {shown}: {len(heads)} streams")
+            line(True, f"database {shown}: {plural(len(heads), 'stream')}")
     except Exception as exc:
         line(False, f"database {shown}: {redact_url(str(exc))}")
 
@@ -176,7 +177,7 @@ async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
         where = "" if path.exists() else " (no such file)"
         sys.stdout.write(f"  MCP servers: none configured in {path}{where}\n")
         return
-    line(not config.errors, f"MCP config {path}: {len(config.servers)} server(s)")
+    line(not config.errors, f"MCP config {path}: {plural(len(config.servers), 'server')}")
     for problem in config.errors:
         line(False, f"  {problem}")
     for status in await probe(config, tools, places=sandbox_places(settings)):
@@ -195,8 +196,9 @@ def cmd_reextract(args: argparse.Namespace) -> int:
         async with Navi.open(settings, env=env, background=False) as navi:
             report = await navi.memory_worker.reextract_all(model=args.model, prompt=prompt)
             sys.stdout.write(
-                f"re-extracted {len(report.sessions)} sessions: {report.facts} facts, "
-                f"{report.failed_calls} failed calls, {report.broken_answers} broken answers\n"
+                f"re-extracted {plural(len(report.sessions), 'session')}: "
+                f"{plural(report.facts, 'fact')}, {plural(report.failed_calls, 'failed call')}, "
+                f"{plural(report.broken_answers, 'broken answer')}\n"
             )
 
     anyio.run(run)

@@ -1,14 +1,22 @@
 """What the ``navi`` subcommands share: settings from the environment and the
-arguments, and how a refusal is written."""
+arguments, how a refusal is written, a session named by a prefix of its id, and a
+count with its noun."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 
+from events.store import EventStore
 from navi.config import Settings, SettingsError
 from navi.data_dir import database_url
 from navi.environment import environment
+
+
+class CliError(Exception):
+    """A failure the terminal shows as one line (no traceback)."""
+
 
 PRIVATE_URLS_WARNING = (
     "NAVI_ALLOW_PRIVATE_URLS=1: http_request, web_view and image_view may reach this "
@@ -46,3 +54,31 @@ def fail(message: str, code: int = 1) -> int:
     """Say why on standard error; the command's exit code."""
     sys.stderr.write(f"navi: {message}\n")
     return code
+
+
+def pick_session(given: str, ids: Iterable[str]) -> str:
+    """The session id in ``ids`` that is ``given`` or the only one that starts with it;
+    else a :class:`CliError` that says none does, or lists those that do."""
+    ids = list(ids)
+    if given in ids:
+        return given
+    matches = sorted(i for i in ids if i.startswith(given))
+    if not matches:
+        raise CliError(f"no session starts with {given!r} (see `navi sessions`)")
+    if len(matches) > 1:
+        shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
+        many = plural(len(matches), "session")
+        raise CliError(f"{given!r} is ambiguous: {many} start with it: {shown}")
+    return matches[0]
+
+
+async def session_named(store: EventStore, given: str) -> str:
+    """The session of the store that ``given`` names: its id, or a prefix of it only one
+    session has (a subagent's stream counts; a user's memory or settings stream, whose id
+    has a ``:``, does not)."""
+    return pick_session(given, [s for s in await store.stream_heads() if ":" not in s])
+
+
+def plural(count: int, noun: str, nouns: str = "") -> str:
+    """``1 session``, ``2 sessions`` (``nouns``: an irregular plural)."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"

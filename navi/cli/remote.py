@@ -18,14 +18,13 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import InvalidStatus, WebSocketException
 
+from navi.cli.common import CliError, pick_session
 from navi.config import Settings
+
+__all__ = ["CliError", "NaviClient", "receive_frame", "send_frame", "server_url"]
 
 # Hosts a server binds to that a client cannot connect to as such.
 _ANY_ADDRESS = frozenset({"", "0.0.0.0", "::", "[::]"})
-
-
-class CliError(Exception):
-    """A failure the terminal shows as one line (no traceback)."""
 
 
 def server_url(settings: Settings, env: dict[str, str], url: str | None = None) -> str:
@@ -117,16 +116,7 @@ class NaviClient:
 
     async def resolve_session(self, prefix: str) -> str:
         """The user's session whose id is ``prefix`` or starts with it (only one may)."""
-        ids = [str(s["session_id"]) for s in await self.sessions()]
-        if prefix in ids:
-            return prefix
-        matches = [i for i in ids if i.startswith(prefix)]
-        if not matches:
-            raise CliError(f"no session starts with {prefix!r} (see `navi sessions`)")
-        if len(matches) > 1:
-            shown = ", ".join(matches[:5]) + (", …" if len(matches) > 5 else "")
-            raise CliError(f"{prefix!r} is ambiguous: {shown}")
-        return matches[0]
+        return pick_session(prefix, [str(s["session_id"]) for s in await self.sessions()])
 
     @asynccontextmanager
     async def socket(self, session_id: str) -> AsyncIterator[ClientConnection]:

@@ -2,8 +2,9 @@
 debugging from the terminal, on the database directly (docs/replay.md); ``recompress``
 opens Navi in-process (it calls the LLM).
 
-Exit codes: 0 done, 1 the command found a problem (a refused import, a failed verify,
-an unknown session), 2 a bad argument.
+A session is named by its id or by a prefix of it that only one session has (as ``navi
+chat`` and ``navi approvals`` take it). Exit codes: 0 done, 1 the command found a problem
+(a refused import, a failed verify, an unknown or ambiguous session), 2 a bad argument.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import anyio
 import msgspec
 
 from events.store import EventStore
-from navi.cli.common import fail, quiet_settings
+from navi.cli.common import CliError, fail, plural, quiet_settings, session_named
 
 
 def add_commands(sub: Any) -> None:
@@ -91,6 +92,8 @@ def _with_store(args: argparse.Namespace, work: Callable[[EventStore], Awaitable
 
     async def run() -> int:
         async with store_for_url(settings.database_url) as store:
+            if getattr(args, "session", None):
+                args.session = await session_named(store, args.session)
             return await work(store)
 
     try:
@@ -324,8 +327,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         result = await import_session(store, lines, owner=args.user, new_session_id=session_id)
         streams = len(result.streams)
         sys.stdout.write(
-            f"imported session {result.session_id}: {result.events} events in "
-            f"{streams} stream{'s' if streams != 1 else ''}, owned by {result.owner!r}\n"
+            f"imported session {result.session_id}: {plural(result.events, 'event')} in "
+            f"{plural(streams, 'stream')}, owned by {result.owner!r}\n"
         )
         for warning in result.warnings:
             sys.stderr.write(f"warning: {warning}\n")
@@ -345,8 +348,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for report in reports:
             mark = "✓" if report.ok else "✗"
             sys.stdout.write(
-                f"{mark} {report.session_id}: {report.head} events, "
-                f"{report.snapshots_checked} snapshots checked"
+                f"{mark} {report.session_id}: {plural(report.head, 'event')}, "
+                f"{plural(report.snapshots_checked, 'snapshot')} checked"
                 + (f", {report.stale_snapshots} stale" if report.stale_snapshots else "")
                 + "\n"
             )
@@ -359,7 +362,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 )
         bad = sum(not r.ok for r in reports)
         sys.stdout.write(
-            f"{len(reports)} session(s) verified"
+            f"{plural(len(reports), 'session')} verified"
             + (f", {bad} with differences\n" if bad else ", all good\n")
         )
         return 1 if bad else 0
@@ -378,9 +381,10 @@ def cmd_recompress(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with Navi.open(settings, env=env, background=False) as navi:
             try:
+                args.session = await session_named(navi.store, args.session)
                 record = await recompress_and_wait(navi, args.session, args.model)
-            except SessionError as exc:
-                return fail(exc.message)
+            except (SessionError, CliError) as exc:  # CliError: no such session
+                return fail(str(exc))
         event = record.event
         if not isinstance(event, ContextCompressed):
             return fail(f"the re-summary failed: {getattr(event, 'error', event)}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import gc
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from navi.server.ws import MAX_FRAME_BYTES
 
     settings, env = settings_for(args)
+    refused = _cannot_listen(settings.host, settings.port)
+    if refused:  # said before anything claims to start
+        sys.stderr.write(f"navi: {refused}\n")
+        return 1
     configure_logging(settings.log_level)
     _log_data_dir(settings)
     _log_sandbox(settings)
@@ -65,6 +71,24 @@ def cmd_serve(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=5,
     )
     return 0
+
+
+def _cannot_listen(host: str, port: int) -> str | None:
+    """Why Navi cannot listen at ``host:port`` (a port in use, an address not this
+    machine's), found by binding it as uvicorn will; None if it can."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            sock.bind((host.strip("[]"), port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return (
+                    f"port {port} is already in use on {host} (is Navi already running?): "
+                    "stop that program, or choose another port with --port or NAVI_PORT"
+                )
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+    return None
 
 
 def _log_data_dir(settings: Settings) -> None:

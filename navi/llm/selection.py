@@ -59,7 +59,7 @@ async def select_backend(
             embedded.model_path()
         except EmbeddedUnavailable as missing:
             raise NoBackendAvailable(
-                f"No LLM is available. {unreachable.message} And {missing.message}"
+                f"No LLM is available. {unreachable.message} {missing.message}"
             ) from missing
         # Ollama is asked again before new turns: one started later is then used.
         fallback = AutoBackend(embedded, settings, model=model, probe_timeout=probe_timeout)

@@ -3,7 +3,9 @@ server recorded (with the fake LLM), run through ``navi.cli.main``."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +96,7 @@ def test_events_text_json_and_filters(
     code, _, err = navi(capsys, "events", sid, "--db", db, "--type", "nope")
     assert code == 2 and "no event type matches 'nope'" in err
     code, _, err = navi(capsys, "events", "missing", "--db", db)
-    assert code == 1 and "no session 'missing'" in err
+    assert code == 1 and "no session starts with 'missing'" in err
 
 
 def test_inspect_at_a_seq(recorded: Recorded, capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,12 +186,58 @@ def test_export_import_and_verify(
     assert code == 2 and "cannot read" in err
 
     code, out, _ = navi(capsys, "verify", "--db", db)
-    assert code == 0 and out.count("✓") == 3 and "all good" in out
+    assert code == 0 and out.count("✓") == 3 and out.endswith("3 sessions verified, all good\n")
 
     plant_a_wrong_snapshot(db, sid)
     code, out, _ = navi(capsys, "verify", sid, "--db", db)
     assert code == 1 and f"✗ {sid}" in out
     assert "todo differs from seq 3 (snapshot at seq 3)" in out
+
+
+def test_every_command_takes_a_unique_prefix(
+    recorded: Recorded, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sid = recorded.session_id
+    db = f"sqlite:///{tmp_path / 'copy.db'}"
+    exported = tmp_path / "session.jsonl"
+    assert navi(capsys, "export", sid, "--db", recorded.db, "-o", str(exported))[0] == 0
+    for extra in ((), ("--as-new",), ("--as-new",)):
+        assert navi(capsys, "import", str(exported), "--db", db, *extra)[0] == 0
+    out = navi(capsys, "verify", "--db", db)[1]
+    ids = sorted(line.split()[1].rstrip(":") for line in out.splitlines() if line[0] == "✓")
+    assert len(ids) == 3 and sid in ids
+
+    def unique(session: str) -> str:  # its shortest prefix no other session has
+        return next(
+            session[:n]
+            for n in range(1, 37)
+            if [i for i in ids if i.startswith(session[:n])] == [session]
+        )
+
+    prefix = unique(sid)
+    assert len(prefix) < len(sid)
+    for command in (
+        ["events", prefix, "--type", "user.message"],
+        ["inspect", prefix, "--approvals"],
+        ["export", prefix],
+        ["replay", prefix, "--speed", "max"],
+        ["verify", prefix],
+    ):
+        code, out, err = navi(capsys, *command, "--db", db)
+        assert code == 0, (command, err)
+        assert sid in out or "bye" in out, (command, out)
+    assert navi(capsys, "verify", prefix, "--db", db)[1].startswith(f"✓ {sid}: ")
+
+    # A prefix two sessions share: one line that lists them.
+    shared = max((os.path.commonprefix([a, b]) for a, b in itertools.pairwise(ids)), key=len)  # noqa: RUF071
+    sharing = [i for i in ids if i.startswith(shared)]
+    for command in ("events", "inspect", "export", "replay", "verify"):
+        code, out, err = navi(capsys, command, shared, "--db", db)
+        assert (code, out) == (1, ""), command
+        assert err == (
+            f"navi: {shared!r} is ambiguous: {len(sharing)} sessions start with it: "
+            f"{', '.join(sharing)}\n"
+        )
 
 
 def plant_a_wrong_snapshot(db: str, session_id: str) -> None:
@@ -237,4 +285,4 @@ def test_recompress(
         assert "with small-model:latest" in out and "packing for a camping trip" in out
         assert fake.requests[-1]["model"] == "small-model:latest"
         code, _, err = navi(capsys, "recompress", "missing", "--db", db)
-        assert code == 1 and "not found" in err
+        assert code == 1 and "no session starts with 'missing'" in err

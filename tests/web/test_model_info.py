@@ -36,6 +36,7 @@ def test_the_footer_names_the_whole_model(navi_page: NaviPage, navi_server: Any)
         "title", f"{health['backend']} · {health['model']}"
     )
     expect(ui.page.get_by_test_id("demo-notice")).to_be_hidden()
+    expect(ui.page.get_by_test_id("no-llm-notice")).to_be_hidden()
 
 
 def test_the_demo_model_notice(navi_page: NaviPage, navi_server: Any) -> None:
@@ -68,6 +69,33 @@ def test_the_demo_model_notice(navi_page: NaviPage, navi_server: Any) -> None:
     assert box["x"] + box["width"] <= sidebar["x"] + sidebar["width"] + 1
     assert text.evaluate("el => el.scrollWidth <= el.clientWidth + 1")
     ui.shot("demo")
+
+
+def test_no_llm_says_how_to_connect_one(navi_page: NaviPage, navi_server: Any) -> None:
+    # GET /health of a Navi started without any usable LLM (navi/llm/missing.py).
+    body = json.dumps(
+        {
+            "status": "ok",
+            "backend": "none",
+            "model": "",
+            "demo_model": False,
+            "context_window": 8192,
+        }
+    )
+    ui = navi_page
+    ui.page.route(
+        "**/health",
+        lambda route: route.fulfill(status=200, content_type="application/json", body=body),
+    )
+    ui.open()
+    expect(ui.page.locator("#backend-info .backend-text")).to_have_text("no LLM")
+    notice = ui.page.get_by_test_id("no-llm-notice")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("No LLM is connected")
+    expect(notice).to_contain_text("Open Settings")
+    expect(notice).to_contain_text("OLLAMA_HOST")
+    expect(ui.page.get_by_test_id("demo-notice")).to_be_hidden()
+    ui.shot("no-llm")
 
 
 def test_waiting_for_the_first_token(navi_page: NaviPage, llm: LLMScript) -> None:

@@ -209,7 +209,7 @@ def test_a_piped_chat_says_how_to_decide_and_waits_for_navi_approvals(asking: Cl
     finally:
         chat.close()
     assert code == 0, chat.err
-    assert out.splitlines()[-1] == "Listed."
+    assert out == "Listed.\n"
     again = run_navi(asking.env, "approvals", chat.session, "--deny", chat.call_id)
     assert (again.returncode, again.stdout) == (1, "")
     assert again.stderr == f"navi: call {chat.call_id!r} was already decided or has ended\n"
@@ -230,7 +230,8 @@ def test_navi_approvals_denies_with_a_reason(asking: CliWorld) -> None:
     finally:
         chat.close()
     assert code == 0, chat.err
-    assert f"✗ {chat.call_id} denied by local: no need" in out
+    assert out == "Fine then.\n"  # the answer alone: the decision's line is on stderr
+    assert f"✗ {chat.call_id} denied by local: no need" in chat.err
     [decided] = _of(asking, chat.session, "tool.approval_decided")
     assert (decided["approved"], decided["reason"]) == (False, "no need")
 

@@ -31,17 +31,20 @@ def test_a_piped_message_runs_one_turn(world: CliWorld) -> None:
     assert world.fake.requests[-1]["messages"][-1]["content"] == "hi"
 
 
-def test_tool_calls_are_shown(world: CliWorld) -> None:
+def test_a_piped_run_writes_only_the_answer_to_stdout(world: CliWorld) -> None:
     world.fake.script(
-        Reply(tool_calls=[FakeToolCall(name="list_tools", arguments={})]),
+        Reply(text="Let me look.", tool_calls=[FakeToolCall(name="list_tools", arguments={})]),
         Reply(text="It is now."),
     )
     done = run_navi(world.env, "chat", "time?")
     assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    # The answer's text, whole, and nothing else: `navi chat … > answer.md` keeps its word.
+    assert done.stdout == "Let me look.\nIt is now.\n"
+    # The tool's lines on stderr, then the session.
+    lines = done.stderr.splitlines()
     assert lines[0].startswith("⚙ list_tools")
     assert lines[1].startswith("  ✓ ")
-    assert lines[-1] == "It is now."
+    assert lines[-1].startswith("session: ")
 
 
 def test_a_session_is_continued_by_a_prefix_of_its_id(world: CliWorld) -> None:

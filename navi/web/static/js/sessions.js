@@ -378,14 +378,17 @@ export class Sidebar {
   renderBackend() {
     const health = state.health || {};
     const profile = profileById(state.profileId);
-    const backend = health.backend || profile?.llm_backend || '';
-    const model = health.model || profile?.model || '';
+    const none = health.backend === 'none'; // no LLM at all (navi/llm/missing.py)
+    const backend = none ? 'no LLM' : health.backend || profile?.llm_backend || '';
+    const model = none ? '' : health.model || profile?.model || '';
     const text = [backend, model].filter(Boolean).join(' · ') || (state.health ? 'server ready' : 'server unreachable');
     const label = this.backend.querySelector('.backend-text');
     label.textContent = text;
     label.title = text; // the full name, even where it wraps
-    const demo = this.backend.querySelector('.demo-notice');
+    const demo = this.backend.querySelector('#demo-notice');
     if (demo) demo.hidden = !health.demo_model;
+    const noLLM = this.backend.querySelector('#no-llm-notice');
+    if (noLLM) noLLM.hidden = !none;
     this.backend.classList.toggle('offline', !state.health || state.connection === 'lost');
   }
 }
