@@ -9,7 +9,7 @@ streaming or answered is the state's business (navi/run/state.py), not a field h
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -294,3 +294,26 @@ def evolve(p: RunProgress, record: Recorded) -> RunProgress:
 
 
 INITIAL = RunProgress()
+
+
+class CallOrderError(RuntimeError):
+    """A tool call's start or outcome about to be written before its ``tool.requested``:
+    a bug in the writer of the run, refused so that the log never shows it."""
+
+
+def check_call_order(progress: RunProgress, events: Sequence[Event]) -> None:
+    """Raise :class:`CallOrderError` if ``events`` start or settle a call that neither
+    ``progress`` nor an earlier event of ``events`` has requested. (Checked where events
+    are written, not where logs are read: an older log keeps its order.)"""
+    requested = {c.id for c in progress.requested}
+    for event in events:
+        if isinstance(event, ToolRequested):
+            requested.add(event.call_id)
+        elif (
+            isinstance(event, ToolStarted | ToolCompleted | ToolFailed)
+            and event.call_id not in requested
+        ):
+            raise CallOrderError(
+                f"{type(event).__name__} of call {event.call_id} comes before its "
+                "tool.requested"
+            )

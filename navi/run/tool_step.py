@@ -77,14 +77,15 @@ class ToolStep:
         """Run the next open call, or the leading calls that may run side by side;
         returns the outcomes for the driver to hold.
 
-        A call that may not run: its ``tool.failed`` is the outcome, and nothing runs
-        (the table comes back for the others, and their ``tool.started`` goes into the
-        failure's commit). One call: its result. Several: each result is recorded as
+        A call that may not run: what the driver holds (the calls' ``tool.requested``) is
+        committed, its ``tool.failed`` is the outcome, and nothing runs (the table comes
+        back for the others, and their ``tool.started`` goes into the failure's commit). One call: its result. Several: each result is recorded as
         soon as it is in (a subagent may take an hour, its sibling a second)."""
         batch = self._concurrent_batch(open_calls) or list(open_calls[:1])
         refused = [r for r in map(self._refusal, batch) if r is not None]
         if refused:
-            return list(refused)
+            # Their requests are recorded first: a call's outcome never precedes it.
+            return list(refused) if await commit(()) else []
         if not await commit([ToolStarted(call_id=c.id, name=c.name) for c in batch]):
             return []
         if len(batch) == 1:

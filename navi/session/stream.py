@@ -14,6 +14,7 @@ from events.base import BaseEventStore
 from events.envelope import NewEvent, Recorded
 from events.types import Event, RunStarted, UserMessage
 from events.writer import StreamWriter
+from navi.run.progress import check_call_order
 from navi.run.state import RunState, transition
 from navi.session.lock import SessionLock
 from navi.session.recovery import recover
@@ -59,6 +60,7 @@ class SessionStream:
     async def record_locked(self, events: Sequence[Event]) -> None:
         """``record``, for a caller that holds the lock."""
         assert self._writer is not None
+        check_call_order(self.state.progress, events)
         state = self.state.run_state
         after: list[RunState] = []
         for event in events:

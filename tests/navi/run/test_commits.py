@@ -221,3 +221,37 @@ async def test_a_stop_that_wins_the_race_leaves_only_the_answer(tmp_path: Path) 
     # Nothing new starts once the stop is in: the answer is kept, the call is not run.
     assert host.recorded == [("llm.completed",)]
     assert driver.outcomes == [] and driver.decided == []
+
+
+async def test_a_refused_calls_outcome_follows_its_request(tmp_path: Path) -> None:
+    """A call the profile does not enable is refused before it runs: its tool.failed
+    used to be committed ahead of its tool.requested (issue 31)."""
+    store = CommitLog()
+    refused = FakeToolCall(name="ssh_exec", arguments={"host": "h", "command": "id"})
+    session = await run_turn(
+        tmp_path, store, Reply(tool_calls=[refused, READ]), Reply(text="Done.")
+    )
+    records = await store.read(session)
+    seen: set[str] = set()
+    for record in records:
+        event: Any = record.event
+        if record.type == "tool.requested":
+            seen.add(event.call_id)
+        elif record.type in ("tool.started", "tool.completed", "tool.failed"):
+            assert event.call_id in seen, [r.type for r in records]
+    failed = [r.event for r in records if r.type == "tool.failed"]
+    assert [f.name for f in failed] == ["ssh_exec"]  # type: ignore[attr-defined]
+    assert records[-1].type == "run.completed"
+
+
+def test_the_writer_refuses_an_outcome_before_its_request() -> None:
+    from events.types import ToolFailed
+    from navi.run.progress import INITIAL, CallOrderError, check_call_order
+
+    call = ToolRequested(call_id="c1", name="todo", arguments={}, step=1)
+    failed = ToolFailed(call_id="c1", name="todo", error="no")
+    check_call_order(INITIAL, [call, failed])
+    with pytest.raises(CallOrderError, match="before its tool.requested"):
+        check_call_order(INITIAL, [failed, call])
+    with pytest.raises(CallOrderError):
+        check_call_order(INITIAL, [ToolStarted(call_id="c2", name="todo")])
