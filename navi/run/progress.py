@@ -314,6 +314,5 @@ def check_call_order(progress: RunProgress, events: Sequence[Event]) -> None:
             and event.call_id not in requested
         ):
             raise CallOrderError(
-                f"{type(event).__name__} of call {event.call_id} comes before its "
-                "tool.requested"
+                f"{type(event).__name__} of call {event.call_id} comes before its tool.requested"
             )

@@ -4,19 +4,23 @@ process, or the HTTP server)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import msgspec
 
 from events.base import BaseEventStore
 from events.envelope import Recorded
+from events.factory import store_for_url
 from events.types import TERMINAL_RUN_EVENTS, FileRef
 from navi.app import Navi
 from navi.config import Settings
 from navi.llm.ollama import OllamaBackend
 from navi.llm.settings import LLMSettings
+from projections.invariants import log_problems
 from tests.support.fake_backend import FakeLLM
 from tools import ToolSettings
 
@@ -59,8 +63,31 @@ async def open_navi(
     try:
         async with Navi.open(settings, backend=backend, store=store, **kw) as navi:
             yield navi
+            await check_every_log(navi.store)
     finally:
         await backend.aclose()
+
+
+async def check_every_log(store: BaseEventStore) -> None:
+    """Every log the store holds keeps the invariants (projections/invariants.py)."""
+    for stream_id in await store.stream_heads():
+        problems = log_problems(await store.read(stream_id))
+        assert not problems, f"log {stream_id}: {problems}"
+
+
+def check_every_log_in(database_url: str) -> None:
+    """``check_every_log`` on the database a stopped server wrote (SQLite only: a
+    PostgreSQL database is shared by the tests)."""
+    if not database_url.startswith("sqlite"):
+        return
+
+    async def check() -> None:
+        async with store_for_url(database_url) as store:
+            await check_every_log(store)
+
+    # In a thread of its own: the caller may be inside an event loop (an async test).
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(anyio.run, check).result()
 
 
 async def run_stream(

@@ -27,7 +27,7 @@ from navi.server.auth import Users
 from navi.server.ws import MAX_FRAME_BYTES
 from tests.support.fake_llm import FakeLLMServer
 from tests.support.helpers import SERVER_START_S, free_port
-from tests.support.navi_app import navi_settings
+from tests.support.navi_app import check_every_log_in, navi_settings
 
 
 @dataclass
@@ -86,6 +86,7 @@ def run_server(
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+    check_every_log_in(settings.database_url)  # after a test that passed
 
 
 @contextmanager

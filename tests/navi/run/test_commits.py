@@ -251,7 +251,7 @@ def test_the_writer_refuses_an_outcome_before_its_request() -> None:
     call = ToolRequested(call_id="c1", name="todo", arguments={}, step=1)
     failed = ToolFailed(call_id="c1", name="todo", error="no")
     check_call_order(INITIAL, [call, failed])
-    with pytest.raises(CallOrderError, match="before its tool.requested"):
+    with pytest.raises(CallOrderError, match=r"before its tool\.requested"):
         check_call_order(INITIAL, [failed, call])
     with pytest.raises(CallOrderError):
         check_call_order(INITIAL, [ToolStarted(call_id="c2", name="todo")])
