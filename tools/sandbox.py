@@ -41,6 +41,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -238,9 +239,21 @@ async def run_sandboxed(
             kill_grace_s=kill_grace_s,
         )
         try:
-            return await run()
+            outcome = await run()
         except NetworkNotStarted:  # its command never ran: once more
             return await run()
+        return await run() if _loopback_failed(outcome) else outcome
+
+
+# bubblewrap 0.8 now and then fails to bring up loopback in the sandbox's new network
+# namespace, before it runs the command (an exit code of 1 and this one line): the call is
+# started once more. (Code that prints the line itself gains nothing by it: it could as
+# well do its work twice in one run.)
+_LOOPBACK_FAILED = re.compile(r"bwrap: loopback: Failed [A-Z_]+: [^\n]*\n?")
+
+
+def _loopback_failed(outcome: ProcessOutcome) -> bool:
+    return outcome.exit_code == 1 and _LOOPBACK_FAILED.fullmatch(outcome.output) is not None
 
 
 async def _run(

@@ -73,7 +73,7 @@ class ServerStatus:
     def describe(self) -> str:
         where = self.transport + (", sandboxed" if self.sandboxed else "")
         if self.state == "running":
-            return f"MCP server {self.name} ({where}): running, {self.tools} tool(s)"
+            return f"MCP server {self.name} ({where}): running, {self.tools} tool{'' if self.tools == 1 else 's'}"
         why = f": {self.error}" if self.error else ""
         return f"MCP server {self.name} ({where}): {self.state}{why}"
 

@@ -116,3 +116,42 @@ def test_navis_own_folders_are_handed_to_the_sandbox_user(tmp_path: Path) -> Non
     status = sandbox_status()
     assert status.drop is not None
     assert _owners(files) == {status.drop.user.uid} and _owners(work) == {status.drop.user.uid}
+
+
+@pytest.mark.anyio
+async def test_a_call_whose_sandbox_failed_to_start_is_started_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bubblewrap 0.8 now and then fails to bring up loopback before the command runs:
+    that call is started again; a command that failed on its own is not."""
+    import anyio
+
+    import tools.sandbox as sandbox
+    from tools.processes import ProcessOutcome
+
+    failed = ProcessOutcome(1, "bwrap: loopback: Failed RTM_NEWADDR: No child processes\n", "exit")
+    ran = ProcessOutcome(0, "hello\n", "exit")
+    own = ProcessOutcome(1, "Traceback …\nbwrap: loopback: Failed RTM_NEWADDR: x\n", "exit")
+
+    async def call(outcomes: list[ProcessOutcome]) -> tuple[ProcessOutcome, int]:
+        left = list(outcomes)
+
+        async def fake_run(*args: object, **kw: object) -> ProcessOutcome:
+            return left.pop(0)
+
+        monkeypatch.setattr(sandbox, "_run", fake_run)
+        monkeypatch.setattr(sandbox, "require_sandbox", _bwrap)
+        limits = sandbox.SandboxLimits(memory_bytes=1 << 28, max_processes=64)
+        outcome = await sandbox.run_sandboxed(
+            ["true"], spec=spec(tmp_path), limits=limits, timeout_s=5, stop=anyio.Event(),
+            output_limit_bytes=1000, kill_grace_s=1,
+        )  # fmt: skip
+        return outcome, len(outcomes) - len(left)
+
+    assert await call([failed, ran]) == (ran, 2)
+    assert await call([own, ran]) == (own, 1)
+    assert await call([ran]) == (ran, 1)
+
+
+async def _bwrap() -> str:
+    return "/usr/bin/bwrap"
