@@ -134,5 +134,7 @@ def test_an_ollama_started_after_navi_answers_the_next_turn(serve: Serve, ollama
             "model": "fake-model:latest",
             "demo_model": False,
             "context_window": 16384,
+            "model_reason": "",  # OLLAMA_DEFAULT_MODEL is set, and installed
+            "model_missing": False,
         }
     assert "llm.backend_switched" in serve.log.read_text()
