@@ -10,7 +10,8 @@
 Both ask the backend at most every ``FRESH_S`` seconds (one answer shared by every tab
 and both routes), and wait at most ``PROBE_S`` for it: a server that does not answer is
 "unreachable", never a hanging request. Under ``auto`` on the embedded model they first
-ask Ollama again (as a new turn does): once it answers, its models are the ones listed.
+ask Ollama again (as a new turn does, at most every ``NAVI_LLM_REPROBE_SECONDS``): once
+it answers, Navi uses it and its models are the ones listed.
 """
 
 from __future__ import annotations
@@ -49,9 +50,8 @@ async def _probe(request: Request) -> Probe:
     navi = state_of(request).navi
     last: Probe | None = getattr(request.app.state, "llm_probe", None)
     fresh = last is not None and time.time() - last.at < FRESH_S
-    if not fresh:
-        with anyio.move_on_after(PROBE_S):
-            await navi.reprobe()
+    with anyio.move_on_after(PROBE_S):  # at most every NAVI_LLM_REPROBE_SECONDS
+        await navi.reprobe(now=False)
     backend = backend_in_use(navi.backend)
     if last is not None and last.backend is backend and fresh:
         return last
