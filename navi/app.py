@@ -302,15 +302,22 @@ class Navi:
         # A new turn (not a subagent's, whose parent is mid-run, nor one queued behind a
         # running turn): if Ollama has come up since start-up, this turn and the next
         # use it.
-        auto = self.backend if isinstance(self.backend, AutoBackend) else None
-        starts_now = mode != "ephemeral" and not queue
-        if starts_now and auto is not None and await auto.before_turn():
-            self._windows.clear()
-            await self.backend_for(self.profiles.get(self.profiles.default_id))
+        if mode != "ephemeral" and not queue:
+            await self.reprobe(now=False)
         reply: m.RunStartedReply = await self.sessions.ask(
             session_id, m.Send(text=text, images=images, files=files, queue=queue, mode=mode)
         )
         return reply
+
+    async def reprobe(self, *, now: bool = True) -> bool:
+        """Under ``auto`` on the embedded model (or none): ask Ollama again (``now``, else
+        only when ``NAVI_LLM_REPROBE_SECONDS`` have passed); True when Navi now uses it."""
+        auto = self.backend if isinstance(self.backend, AutoBackend) else None
+        if auto is None or not await auto.before_turn(now=now):
+            return False
+        self._windows.clear()
+        await self.backend_for(self.profiles.get(self.profiles.default_id))
+        return True
 
     async def stop(self, session_id: str, reason: str = "user") -> bool:
         stopped: bool = await self.sessions.ask(session_id, m.StopRun(reason=reason))

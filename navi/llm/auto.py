@@ -19,12 +19,13 @@ import structlog
 from navi.llm.base import LLMBackend
 from navi.llm.collect import CompletesFromStream
 from navi.llm.errors import LLMError
+from navi.llm.model_choice import ModelChoice, choose_model
 from navi.llm.ollama import OllamaBackend
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
 
-__all__ = ["AutoBackend", "backend_in_use"]
+__all__ = ["AutoBackend", "backend_in_use", "model_choice_of"]
 
 log = structlog.get_logger()
 
@@ -67,9 +68,10 @@ class AutoBackend(CompletesFromStream):
     def switched(self) -> bool:
         return isinstance(self.current, OllamaBackend)
 
-    async def before_turn(self) -> bool:
-        """Ask Ollama again if it is time; True when Navi now uses it."""
-        if self.switched or self._clock() < self._next_probe:
+    async def before_turn(self, *, now: bool = False) -> bool:
+        """Ask Ollama again if it is time (``now``: whenever); True when Navi now uses
+        it (with an installed model if the configured one is not: navi.llm.model_choice)."""
+        if self.switched or (not now and self._clock() < self._next_probe):
             return False
         self._next_probe = self._clock() + self._settings.reprobe_seconds
         ollama = OllamaBackend(self._settings, model=self._model)
@@ -78,6 +80,8 @@ class AutoBackend(CompletesFromStream):
         except LLMError:
             await ollama.aclose()
             return False
+        pinned = self._model is not None or self._settings.model_pinned
+        await choose_model(ollama, pinned=pinned, time_limit=self._probe_timeout * 2)
         log.info(
             "llm.backend_switched",
             backend=ollama.name,
@@ -115,3 +119,9 @@ class AutoBackend(CompletesFromStream):
 def backend_in_use(backend: LLMBackend) -> LLMBackend:
     """The backend that answers: the one an :class:`AutoBackend` delegates to."""
     return backend.current if isinstance(backend, AutoBackend) else backend
+
+
+def model_choice_of(backend: LLMBackend) -> ModelChoice | None:
+    """Why the backend in use has its model, if Navi chose it (None off Ollama)."""
+    in_use = backend_in_use(backend)
+    return in_use.model_choice if isinstance(in_use, OllamaBackend) else None

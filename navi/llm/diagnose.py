@@ -3,14 +3,16 @@ better when it is the embedded demo model.
 
 The doctor used to print "✓ LLM: embedded …" and "All good." on a machine where Ollama
 did not answer: the user never learnt that the answers came from a 135M-parameter demo
-model, nor how to connect a real one. A fall-back is now a finding that is not ok.
+model, nor how to connect a real one. A fall-back is now a finding that is not ok, and
+so is a configured model that Ollama does not have (navi.llm.model_choice); an installed
+model used in place of the built-in default is said, with why.
 """
 
 from __future__ import annotations
 
 import msgspec
 
-from navi.llm.auto import AutoBackend, backend_in_use
+from navi.llm.auto import AutoBackend, backend_in_use, model_choice_of
 from navi.llm.base import LLMBackend
 from navi.llm.embedded import EmbeddedBackend
 from navi.llm.errors import LLMError, redact_url
@@ -47,6 +49,10 @@ async def diagnose_llm(settings: LLMSettings) -> list[Finding]:
         return [Finding(ok=False, text=f"LLM: {exc}")]
     try:
         findings = [_backend_finding(backend, settings)]
+        choice = model_choice_of(backend)
+        if choice is not None and choice.reason:
+            # A model Navi uses in place of the default is said; a missing one is a problem.
+            findings.append(Finding(ok=not choice.missing, text=f"model: {choice.reason}"))
         try:
             models = await backend.list_models()
         except LLMError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import structlog
@@ -23,6 +24,9 @@ from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
 from navi.llm.types import ChatMessage, LLMOptions, ModelInfo, StreamChunk, ToolSpec
 from navi.llm.windows import ollama_show_window
+
+if TYPE_CHECKING:
+    from navi.llm.model_choice import ModelChoice
 
 __all__ = ["OllamaBackend"]
 
@@ -54,6 +58,13 @@ class OllamaBackend(HTTPBackend):
             encode_message=encode_message,
         )
         self._refuses_thinking: set[str] = set()
+        # Why this model, when it is not the configured one (navi.llm.model_choice).
+        self.model_choice: ModelChoice | None = None
+
+    def use_model(self, model: str, choice: ModelChoice | None = None) -> None:
+        """Use ``model`` when a call names none (``choice``: why)."""
+        self._model = model
+        self.model_choice = choice
 
     @property
     def name(self) -> str:
@@ -154,6 +165,22 @@ class OllamaBackend(HTTPBackend):
             log.info("llm.context_window_unknown", model=model, url=self._url, error=exc.message)
             return None
         return ollama_show_window(body)
+
+    async def capabilities(self, model: str) -> list[str]:
+        """What ``/api/show`` says ``model`` can do (``"completion"``, ``"tools"``,
+        ``"thinking"``…; empty from an Ollama too old to say)."""
+        body = await self._server.post(
+            "/api/show",
+            msgspec.json.encode({"model": model}),
+            time_limit=self._settings.connect_timeout,
+            on_error_status=self._status_error,
+        )
+        try:
+            shown = msgspec.json.decode(body, type=dict[str, Any])
+        except msgspec.DecodeError:
+            return []
+        found = shown.get("capabilities")
+        return [str(c) for c in found] if isinstance(found, list) else []
 
     async def version(self, time_limit: float) -> str:
         """Ollama's version; raises ``ServerUnreachable`` if nothing Ollama-like answers."""

@@ -16,6 +16,7 @@ from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
 from navi.llm.embedded import EmbeddedBackend
 from navi.llm.errors import EmbeddedUnavailable, LLMError
+from navi.llm.model_choice import choose_model
 from navi.llm.ollama import OllamaBackend
 from navi.llm.openai_compat import OpenAICompatibleBackend
 from navi.llm.settings import BackendKind, LLMSettings
@@ -40,8 +41,13 @@ async def select_backend(
 ) -> LLMBackend:
     """The backend to use; ``backend`` / ``model`` (from a profile) override the settings."""
     kind = backend or settings.backend
+    # A profile's model, or OLLAMA_DEFAULT_MODEL set: the operator's; else Navi may
+    # use an installed model when the built-in default is not (navi.llm.model_choice).
+    pinned = model is not None or settings.model_pinned
     if kind == "ollama":
-        return _chosen(OllamaBackend(settings, model=model), "configured")
+        configured = OllamaBackend(settings, model=model)
+        await choose_model(configured, pinned=pinned, time_limit=probe_timeout * 2)
+        return _chosen(configured, "configured")
     if kind == "openai":
         return _chosen(OpenAICompatibleBackend(settings, model=model), "configured")
     if kind == "embedded":
@@ -64,6 +70,7 @@ async def select_backend(
         # Ollama is asked again before new turns: one started later is then used.
         fallback = AutoBackend(embedded, settings, model=model, probe_timeout=probe_timeout)
         return _chosen(fallback, f"Ollama did not answer at {ollama.url}")
+    await choose_model(ollama, pinned=pinned, time_limit=probe_timeout * 2)
     return _chosen(ollama, f"Ollama {version} answered at {ollama.url}")
 
 
@@ -73,11 +80,13 @@ async def resolve_backend(environ: Mapping[str, str] | None = None) -> LLMBacken
 
 
 def _chosen(backend: LLMBackend, reason: str) -> LLMBackend:
+    choice = backend.model_choice if isinstance(backend, OllamaBackend) else None
     log.info(
         "llm.backend_selected",
         backend=backend.name,
         model=backend.model,
         url=backend.url,
         reason=reason,
+        model_reason=choice.reason if choice is not None else "",
     )
     return backend

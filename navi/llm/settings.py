@@ -5,7 +5,8 @@
 | ``NAVI_LLM_BACKEND`` | ``auto`` | ``auto`` (Ollama if it answers, else embedded), |
 | | | ``ollama``, ``openai`` or ``embedded`` |
 | ``OLLAMA_HOST`` | ``http://localhost:11434`` | Ollama server (scheme and port optional) |
-| ``OLLAMA_DEFAULT_MODEL`` | ``gemma4:e2b-it-q8_0`` | model when a profile names none |
+| ``OLLAMA_DEFAULT_MODEL`` | ``gemma4:e2b-it-q8_0`` | model when a profile names none; set, |
+| | | it is pinned (else an installed model may stand in) |
 | ``OLLAMA_NUM_CTX`` | ``65536`` | context window in tokens |
 | ``OLLAMA_THINK`` | ``true`` | ``true``/``false`` or a level ``low``/``medium``/``high`` |
 | ``OPENAI_BASE_URL`` | ``http://localhost:8080/v1`` | OpenAI-compatible server (``/v1`` |
@@ -56,6 +57,8 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True):
     backend: BackendKind = "auto"
     ollama_host: str = "http://localhost:11434"
     default_model: str = "gemma4:e2b-it-q8_0"
+    # The operator set OLLAMA_DEFAULT_MODEL: Navi never uses another model instead.
+    model_pinned: bool = False
     num_ctx: int = 65536
     think: bool | str = True
     openai_base_url: str = "http://localhost:8080/v1"
@@ -84,6 +87,7 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True):
             backend=get("NAVI_LLM_BACKEND", _parse_backend, defaults.backend),
             ollama_host=get("OLLAMA_HOST", _parse_ollama_host, defaults.ollama_host),
             default_model=env.get("OLLAMA_DEFAULT_MODEL") or defaults.default_model,
+            model_pinned=bool(env.get("OLLAMA_DEFAULT_MODEL")),
             num_ctx=get("OLLAMA_NUM_CTX", _positive_int, defaults.num_ctx),
             think=get("OLLAMA_THINK", _parse_think, defaults.think),
             openai_base_url=get("OPENAI_BASE_URL", _parse_openai_url, defaults.openai_base_url),

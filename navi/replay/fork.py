@@ -9,6 +9,10 @@ a ``tool.failed(reason="stopped")`` for each call still waiting for its result, 
 ``run.stopped(reason="fork")`` (a post-run compression in progress gets
 ``context.compression_failed`` instead). The fork then rests, ready for a new message:
 editing a message and regenerating is a fork at the seq just before it.
+
+The fork keeps the chat's model: ``model`` (the origin's model picker now, which may
+have been chosen after the fork point) is recorded in it as ``session.model_chosen``,
+so Retry, Regenerate and Edit answer with the model the chat uses.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from events.types import (
     Event,
     RunStopped,
     SessionCreated,
+    SessionModelChosen,
     StopRequested,
     ToolFailed,
 )
@@ -79,8 +84,10 @@ async def fork(
     new_session_id: str,
     *,
     title: str = "",
+    model: str = "",
 ) -> ForkResult:
-    """Create ``new_session_id`` as a fork of ``session_id`` right after ``at_seq``."""
+    """Create ``new_session_id`` as a fork of ``session_id`` right after ``at_seq``
+    (``model``: the chat's chosen model, kept in the fork)."""
     history = await load_history(store, session_id)
     if not 1 <= at_seq <= history.head:
         raise SeqOutOfRangeError(session_id, at_seq, history.head)
@@ -112,8 +119,9 @@ async def fork(
         forked_at_seq=at_seq,
     )
     closing = closing_events(run_state, folded.states["context"])
+    kept: list[Event] = [SessionModelChosen(model=model)] if model else []
     try:
-        await store.append(new_session_id, [created, *closing], expected_seq=0)
+        await store.append(new_session_id, [created, *closing, *kept], expected_seq=0)
     except ConcurrencyError as exc:
         raise SessionExistsError([new_session_id]) from exc
     return ForkResult(
@@ -121,6 +129,6 @@ async def fork(
         forked_from=session_id,
         forked_at_seq=at_seq,
         profile_id=created.profile_id,
-        head=at_seq + len(closing),
+        head=at_seq + len(closing) + len(kept),
         closed_run=bool(closing),
     )

@@ -112,7 +112,12 @@ async def fork_session(request: Request) -> Response:
     title = body.title if body.title is not None else summary.title or cut_title(summary.preview)
     async with server.new_session(user_of(request)):
         result = await fork(
-            server.navi.store, session_id, body.at, new_id(), title=title.strip()[:200]
+            server.navi.store,
+            session_id,
+            body.at,
+            new_id(),
+            title=title.strip()[:200],
+            model=summary.model,  # the chat's model: Retry, Regenerate and Edit keep it
         )
     server.on_session_created()
     return _raw_json(_encode(result), 201)

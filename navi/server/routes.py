@@ -13,6 +13,7 @@ from starlette.routing import Route
 from events.codec import encode
 from events.types import FileRef
 from navi.grants import missing_grants
+from navi.llm.auto import model_choice_of
 from navi.llm.diagnose import is_demo_model
 from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
@@ -56,8 +57,11 @@ def summary_json(s: Any) -> dict[str, Any]:
 
 async def health(request: Request) -> Response:
     """Health check: ``{"status": "ok"}`` plus the LLM backend and model in use, its
-    context window, and ``demo_model`` (true on the embedded SmolLM2-135M)."""
+    context window, ``demo_model`` (true on the embedded SmolLM2-135M), and why that
+    model (``model_reason``, "" when it is the configured one, installed) and whether it
+    is missing from the server (``model_missing``). Public: model names, never URLs."""
     navi = state_of(request).navi
+    choice = model_choice_of(navi.backend)
     return json_response(
         {
             "status": "ok",
@@ -65,6 +69,8 @@ async def health(request: Request) -> Response:
             "model": navi.backend.model,
             "demo_model": is_demo_model(navi.backend),
             "context_window": navi.context_window(),
+            "model_reason": choice.reason if choice is not None else "",
+            "model_missing": choice.missing if choice is not None else False,
         }
     )
 

@@ -38,7 +38,7 @@ import json
 import subprocess
 import sys
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -124,6 +124,8 @@ class ScriptedLLM:
         default: Reply | None = None,
         models: Sequence[str] = ("fake-model:latest",),
         context_length: int = 32768,
+        capabilities: Mapping[str, Sequence[str]] | None = None,
+        only_listed: bool = False,
     ) -> None:
         self._queue: deque[Reply] = deque(replies)
         self.responder = responder
@@ -131,6 +133,10 @@ class ScriptedLLM:
         self.models = list(models)
         # The models' trained window: /api/show, the /v1/models entries, /props.
         self.context_length = context_length
+        # /api/show's "capabilities" per model (else ["completion"]).
+        self.capabilities = {k: list(v) for k, v in (capabilities or {}).items()}
+        # As Ollama does: a chat with a model it does not list answers 404.
+        self.only_listed = only_listed
         self.received: list[RecordedRequest] = []
         self.requests: list[dict[str, Any]] = []
         self.disconnects = 0
@@ -341,12 +347,13 @@ class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
         """Ollama's ``POST /api/show``: the model's details, with its trained window."""
         body = request.body if isinstance(request.body, dict) else {}
         name = str(body.get("model") or body.get("name") or "")
-        if name not in self.models and f"{name}:latest" not in self.models:
+        if not _listed(name, self.models):
             return await _send_json(client, 404, {"error": f"model '{name}' not found"})
         info = {"general.architecture": "fake", "fake.context_length": self.context_length}
         details = model_tag(name)["details"]
+        capabilities = self.capabilities.get(name, ["completion"])
         return await _send_json(
-            client, 200, {"details": details, "model_info": info, "capabilities": ["completion"]}
+            client, 200, {"details": details, "model_info": info, "capabilities": capabilities}
         )
 
     async def _chat(
@@ -365,6 +372,10 @@ class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
             )
             return await _send_json(client, 500, error_body(message))
         model = str(body.get("model") or "fake-model")
+        if self.only_listed and wire == "ollama" and not _listed(model, self.models):
+            # Ollama's words and status for a model it does not have.
+            message = f'model "{model}" not found, try pulling it first'
+            return await _send_json(client, 404, {"error": message})
         if reply.delay_first and await _pause(client, reply.delay_first):
             return self._gone()
         if reply.error_before is not None:
@@ -435,7 +446,7 @@ class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
 
 async def _read_body(reader: BufferedByteReceiveStream, headers: dict[str, str]) -> bytes:
     if headers.get("transfer-encoding", "").lower() == "chunked":
-        parts = []
+        parts: list[bytes] = []
         while True:
             size = int((await reader.receive_until(b"\r\n", 1024)).split(b";")[0], 16)
             if size == 0:
@@ -455,6 +466,10 @@ class _BadBody:
 
 def _openai_error_500(message: str) -> dict[str, Any]:
     return openai_error_body(message, 500)
+
+
+def _listed(name: str, models: Sequence[str]) -> bool:
+    return name in models or f"{name}:latest" in models
 
 
 def model_tag(name: str) -> dict[str, Any]:
@@ -613,7 +628,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--default-text", help="answer this when the script is used up")
     parser.add_argument("--models", default="fake-model:latest", help="comma-separated names")
     parser.add_argument("--context-length", type=int, default=32768, help="the models' window")
+    parser.add_argument("--tools-models", default="", help="models whose /api/show has tools")
+    parser.add_argument("--only-listed", action="store_true", help="404 for other models")
     args = parser.parse_args(argv)
+    tools = [m for m in args.tools_models.split(",") if m]
     replies = load_script(args.script) if args.script else []
     default = Reply(text=args.default_text) if args.default_text is not None else None
     server = FakeLLMServer(
@@ -622,6 +640,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         models=args.models.split(","),
         port=args.port,
         context_length=args.context_length,
+        capabilities={m: ["completion", "tools"] for m in tools},
+        only_listed=args.only_listed,
     )
 
     async def run() -> None:

@@ -134,5 +134,28 @@ def test_an_ollama_started_after_navi_answers_the_next_turn(serve: Serve, ollama
             "model": "fake-model:latest",
             "demo_model": False,
             "context_window": 16384,
+            "model_reason": "",  # OLLAMA_DEFAULT_MODEL is set, and installed
+            "model_missing": False,
         }
     assert "llm.backend_switched" in serve.log.read_text()
+
+
+def test_the_model_list_asks_ollama_again_and_offers_its_models(
+    serve: Serve, ollama_port: int
+) -> None:
+    # The welcome screen on the demo model lists the models (GET /llm/models): once
+    # Ollama answers, Navi uses it and lists the user's models, with one it has.
+    assert serve.get("/llm/models")["backend"] == "embedded"
+    tools = {m: ["completion", "tools"] for m in ("llama3.2:3b", "qwen3:8b")}
+    with FakeLLMServer.in_thread(
+        port=ollama_port, models=("llama3.2:3b", "qwen3:8b"), capabilities=tools
+    ):
+        time.sleep(0.3)  # past NAVI_LLM_REPROBE_SECONDS
+        listed = serve.get("/llm/models")
+        assert listed["backend"] == "ollama"
+        assert [m["name"] for m in listed["models"]] == ["llama3.2:3b", "qwen3:8b"]
+        health = serve.get("/health")
+        assert health["backend"] == "ollama" and health["demo_model"] is False
+        # OLLAMA_DEFAULT_MODEL=fake-model:latest is pinned, and this Ollama lacks it.
+        assert health["model"] == "fake-model:latest" and health["model_missing"] is True
+        assert "fake-model:latest is not installed in Ollama" in health["model_reason"]

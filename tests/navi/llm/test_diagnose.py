@@ -75,3 +75,44 @@ def test_navi_doctor_does_not_say_all_good_on_the_demo_model(tmp_path: Path) -> 
     )
     assert f"✗ Ollama did not answer at {url}; using the embedded demo model" in done.stdout
     assert "All good" not in done.stdout and done.returncode == 1
+
+
+MODELS = ("llama3.2:3b", "qwen3:8b")
+TOOLS = {m: ["completion", "tools"] for m in MODELS}
+
+
+@pytest.mark.anyio
+async def test_an_installed_model_in_place_of_the_default_is_said() -> None:
+    async with FakeLLMServer(models=MODELS, capabilities=TOOLS, only_listed=True) as fake:
+        findings = await diagnose_llm(LLMSettings(ollama_host=fake.url, default_model="llama3.1"))
+    assert findings[0].text == f"LLM: ollama at {fake.url}, model llama3.2:3b"
+    assert findings[1].ok and findings[1].text == (
+        "model: llama3.1 is not installed; using llama3.2:3b, an installed model that "
+        "supports tools"
+    )
+
+
+def test_navi_doctor_reports_a_missing_configured_model(tmp_path: Path) -> None:
+    with FakeLLMServer.in_thread(models=MODELS, capabilities=TOOLS, only_listed=True) as fake:
+        env = {
+            "PATH": "/usr/bin:/bin",
+            "PYTHONPATH": str(ROOT),
+            "NAVI_DATABASE_URL": f"sqlite:///{tmp_path / 'navi.db'}",
+            "OLLAMA_HOST": fake.url,
+            "OLLAMA_DEFAULT_MODEL": "llama3.1:70b",  # pinned, and not installed
+            "TOOLS_DIR": str(tmp_path / "tools"),
+            "HOME": str(tmp_path),
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "navi.cli", "doctor"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert (
+        "✗ model: llama3.1:70b is not installed in Ollama (it is configured): "
+        "`ollama pull llama3.1:70b`"
+    ) in done.stdout, done.stdout
+    assert "All good" not in done.stdout and done.returncode == 1

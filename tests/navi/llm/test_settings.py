@@ -38,6 +38,7 @@ def test_everything_from_the_environment() -> None:
         backend="openai",
         ollama_host="http://gpu-box:11500",
         default_model="qwen3:8b",
+        model_pinned=True,  # set in the environment: the operator's choice
         num_ctx=8192,
         think="medium",
         openai_base_url="http://127.0.0.1:8000/v1",

@@ -52,7 +52,8 @@ export class ConversationView {
     this.jump.hidden = true;
   }
 
-  showEmpty({ profile, onPick, profiles = [] }) {
+  /** The welcome screen; `notice`: an element shown under its title (the demo model's). */
+  showEmpty({ profile, onPick, profiles = [], notice = null }) {
     this.reset();
     const cards = profiles.map((p) =>
       h('button', {
@@ -68,6 +69,7 @@ export class ConversationView {
       h('div', { class: 'empty-mark', 'aria-hidden': 'true', text: 'N' }),
       h('h1', { text: 'How can I help?' }),
       profile && h('p', { class: 'empty-sub', text: `You are talking to ${profile.name || profile.id}.` }),
+      notice,
       cards.length > 1 && h('div', { class: 'profile-cards' }, cards)));
   }
 

@@ -22,6 +22,7 @@ import { rememberProfile, rememberedProfile } from './profile_memory.js';
 import { profileById, state, subscribe, update } from './state.js';
 import { setTitle } from './title.js';
 import { mountVersions } from './versions.js';
+import { demoNotice } from './welcome_demo.js';
 
 const REPLAY = 'replay/'; // `#replay/<id>`: the Replay view of a session
 
@@ -136,8 +137,26 @@ function disconnect() {
 }
 
 function showEmpty() {
-  view.showEmpty({ profile: profileById(state.profileId), profiles: state.profiles, onPick: changeProfile });
+  // On the embedded demo model the welcome screen says so, and offers the user's
+  // Ollama models once Ollama answers.
+  const notice = state.health?.demo_model
+    ? demoNotice({ profileId: state.profileId || '', pick: pickModel, onOllama: loadHealth })
+    : null;
+  view.showEmpty({ profile: profileById(state.profileId), profiles: state.profiles, onPick: changeProfile, notice });
 }
+
+/** The chat's model (the welcome screen's offer): creates the chat first on a new one. */
+async function pickModel(name) {
+  const sessionId = await ensureSession();
+  await api.chooseModel(sessionId, name);
+  update({ chatModel: name });
+}
+
+// /health may answer after the welcome screen is drawn: the demo notice joins it then.
+subscribe(['health'], () => {
+  const empty = document.querySelector('#conversation-inner .empty-state');
+  if (empty && state.health?.demo_model && !empty.querySelector('.welcome-demo')) showEmpty();
+});
 
 async function openSession(sessionId) {
   const token = ++loading;

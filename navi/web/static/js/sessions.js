@@ -385,8 +385,15 @@ export class Sidebar {
     const label = this.backend.querySelector('.backend-text');
     label.textContent = text;
     label.title = text; // the full name, even where it wraps
-    const demo = this.backend.querySelector('#demo-notice');
-    if (demo) demo.hidden = !health.demo_model;
+    // Why this model, when Navi chose it or it is missing (navi/llm/model_choice.py).
+    const note = this.backend.querySelector('#model-note');
+    if (note) {
+      note.textContent = none ? '' : health.model_reason || '';
+      note.hidden = !note.textContent;
+      note.classList.toggle('missing', Boolean(health.model_missing));
+      if (health.model_missing) note.setAttribute('role', 'alert');
+      else note.removeAttribute('role');
+    }
     const noLLM = this.backend.querySelector('#no-llm-notice');
     if (noLLM) noLLM.hidden = !none;
     this.backend.classList.toggle('offline', !state.health || state.connection === 'lost');
