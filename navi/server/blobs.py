@@ -1,4 +1,5 @@
-"""``GET /sessions/{id}/blobs/{sha256}``: an image of a session, from the blob store;
+"""``GET /sessions/{id}/blobs/{sha256}``: an image of a session (a user's, or one a tool
+returned), from the blob store;
 and what deleting a session frees there.
 
 A blob is served only to the session's owner (others get 404, as on every route), only
@@ -17,11 +18,12 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
 from events.envelope import Recorded
-from events.types import ImageRef, UserMessage
+from events.types import ImageRef, ToolCompleted, UserMessage
 from navi.blobs import BlobStore, is_sha256
 from navi.server.http import HTTPError, user_of
 from navi.server.state import ServerState, state_of
 from projections.sessions import SessionsState
+from projections.tool_results import shown_images
 
 log = structlog.get_logger(__name__)
 
@@ -31,13 +33,18 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "
 
 
 def referenced_image(records: list[Recorded], sha256: str) -> ImageRef | None:
-    """The reference to blob ``sha256`` in these records' user messages, if any."""
+    """The reference to blob ``sha256`` in these records' user messages or tool results
+    (an image a tool returned: ``image_view``'s, an MCP tool's), if any."""
     for record in records:
         event = record.event
+        images: tuple[str | ImageRef, ...] = ()
         if isinstance(event, UserMessage):
-            for image in event.images:
-                if isinstance(image, ImageRef) and not image.data and image.sha256 == sha256:
-                    return image
+            images = event.images
+        elif isinstance(event, ToolCompleted):
+            images = shown_images(event)
+        for image in images:
+            if isinstance(image, ImageRef) and not image.data and image.sha256 == sha256:
+                return image
     return None
 
 

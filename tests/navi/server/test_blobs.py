@@ -1,5 +1,5 @@
 """The blob store through the server: a live fork keeps its origin's images after the
-origin is deleted; an image a tool returns is kept there too."""
+origin is deleted; an image a tool returns is kept there too, and served to the page."""
 
 from __future__ import annotations
 
@@ -58,5 +58,12 @@ def test_an_image_a_tool_returns_goes_to_the_blob_store(navi_server: Any) -> Non
         assert base64.b64encode(PNG).decode()[:100] not in events
         last = navi_server.fake_llm.requests[-1]
         assert base64.b64encode(PNG).decode() in str(last["messages"])
+        # The user sees it too: the history's tool message names it, the route serves it.
+        messages = http.get(f"/sessions/{sid}").json()["messages"]
+        (tool,) = [m for m in messages if m["role"] == "tool"]
+        assert tool["images"] == [{"sha256": SHA, "size": len(PNG), "media_type": "image/png"}]
+        served = http.get(f"/sessions/{sid}/blobs/{SHA}")
+        assert served.status_code == 200 and served.content == PNG
+        assert served.headers["content-type"] == "image/png"
         assert http.delete(f"/sessions/{sid}").status_code == 200
         assert blob_files(navi_server.root) == set()
