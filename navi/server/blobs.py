@@ -1,13 +1,13 @@
 """``GET /sessions/{id}/blobs/{sha256}``: an image of a session (a user's, or one a tool
-returned), from the blob store;
-and what deleting a session frees there.
+returned), from the blob store; and what deleting a session frees there.
 
 A blob is served only to the session's owner (others get 404, as on every route), only
 if that session's history refers to it (a fork's includes its origin's messages up to
 the fork point) and if the user stored that image themselves (an imported log may name
 any hash: knowing another user's image's hash must not give its bytes), with the media
-type sniffed when it was stored and ``nosniff``. The hash is checked to be 64 hex digits
-before it comes near a path.
+type sniffed when it was stored (anything but a raster image is a download:
+``application/octet-stream``, ``attachment``), ``nosniff`` and a sandboxing CSP. The
+hash is checked to be 64 hex digits before it comes near a path.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.responses import FileResponse, Response
 from events.envelope import Recorded
 from events.types import ImageRef, ToolCompleted, UserMessage
 from navi.blobs import BlobStore, is_sha256
+from navi.server.headers import STRICT_POLICY
 from navi.server.http import HTTPError, user_of
 from navi.server.state import ServerState, state_of
 from projections.sessions import SessionsState
@@ -66,17 +67,18 @@ async def get_blob(request: Request) -> Response:
     path = blobs.path(sha256)
     if not path.is_file():
         raise HTTPError(404, "this image is no longer stored")
-    media_type = ref.media_type if ref.media_type in IMAGE_TYPES else "application/octet-stream"
-    return FileResponse(
-        path,
-        media_type=media_type,
-        headers={
-            "X-Content-Type-Options": "nosniff",
-            # Content-addressed: the bytes behind this URL never change.
-            "Cache-Control": "private, max-age=31536000, immutable",
-            "Content-Security-Policy": "default-src 'none'; sandbox",
-        },
-    )
+    headers = {
+        "X-Content-Type-Options": "nosniff",
+        # Content-addressed: the bytes behind this URL never change.
+        "Cache-Control": "private, max-age=31536000, immutable",
+        "Content-Security-Policy": STRICT_POLICY,
+    }
+    media_type = ref.media_type
+    if media_type not in IMAGE_TYPES:
+        # Not an image (what a tool called one: an SVG, HTML): bytes to save, never a page.
+        media_type = "application/octet-stream"
+        headers["Content-Disposition"] = "attachment"
+    return FileResponse(path, media_type=media_type, headers=headers)
 
 
 def sessions_to_release(state: SessionsState, session_id: str) -> list[str]:
