@@ -3,8 +3,9 @@ returned), from the blob store; and what deleting a session frees there.
 
 A blob is served only to the session's owner (others get 404, as on every route), only
 if that session's history refers to it (a fork's includes its origin's messages up to
-the fork point) and if the user stored that image themselves (an imported log may name
-any hash: knowing another user's image's hash must not give its bytes), with the media
+the fork point; its subagents' tool results count too) and if the user stored that
+image themselves (an imported log may name any hash: knowing another user's image's
+hash must not give its bytes), with the media
 type sniffed when it was stored (anything but a raster image is a download:
 ``application/octet-stream``, ``attachment``), ``nosniff`` and a sandboxing CSP. The
 hash is checked to be 64 hex digits before it comes near a path.
@@ -18,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
 from events.envelope import Recorded
-from events.types import ImageRef, ToolCompleted, UserMessage
+from events.types import ImageRef, SessionCreated, SubagentSpawned, ToolCompleted, UserMessage
 from navi.blobs import BlobStore, is_sha256
 from navi.server.headers import STRICT_POLICY
 from navi.server.http import HTTPError, user_of
@@ -49,6 +50,34 @@ def referenced_image(records: list[Recorded], sha256: str) -> ImageRef | None:
     return None
 
 
+async def session_image(
+    server: ServerState, session_id: str, sha256: str, *, user_id: str
+) -> ImageRef | None:
+    """The reference to blob ``sha256`` in the session's history or, failing that, in
+    its subagents' streams (their tools' images are kept for the top-level session and
+    shown in its page): each read once, and only a stream of ``user_id``'s own."""
+    records = (await server.load(session_id)).records
+    found = referenced_image(records, sha256)
+    children = _spawned(records)
+    seen: set[str] = set()
+    while found is None and children:
+        child = children.pop()
+        if child in seen:
+            continue
+        seen.add(child)
+        records = await server.navi.store.read(child)
+        created = records[0].event if records else None
+        if not isinstance(created, SessionCreated) or created.user_id != user_id:
+            continue  # a log may name any stream: not a subagent of this user's
+        found = referenced_image(records, sha256)
+        children += _spawned(records)
+    return found
+
+
+def _spawned(records: list[Recorded]) -> list[str]:
+    return [r.event.child_stream_id for r in records if isinstance(r.event, SubagentSpawned)]
+
+
 async def get_blob(request: Request) -> Response:
     """One image of the session (``sha256`` as in its messages' ``images``)."""
     server = state_of(request)
@@ -59,7 +88,7 @@ async def get_blob(request: Request) -> Response:
     if not is_sha256(sha256):
         raise HTTPError(400, "a blob is named by its sha256: 64 lowercase hex digits")
     blobs = server.navi.blobs
-    ref = referenced_image((await server.load(session_id)).records, sha256)
+    ref = await session_image(server, session_id, sha256, user_id=user.id)
     if blobs is None or ref is None:
         raise HTTPError(404, "no such image in this session")
     if not await anyio.to_thread.run_sync(blobs.held_by, user.id, sha256):
