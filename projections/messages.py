@@ -10,7 +10,8 @@
 - LLM calls made for planning or compression are not shown; ``plan.ready`` is, as an
   assistant message with ``is_plan``.
 - ``tool.completed`` / ``tool.failed`` → a tool message (``success``; for ``tool.failed``
-  the text says why: "interrupted" means the call may or may not have happened).
+  the text says why: "interrupted" means the call may or may not have happened). An
+  image the tool returned, kept in the blob store, is in its ``images`` (a reference).
 - A run that ends (stopped or failed) in the middle of a streamed answer keeps the
   partial text as an assistant message: the user saw it. Its partial tool calls are
   dropped, since none of them ran. A partial answer that a retry superseded (an
@@ -57,7 +58,7 @@ from events.types import (
     UserMessage,
 )
 from projections.fold import Projection
-from projections.tool_results import tool_result_content, tool_succeeded
+from projections.tool_results import shown_images, tool_result_content, tool_succeeded
 from projections.types import ApprovalNote, Message, iso_time
 from projections.vec import Vec
 
@@ -284,6 +285,7 @@ def _on_tool_result(state: MessagesState, record: Recorded) -> MessagesState:
         approval=note,
         role="tool",
         content=tool_result_content(event),
+        images=shown_images(event),
         tool_call_id=event.call_id,
         name=event.name,
         success=tool_succeeded(event),

@@ -69,3 +69,15 @@ def image_of(event: ToolCompleted) -> str | ImageRef | None:
         return msgspec.convert(metadata.get("image"), ImageRef)
     except msgspec.ValidationError:
         return None
+
+
+def shown_images(event: ToolCompleted | ToolFailed) -> tuple[ImageRef, ...]:
+    """The images of a tool's result the user sees (its tool card, the history, replay):
+    references to the blob store only. A log that recorded the image inline (base64, no
+    blob store) keeps it for the LLM; the display history does not carry its bytes."""
+    if not isinstance(event, ToolCompleted):
+        return ()
+    image = image_of(event)
+    if isinstance(image, ImageRef) and not image.data:
+        return (image,)
+    return ()

@@ -39,8 +39,9 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     content: str
     created_at: str
     seq: int
-    # A user's images: references to the blob store (``GET /sessions/{id}/blobs/{sha256}``
-    # serves them); base64 strings where the log recorded them inline.
+    # A user's images, or the image a tool returned (a tool message): references to the
+    # blob store (``GET /sessions/{id}/blobs/{sha256}`` serves them); base64 strings where
+    # the log recorded a user's inline.
     images: tuple[str | ImageRef, ...] = ()
     files: tuple[FileRef, ...] = ()
     thinking: str = ""

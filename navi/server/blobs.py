@@ -1,12 +1,14 @@
-"""``GET /sessions/{id}/blobs/{sha256}``: an image of a session, from the blob store;
-and what deleting a session frees there.
+"""``GET /sessions/{id}/blobs/{sha256}``: an image of a session (a user's, or one a tool
+returned), from the blob store; and what deleting a session frees there.
 
 A blob is served only to the session's owner (others get 404, as on every route), only
 if that session's history refers to it (a fork's includes its origin's messages up to
-the fork point) and if the user stored that image themselves (an imported log may name
-any hash: knowing another user's image's hash must not give its bytes), with the media
-type sniffed when it was stored and ``nosniff``. The hash is checked to be 64 hex digits
-before it comes near a path.
+the fork point; its subagents' tool results count too) and if the user stored that
+image themselves (an imported log may name any hash: knowing another user's image's
+hash must not give its bytes), with the media
+type sniffed when it was stored (anything but a raster image is a download:
+``application/octet-stream``, ``attachment``), ``nosniff`` and a sandboxing CSP. The
+hash is checked to be 64 hex digits before it comes near a path.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, Response
 
 from events.envelope import Recorded
-from events.types import ImageRef, UserMessage
+from events.types import ImageRef, SessionCreated, SubagentSpawned, ToolCompleted, UserMessage
 from navi.blobs import BlobStore, is_sha256
+from navi.server.headers import STRICT_POLICY
 from navi.server.http import HTTPError, user_of
 from navi.server.state import ServerState, state_of
 from projections.sessions import SessionsState
+from projections.tool_results import shown_images
 
 log = structlog.get_logger(__name__)
 
@@ -31,14 +35,47 @@ IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp", "
 
 
 def referenced_image(records: list[Recorded], sha256: str) -> ImageRef | None:
-    """The reference to blob ``sha256`` in these records' user messages, if any."""
+    """The reference to blob ``sha256`` in these records' user messages or tool results
+    (an image a tool returned: ``image_view``'s, an MCP tool's), if any."""
     for record in records:
         event = record.event
+        images: tuple[str | ImageRef, ...] = ()
         if isinstance(event, UserMessage):
-            for image in event.images:
-                if isinstance(image, ImageRef) and not image.data and image.sha256 == sha256:
-                    return image
+            images = event.images
+        elif isinstance(event, ToolCompleted):
+            images = shown_images(event)
+        for image in images:
+            if isinstance(image, ImageRef) and not image.data and image.sha256 == sha256:
+                return image
     return None
+
+
+async def session_image(
+    server: ServerState, session_id: str, sha256: str, *, user_id: str
+) -> ImageRef | None:
+    """The reference to blob ``sha256`` in the session's history or, failing that, in
+    its subagents' streams (their tools' images are kept for the top-level session and
+    shown in its page): each read once, and only a stream of ``user_id``'s own."""
+    records = (await server.load(session_id)).records
+    found = referenced_image(records, sha256)
+    children = _spawned(records)
+    seen: set[str] = set()
+    while found is None and children:
+        child = children.pop()
+        if child in seen:
+            continue
+        seen.add(child)
+        records = await server.navi.store.read(child)
+        created = records[0].event if records else None
+        if not isinstance(created, SessionCreated) or created.user_id != user_id:
+            continue  # a log may name any stream: not a subagent of this user's
+        found = referenced_image(records, sha256)
+        children += _spawned(records)
+    return found
+
+
+def _spawned(records: list[Recorded]) -> list[str]:
+    return [r.event.child_stream_id for r in records if isinstance(r.event, SubagentSpawned)]
 
 
 async def get_blob(request: Request) -> Response:
@@ -51,7 +88,7 @@ async def get_blob(request: Request) -> Response:
     if not is_sha256(sha256):
         raise HTTPError(400, "a blob is named by its sha256: 64 lowercase hex digits")
     blobs = server.navi.blobs
-    ref = referenced_image((await server.load(session_id)).records, sha256)
+    ref = await session_image(server, session_id, sha256, user_id=user.id)
     if blobs is None or ref is None:
         raise HTTPError(404, "no such image in this session")
     if not await anyio.to_thread.run_sync(blobs.held_by, user.id, sha256):
@@ -59,17 +96,18 @@ async def get_blob(request: Request) -> Response:
     path = blobs.path(sha256)
     if not path.is_file():
         raise HTTPError(404, "this image is no longer stored")
-    media_type = ref.media_type if ref.media_type in IMAGE_TYPES else "application/octet-stream"
-    return FileResponse(
-        path,
-        media_type=media_type,
-        headers={
-            "X-Content-Type-Options": "nosniff",
-            # Content-addressed: the bytes behind this URL never change.
-            "Cache-Control": "private, max-age=31536000, immutable",
-            "Content-Security-Policy": "default-src 'none'; sandbox",
-        },
-    )
+    headers = {
+        "X-Content-Type-Options": "nosniff",
+        # Content-addressed: the bytes behind this URL never change.
+        "Cache-Control": "private, max-age=31536000, immutable",
+        "Content-Security-Policy": STRICT_POLICY,
+    }
+    media_type = ref.media_type
+    if media_type not in IMAGE_TYPES:
+        # Not an image (what a tool called one: an SVG, HTML): bytes to save, never a page.
+        media_type = "application/octet-stream"
+        headers["Content-Disposition"] = "attachment"
+    return FileResponse(path, media_type=media_type, headers=headers)
 
 
 def sessions_to_release(state: SessionsState, session_id: str) -> list[str]:

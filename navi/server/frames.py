@@ -39,6 +39,7 @@ from events.types import (
     UserMessage,
 )
 from projections import messages as messages_projection
+from projections.tool_results import shown_images
 
 Frame = dict[str, Any]
 _CHUNKS = frozenset({LLMText, LLMThinking, LLMToolCalls})
@@ -177,6 +178,9 @@ class FrameTranslator:
                 frame["reason"] = e.reason
             if isinstance(e, ToolCompleted) and e.metadata.get("is_image"):
                 frame["is_image"] = True
+                # The image as the user sees it: a reference to the blob store.
+                if images := shown_images(e):
+                    frame["images"] = list(images)
             out.append(frame)
             return out
         if isinstance(e, RunStarted):

@@ -8,6 +8,10 @@ markup past the sanitiser still could not run a script or call out to another
 server when it is shown. ``nosniff`` keeps browsers from reading a JSON or text answer
 as a script; ``no-referrer`` keeps session ids in URLs from leaking to sites a link
 opens.
+
+A response that must never act as a page (a blob: bytes a user or a tool gave) sets
+``STRICT_POLICY`` itself, and keeps it: nothing loads, no script runs, even opened on
+its own. Any other policy a route sets is replaced by the page's.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ _POLICY = (
     "object-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'; "
     "connect-src 'self'"
 )
+STRICT_POLICY = "default-src 'none'; frame-ancestors 'none'; sandbox"
+_STRICT = STRICT_POLICY.encode()
 # The Host is checked before this runs; this only keeps anything else out of a header.
 _PLAIN_HOST = re.compile(r"[A-Za-z0-9.:\[\]_-]+")
 _FIXED = [
@@ -56,8 +62,10 @@ class SecurityHeadersMiddleware:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() not in _OURS]
-                headers.append((b"content-security-policy", policy))
+                own = message.get("headers", [])
+                strict = (b"content-security-policy", _STRICT) in own
+                headers = [(k, v) for k, v in own if k.lower() not in _OURS]
+                headers.append((b"content-security-policy", _STRICT if strict else policy))
                 headers.extend(_FIXED)
                 message = {**message, "headers": headers}
             await send(message)

@@ -7,6 +7,7 @@ from events.types import (
     ContextInjected,
     Event,
     FileRef,
+    ImageRef,
     LLMCompleted,
     LLMRequested,
     LLMText,
@@ -219,3 +220,28 @@ def test_timestamps_are_utc_whatever_the_local_zone() -> None:
     state = messages_of([UserMessage(text="q")])
     assert state.messages()[0].created_at.endswith("+00:00")
     assert T0 == 1_700_000_000.0
+
+
+def test_a_tool_message_carries_the_image_the_tool_returned_as_a_reference() -> None:
+    ref = ImageRef(sha256="b" * 64, size=10, media_type="image/png")
+    kept = {"is_image": True, "image": msgspec.to_builtins(ref), "mime_type": "image/png"}
+    final = messages_of(
+        [
+            ToolCompleted(call_id="c1", name="image_view", output="Image loaded", metadata=kept),
+            # Recorded inline (a log without a blob store): for the LLM, not the page.
+            ToolCompleted(
+                call_id="c2",
+                name="image_view",
+                output="x",
+                metadata={"is_image": True, "base64": "aW1n"},
+            ),
+            ToolCompleted(call_id="c3", name="image_view", output="y", metadata={"image": "junk"}),
+            ToolFailed(call_id="c4", name="image_view"),
+        ]
+    )
+    shown, inline, junk, failed = final.messages()
+    assert shown.images == (ref,)
+    assert msgspec.json.decode(msgspec.json.encode(shown))["images"] == [
+        {"sha256": "b" * 64, "size": 10, "media_type": "image/png"}
+    ]
+    assert inline.images == junk.images == failed.images == ()

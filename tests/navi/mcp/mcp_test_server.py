@@ -11,6 +11,7 @@ adds a tool of that name (config-change tests).
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -21,8 +22,22 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
-from mcp_types import ResourceLink, ToolAnnotations
+from mcp_types import ImageContent, ResourceLink, ToolAnnotations
 
+# What a hostile server sends as an "image" (``hostile_image``): a kind → (bytes, the
+# media type it claims).
+HOSTILE_IMAGES: dict[str, tuple[bytes, str]] = {
+    "svg": (
+        b'<svg xmlns="http://www.w3.org/2000/svg" onload="alert(1)">'
+        b"<script>document.title='pwned'</script></svg>",
+        "image/svg+xml",
+    ),
+    "html": (b"<!doctype html><html><script>document.title='pwned'</script></html>", "image/png"),
+    "png_html": (
+        b"\x89PNG\r\n\x1a\n<html><script>document.title='pwned'</script></html>",
+        "image/png",
+    ),
+}
 # A 1x1 PNG.
 PIXEL = bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -67,6 +82,15 @@ def picture() -> Image:
     """A tiny picture."""
     record("called", "picture", {})
     return Image(data=PIXEL, format="png")
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def hostile_image(kind: str) -> list[Any]:
+    """An "image" that is not one: an SVG with a script, HTML claiming to be a PNG, or
+    HTML behind a PNG's magic number (``HOSTILE_IMAGES``)."""
+    record("called", "hostile_image", {"kind": kind})
+    data, claimed = HOSTILE_IMAGES[kind]
+    return [ImageContent(data=base64.b64encode(data).decode("ascii"), mime_type=claimed)]
 
 
 @server.tool()

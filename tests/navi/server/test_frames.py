@@ -6,7 +6,11 @@ import copy
 import random
 from typing import Any
 
-from navi.server.frames import coalesce
+import msgspec
+
+from events.envelope import Recorded
+from events.types import ImageRef, ToolCompleted
+from navi.server.frames import FrameTranslator, coalesce
 
 
 def test_coalesce_merges_runs_of_one_delta_kind_only() -> None:
@@ -61,3 +65,22 @@ def test_coalesce_is_the_one_by_one_merge_and_leaves_its_input_alone() -> None:
         before = copy.deepcopy(frames)
         assert coalesce(frames) == _merged_one_by_one(copy.deepcopy(frames))
         assert frames == before
+
+
+def test_a_tool_call_frame_carries_the_image_the_tool_returned() -> None:
+    ref = ImageRef(sha256="a" * 64, size=67, media_type="image/png")
+    kept = {"is_image": True, "mime_type": "image/png", "image": msgspec.to_builtins(ref)}
+    inline = {"is_image": True, "mime_type": "image/png", "base64": "aW1n"}
+    translator = FrameTranslator(max_context_tokens=8192)
+    frames = []
+    for seq, metadata in ((1, kept), (2, inline), (3, {})):
+        event = ToolCompleted(call_id=f"c{seq}", name="picture", output="ok", metadata=metadata)
+        record = Recorded(
+            stream_id="s", seq=seq, position=seq, event_id=f"e{seq}", timestamp=1.0, event=event
+        )
+        (frame,) = translator.frames(record)
+        frames.append(msgspec.json.decode(msgspec.json.encode(frame)))
+    assert frames[0]["images"] == [{"sha256": "a" * 64, "size": 67, "media_type": "image/png"}]
+    # An image recorded inline (no blob store) goes to the LLM, not to the page.
+    assert frames[1]["is_image"] and "images" not in frames[1] and "aW1n" not in str(frames[1])
+    assert "images" not in frames[2] and "is_image" not in frames[2]

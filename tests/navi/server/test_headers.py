@@ -8,13 +8,18 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
-from navi.server.headers import SecurityHeadersMiddleware, content_security_policy
+from navi.server.headers import STRICT_POLICY, SecurityHeadersMiddleware, content_security_policy
 from tests.support.asgi_server import serve_asgi
 
 
 async def page(request: Request) -> Response:
     # A route's own, looser policy does not survive.
     return PlainTextResponse("page", headers={"content-security-policy": "default-src *"})
+
+
+async def blob(request: Request) -> Response:
+    # Bytes that must never act as a page keep their own, stricter policy.
+    return PlainTextResponse("<svg/>", headers={"content-security-policy": STRICT_POLICY})
 
 
 async def missing(request: Request) -> Response:
@@ -53,3 +58,17 @@ def test_a_host_that_is_not_plain_is_not_written_into_the_policy() -> None:
     policy = content_security_policy("evil; script-src *")
     assert "evil" not in policy and "script-src 'self'" in policy
     assert "ws://" not in content_security_policy(None)
+
+
+def test_a_response_that_asks_for_the_strict_policy_keeps_it() -> None:
+    app = Starlette(routes=[Route("/", page), Route("/blob", blob)])
+    app.add_middleware(SecurityHeadersMiddleware)
+    with serve_asgi(app) as url:
+        response = httpx.get(url + "/blob")
+        assert response.headers.get_list("content-security-policy") == [STRICT_POLICY]
+        policy = directives(STRICT_POLICY)
+        assert policy["default-src"] == ["'none'"] and "sandbox" in policy
+        assert response.headers["x-content-type-options"] == "nosniff"
+        # Only that one: any other policy a route sets is still the page's.
+        page_policy = httpx.get(url + "/").headers["content-security-policy"]
+        assert directives(page_policy)["default-src"] == ["'self'"]

@@ -59,8 +59,8 @@ export async function imageToSend(sessionId, image) {
 
 /** A thumbnail for one image of a message: base64 / a data: URL (logs from before the
  *  blob store, and the message being sent), or a reference to the server's copy. */
-function thumbnail(image) {
-  const img = h('img', { class: 'thumb', alt: 'attached image' });
+function thumbnail(image, alt = 'attached image') {
+  const img = h('img', { class: 'thumb', alt });
   img.addEventListener('click', () => { if (img.src) showImage(img.src); });
   if (typeof image === 'string') {
     img.src = imageSource(image);
@@ -98,7 +98,7 @@ export function fileChip(file) {
 
 export function userMessage({ content = '', images = [], files = [], seq = null }, { pending = false } = {}) {
   const thumbs = images.length
-    ? h('div', { class: 'message-images' }, images.map(thumbnail))
+    ? h('div', { class: 'message-images' }, images.map((image) => thumbnail(image)))
     : null;
   const chips = files.length ? h('div', { class: 'message-files' }, files.map(fileChip)) : null;
   return h('div', {
@@ -259,8 +259,14 @@ export function toolCard(tool, args) {
       status.replaceChildren(awaiting ? icon('shield') : spinner());
       status.title = awaiting ? 'waiting for your approval' : '';
     },
-    complete(result, success) {
+    /** `images`: what the tool returned to look at (blob references), shown as
+     *  thumbnails under the head, folded or not; a click opens one full size. */
+    complete(result, success, images = []) {
       done = true;
+      if (images.length && !el.querySelector(':scope > .tool-images')) {
+        el.insertBefore(h('div', { class: 'tool-images', 'data-testid': 'tool-images' },
+          images.map((image) => thumbnail(image, `image returned by ${tool}`))), body);
+      }
       el.classList.remove('running');
       el.classList.add(success ? 'ok' : 'failed');
       status.replaceChildren(icon(success ? 'check' : 'cross'));

@@ -64,7 +64,7 @@ export function renderHistory(view, messages, { running = false } = {}) {
       if (Number.isFinite(message.elapsed_seconds)) stats = runStats(message);
     } else if (message.role === 'tool') {
       const card = scope.toolFinished(message.name || 'tool', undefined, message.content,
-        message.success !== false, message.tool_call_id, { history: true });
+        message.success !== false, message.tool_call_id, { history: true, images: message.images || [] });
       // A call a person decided on says so, as its live card did.
       if (message.approval) card.attach(decidedNote(message.approval));
     }

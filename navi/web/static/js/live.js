@@ -96,7 +96,7 @@ export class LiveRenderer {
 
   tool_call(frame) {
     this.scope(frame).toolFinished(frame.tool, frame.args, frame.result, frame.success !== false,
-      callIdOf(frame));
+      callIdOf(frame), { images: frame.images || [] });
     this.hooks.approvals?.settled(frame);
   }
 

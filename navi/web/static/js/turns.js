@@ -89,7 +89,7 @@ export class Scope {
     return card;
   }
 
-  toolFinished(tool, args, result, success, callId, { history = false } = {}) {
+  toolFinished(tool, args, result, success, callId, { history = false, images = [] } = {}) {
     let card = this.turn.takeTool(tool, this, callId);
     if (!card) {
       card = this.toolStarted(tool, args, callId, { history });
@@ -97,7 +97,7 @@ export class Scope {
     } else {
       card.setArgs(args);
     }
-    card.complete(result, success);
+    card.complete(result, success, images);
     return card;
   }
 
