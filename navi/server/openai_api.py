@@ -33,6 +33,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from events.types import CallOptions
 from navi.grants import entry_refusal
 from navi.run.state import IllegalTransition
 from navi.server.auth import User
@@ -41,6 +42,12 @@ from navi.server.http import HTTPError, body_as, user_of
 from navi.server.openai_errors import OpenAIError
 from navi.server.openai_events import RunReader, merged
 from navi.server.openai_history import ConversationIndex, seed_session
+from navi.server.openai_options import (
+    answer_mismatch,
+    call_options,
+    mismatch_error,
+    refuse_unshapeable,
+)
 from navi.server.openai_wire import (
     SSE_DONE,
     SSE_KEEPALIVE,
@@ -173,18 +180,21 @@ async def chat_completions(request: Request) -> Response:
     body = await body_as(request, ChatRequest, max_bytes=CHAT_BODY_BYTES)
     profile = _profile(navi, user, body.model)
     refuse_client_tools(body)
+    options = call_options(body)
+    backend = await navi.backend_for(profile)
+    refuse_unshapeable(options, backend.name, navi.settings.embedded_tools)
     turns = conversation(body.messages)
-    session_id, reply = await _start_turn(request, user, profile, turns)
+    session_id, reply = await _start_turn(request, user, profile, turns, options)
     model = model_id(profile.id)
     headers = {"x-navi-session": session_id}
     log.info("openai.turn", session_id=session_id, model=model, stream=body.stream)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        return RunStream(navi, session_id, reply, model, include_usage, headers)
+        return RunStream(navi, session_id, reply, model, include_usage, headers, options)
     reader = await _collect(navi, session_id, reply, request.receive)
-    if reader.ending == "failed":
-        failed = OpenAIError(502, f"the run failed: {reader.error}", code="run_failed")
-        return _error(failed, headers)
+    failed = run_error(reader, options)
+    if failed is not None:
+        return _error(failed, {**headers, **no_retry(reader)})
     return _json(
         completion(
             id=f"chatcmpl-{reply.run_id}",
@@ -198,8 +208,30 @@ async def chat_completions(request: Request) -> Response:
     )
 
 
+def run_error(reader: RunReader, options: CallOptions | None) -> OpenAIError | None:
+    """How a run that did not keep its word is answered: a 502 when a retry is safe
+    (nothing acted), else a 422, which the OpenAI SDKs do not retry (docs/api.md)."""
+    if reader.ending == "failed":
+        status = 422 if reader.acted else 502
+        return OpenAIError(status, f"the run failed: {reader.error}", code="run_failed")
+    if reader.ending == "completed":
+        reason = answer_mismatch(reader.answer, options)
+        if reason is not None:
+            return mismatch_error(reason, acted=reader.acted)
+    return None
+
+
+def no_retry(reader: RunReader) -> dict[str, str]:
+    """``x-should-retry: false`` (read by the official SDKs) once a tool has acted."""
+    return {"x-should-retry": "false"} if reader.acted else {}
+
+
 async def _start_turn(
-    request: Request, user: User, profile: Profile, turns: list[Turn]
+    request: Request,
+    user: User,
+    profile: Profile,
+    turns: list[Turn],
+    options: CallOptions | None,
 ) -> tuple[str, m.RunStartedReply]:
     """Send the last turn to the session it continues, or to a new session holding the
     turns before it."""
@@ -211,7 +243,7 @@ async def _start_turn(
         try:
             if found.profile_id != profile.id:
                 await navi.sessions.ask(found.session_id, m.SwitchProfile(profile.id))
-            reply = await navi.send(found.session_id, last.text, images)
+            reply = await navi.send(found.session_id, last.text, images, call_options=options)
             return found.session_id, reply
         except (RunActive, IllegalTransition):
             pass  # it became busy meanwhile: a new session with the same history
@@ -220,7 +252,7 @@ async def _start_turn(
             navi.store, profile=profile, user_id=user.id, history=turns[:-1], blobs=navi.blobs
         )
     state_of(request).on_session_created()
-    return session_id, await navi.send(session_id, last.text, images)
+    return session_id, await navi.send(session_id, last.text, images, call_options=options)
 
 
 async def _stop(navi: Navi, session_id: str) -> None:
@@ -268,6 +300,7 @@ class RunStream(Response):
         model: str,
         include_usage: bool,
         headers: dict[str, str],
+        options: CallOptions | None = None,
     ) -> None:
         self.status_code = 200
         self.background = None
@@ -277,6 +310,7 @@ class RunStream(Response):
         self.reply = reply
         self.model = model
         self.include_usage = include_usage
+        self.options = options
         self.reader = RunReader(run_id=reply.run_id)
         self.created = int(time.time())
         self.gone = False
@@ -337,8 +371,8 @@ class RunStream(Response):
                         await out.send(self._chunk(delta={key: text}))
                     if reader.ending is not None:
                         break
-            if reader.ending == "failed":
-                failed = OpenAIError(502, f"the run failed: {reader.error}", code="run_failed")
+            failed = run_error(reader, self.options)
+            if failed is not None:
                 await out.send(sse(failed.body()))
             else:
                 await out.send(self._chunk(delta={}, finish_reason="stop"))

@@ -25,6 +25,7 @@ from events.types import (
     RunCompleted,
     RunFailed,
     RunStopped,
+    ToolStarted,
 )
 from navi.server.openai_wire import Usage
 
@@ -47,6 +48,7 @@ class RunReader:
     ending: Ending | None = None
     answer: str = ""  # the run's final answer (run.completed), or what streamed if stopped
     error: str = ""
+    acted: bool = False  # a tool of the run started: a retry would act again
     _streamed: list[str] = field(default_factory=list)
     _thinking: list[str] = field(default_factory=list)
     _purpose: str = "loop"
@@ -98,7 +100,9 @@ class RunReader:
             return out
         if record.run_id != self.run_id:
             return []
-        if isinstance(event, RunCompleted):
+        if isinstance(event, ToolStarted):
+            self.acted = True
+        elif isinstance(event, RunCompleted):
             self.ending = "completed"
             self.answer = event.content
         elif isinstance(event, RunStopped):
