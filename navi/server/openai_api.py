@@ -185,7 +185,10 @@ async def chat_completions(request: Request) -> Response:
     log.info("openai.turn", session_id=session_id, model=model, stream=body.stream)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        return RunStream(navi, entry, model, include_usage, headers, options, _ledger(request))
+        approve_at = f"{str(request.base_url).rstrip('/')}/#{session_id}"
+        return RunStream(
+            navi, entry, model, include_usage, headers, options, _ledger(request), approve_at
+        )
     reader = await collect(navi, entry, request.receive)
     if reader is None:  # the client is gone
         return Response(status_code=499)

@@ -107,6 +107,7 @@ class RunStream(Response):
         headers: dict[str, str],
         options: CallOptions | None,
         ledger: RunLedger,
+        approve_at: str = "",
     ) -> None:
         self.status_code = 200
         self.background = None
@@ -119,7 +120,11 @@ class RunStream(Response):
         self.model = model
         self.include_usage = include_usage
         self.options = options
-        self.reader = RunReader(run_id=entry.reply.run_id)
+        self.reader = RunReader(
+            run_id=entry.reply.run_id,
+            approve_at=approve_at,
+            notes_as_reasoning=options is not None and options.response_format is not None,
+        )
         self.created = int(time.time())
         self.gone = False
 

@@ -1,17 +1,18 @@
-"""Retries of ``/v1`` are safe (navi/server/openai_ledger.py), with the official
-``openai`` client against a real ``navi serve``: a client whose first attempt times out
-retries into the same run (one session, one run), and an ``Idempotency-Key`` gives the
-same run again."""
+"""Following a ``/v1`` run (navi/server/openai_runs.py, openai_ledger.py) against a
+real ``navi serve``: a client of the official ``openai`` package whose first attempt
+times out retries into the same run (one session, one run), an ``Idempotency-Key``
+gives the same run again, and a stream says where a waiting call is approved."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 import openai
 
 from tests.security.conftest import NaviServerProcess, StartNavi, start_navi
-from tests.support.fake_llm_script import Reply
+from tests.support.fake_llm_script import FakeToolCall, Reply
 
 __all__ = ["start_navi"]
 
@@ -65,3 +66,38 @@ def test_an_idempotency_key_gives_the_same_run_again(start_navi: StartNavi) -> N
         again = http.post("/v1/chat/completions", json=body, headers={"idempotency-key": "b"})
         assert again.json()["choices"][0]["message"]["content"] == "Twice."
     assert _loop_calls(server) == 2
+
+
+def test_a_stream_says_where_a_waiting_call_is_approved_then_goes_on(
+    start_navi: StartNavi,
+) -> None:
+    server = start_navi(env={"NAVI_TOOL_APPROVAL": ""}, canary_row=False)
+    code = FakeToolCall(name="code_exec", arguments={"code": "print('hi')"})
+    server.llm.script(Reply(tool_calls=[code]), Reply(text="Not run, as you wished."))
+    body = {"model": "navi/secretary", "messages": ASK, "stream": True}
+    texts: list[str] = []
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as http,
+        http.stream("POST", "/v1/chat/completions", json=body) as response,
+    ):
+        session_id = response.headers["x-navi-session"]
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            choices = json.loads(line.removeprefix("data: "))["choices"]
+            text = choices[0]["delta"].get("content") if choices else None
+            if not text:
+                continue
+            texts.append(text)
+            if "Waiting for your approval" in text:
+                [request] = server.pending(session_id)
+                with server.client() as decide:
+                    decided = decide.post(
+                        f"/sessions/{session_id}/approvals/{request['call_id']}",
+                        json={"decision": "deny", "reason": "not now"},
+                    )
+                    assert decided.status_code == 200, decided.text
+    content = "".join(texts)
+    assert f"{server.url}/#{session_id}" in content
+    assert f"navi approvals {session_id}" in content
+    assert content.endswith("Not run, as you wished.")
