@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
+import msgspec
+
 from events.event_base import (
     Chunk as Chunk,
 )
@@ -84,6 +86,17 @@ class UserMessage(Event, frozen=True, kw_only=True, tag="user.message"):
 RunMode = Literal["stream", "run", "ephemeral"]
 
 
+class CallOptions(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What the caller asked of a run's tool-loop LLM calls (``/v1``: docs/api.md);
+    unset: the profile's. ``response_format`` is the client's, as OpenAI spells it
+    (``{"type": "json_object"}`` or ``{"type": "json_schema", "json_schema": {...}}``)."""
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    response_format: dict[str, Any] | None = None
+
+
 class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
     profile_id: str
     profile_hash: str = ""
@@ -91,6 +104,7 @@ class RunStarted(Event, frozen=True, kw_only=True, tag="run.started"):
     backend: str = ""
     mode: RunMode = "stream"
     max_iterations: int = 50
+    call_options: CallOptions | None = None
 
 
 class PlanStatus(Event, frozen=True, kw_only=True, tag="plan.status"):

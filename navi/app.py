@@ -19,6 +19,7 @@ from events.envelope import Recorded
 from events.factory import store_for_url
 from events.types import (
     TERMINAL_RUN_EVENTS,
+    CallOptions,
     FileRef,
     RunCompleted,
     RunFailed,
@@ -298,6 +299,7 @@ class Navi:
         *,
         queue: bool = False,
         mode: RunMode = "stream",
+        call_options: CallOptions | None = None,
     ) -> m.RunStartedReply:
         # A new turn (not a subagent's, whose parent is mid-run, nor one queued behind a
         # running turn): if Ollama has come up since start-up, this turn and the next
@@ -305,7 +307,15 @@ class Navi:
         if mode != "ephemeral" and not queue:
             await self.reprobe(now=False)
         reply: m.RunStartedReply = await self.sessions.ask(
-            session_id, m.Send(text=text, images=images, files=files, queue=queue, mode=mode)
+            session_id,
+            m.Send(
+                text=text,
+                images=images,
+                files=files,
+                queue=queue,
+                mode=mode,
+                call_options=call_options,
+            ),
         )
         return reply
 

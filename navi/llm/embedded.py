@@ -98,6 +98,9 @@ class _Request(msgspec.Struct, frozen=True, kw_only=True):
     # The cap is Navi's default (NAVI_EMBEDDED_MAX_TOKENS), not the caller's: an answer
     # it cuts says so.
     default_cap: bool = False
+    stop: list[str] = []
+    # llama-cpp-python's own: {"type": "json_object"[, "schema": {...}]} (a grammar).
+    response_format: dict[str, Any] | None = None
 
 
 class EmbeddedBackend(CompletesFromStream):
@@ -321,6 +324,8 @@ class EmbeddedBackend(CompletesFromStream):
             stream=True,
             temperature=_temperature(request),
             max_tokens=request.max_tokens,
+            stop=request.stop or None,
+            response_format=request.response_format,
             repeat_penalty=REPEAT_PENALTY,
             logits_processor=[check],
         )
@@ -368,6 +373,7 @@ class EmbeddedBackend(CompletesFromStream):
             stream=False,
             temperature=_temperature(request),
             max_tokens=request.max_tokens,
+            stop=request.stop or None,
             logits_processor=[check],
         )
         choice = result["choices"][0]
@@ -420,7 +426,21 @@ def _build_request(
         temperature=options.temperature,
         max_tokens=options.max_tokens or default_max_tokens,
         default_cap=not options.max_tokens,
+        stop=list(options.stop),
+        response_format=_response_format(options),
     )
+
+
+def _response_format(options: LLMOptions) -> dict[str, Any] | None:
+    """llama-cpp-python's ``response_format``: a JSON grammar, from the schema if there
+    is one. Only a text answer takes it: the tool-calling format has its own grammar
+    (``/v1`` refuses a JSON answer with NAVI_EMBEDDED_TOOLS on)."""
+    found = options.json_format
+    if found is None:
+        return None
+    if found.schema is None:
+        return {"type": "json_object"}
+    return {"type": "json_object", "schema": found.schema}
 
 
 def _ending_note(finish: str, request: _Request) -> str:

@@ -133,6 +133,8 @@ class OllamaBackend(HTTPBackend):
             keep_alive=opts.keep_alive,
             tool_choice=opts.tool_choice,
             wire=self._wire,
+            stop=opts.stop,
+            json_format=opts.json_format,
         )
 
     async def list_models(self) -> list[ModelInfo]:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 from navi.llm.types import (
     ChatMessage,
     FinalChunk,
+    JSONFormat,
     ModelInfo,
     StreamChunk,
     TextPiece,
@@ -101,14 +102,19 @@ def build_chat_request(
     tool_choice: str | None = None,
     stream: bool = True,
     wire: WireParts | None = None,
+    stop: Sequence[str] = (),
+    json_format: JSONFormat | None = None,
 ) -> dict[str, Any]:
     """The request body; with ``wire``, its messages and tools come pre-encoded (the
-    same JSON once encoded)."""
+    same JSON once encoded). ``json_format`` is Ollama's ``format``: ``"json"`` or
+    the schema."""
     options: dict[str, Any] = {"num_ctx": num_ctx}
     if temperature is not None:
         options["temperature"] = temperature
     if max_tokens is not None:
         options["num_predict"] = max_tokens
+    if stop:
+        options["stop"] = list(stop)
     body: dict[str, Any] = {
         "model": model,
         "messages": (
@@ -128,6 +134,8 @@ def build_chat_request(
         body["think"] = think
     if keep_alive is not None:
         body["keep_alive"] = keep_alive
+    if json_format is not None:
+        body["format"] = "json" if json_format.schema is None else json_format.schema
     return body
 
 

@@ -82,6 +82,8 @@ class OpenAICompatibleBackend(HTTPBackend):
             max_tokens=opts.max_tokens,
             tool_choice=opts.tool_choice,
             wire=self._wire,
+            stop=opts.stop,
+            json_format=opts.json_format,
         )
         return self._guarded(body, model, stop)
 

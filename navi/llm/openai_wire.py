@@ -40,6 +40,7 @@ from navi.llm.tool_calls import stable_tool_call_id, tool_arguments
 from navi.llm.types import (
     ChatMessage,
     FinalChunk,
+    JSONFormat,
     ModelInfo,
     StreamChunk,
     TextPiece,
@@ -109,6 +110,8 @@ def build_chat_request(
     tool_choice: str | None = None,
     stream: bool = True,
     wire: WireParts | None = None,
+    stop: Sequence[str] = (),
+    json_format: JSONFormat | None = None,
 ) -> dict[str, Any]:
     """The request body; with ``wire``, its messages and tools come pre-encoded (the
     same JSON once encoded)."""
@@ -136,7 +139,21 @@ def build_chat_request(
     # Only a level has a portable spelling; on/off switches differ per server.
     if isinstance(think, str):
         body["reasoning_effort"] = think
+    if stop:
+        body["stop"] = list(stop)
+    if json_format is not None:
+        body["response_format"] = response_format(json_format)
     return body
+
+
+def response_format(json_format: JSONFormat) -> dict[str, Any]:
+    """OpenAI's ``response_format`` for a JSON answer."""
+    if json_format.schema is None:
+        return {"type": "json_object"}
+    schema: dict[str, Any] = {"name": json_format.name, "schema": json_format.schema}
+    if json_format.strict is not None:
+        schema["strict"] = json_format.strict
+    return {"type": "json_schema", "json_schema": schema}
 
 
 # ---------------------------------------------------------------- response

@@ -16,6 +16,7 @@ __all__ = [
     "ChatMessage",
     "Completion",
     "FinalChunk",
+    "JSONFormat",
     "LLMOptions",
     "ModelInfo",
     "Role",
@@ -57,11 +58,39 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     )
 
 
+class JSONFormat(msgspec.Struct, frozen=True, kw_only=True):
+    """The answer must be JSON: any JSON object (``schema`` None) or one that matches
+    ``schema`` (its ``name`` and ``strict`` as OpenAI's ``json_schema`` has them)."""
+
+    schema: dict[str, Any] | None = None
+    name: str = "answer"
+    strict: bool | None = None
+
+    @classmethod
+    def of(cls, response_format: dict[str, Any] | None) -> JSONFormat | None:
+        """From OpenAI's ``response_format`` (checked where it came in): None for
+        ``text`` or none."""
+        kind = (response_format or {}).get("type")
+        if kind == "json_object":
+            return cls()
+        if kind != "json_schema":
+            return None
+        spec = (response_format or {}).get("json_schema") or {}
+        return cls(
+            schema=spec.get("schema") or {},
+            name=spec.get("name") or "answer",
+            strict=spec.get("strict"),
+        )
+
+
 class LLMOptions(msgspec.Struct, frozen=True, kw_only=True):
     """Per-call options; ``None`` means "the backend's / the settings' default".
 
     ``think`` is a bool or a level (``"low"``, ``"medium"``, ``"high"``).
     ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or the name of one tool.
+    ``stop``: the sequences that end the answer; ``json_format``: the answer is JSON,
+    through the server's structured output (Ollama ``format``, OpenAI
+    ``response_format``, llama.cpp's grammar).
     """
 
     model: str | None = None
@@ -71,6 +100,8 @@ class LLMOptions(msgspec.Struct, frozen=True, kw_only=True):
     keep_alive: str | int | None = None
     tool_choice: str | None = None
     max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    json_format: JSONFormat | None = None
 
 
 # ---------------------------------------------------------------- stream chunks

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import structlog
 
 from events.types import (
+    CallOptions,
     Event,
     LLMCompleted,
     LLMFailed,
@@ -26,7 +27,14 @@ from events.types import (
 )
 from navi.llm.base import LLMBackend
 from navi.llm.errors import LLMError
-from navi.llm.types import FinalChunk, LLMOptions, TextPiece, ThinkingPiece, ToolCallsChunk
+from navi.llm.types import (
+    FinalChunk,
+    JSONFormat,
+    LLMOptions,
+    TextPiece,
+    ThinkingPiece,
+    ToolCallsChunk,
+)
 from navi.run import permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
 from profiles import Profile
@@ -100,6 +108,7 @@ class LLMStep:
                 "num_ctx": options.num_ctx,
                 "think": options.think,
                 "backend": backend.name,
+                **_asked(options),
             },
         )
         return Call(profile, backend, subagent, names, options, request)
@@ -113,12 +122,17 @@ class LLMStep:
             think = self.deps.settings.llm.think or True
         elif profile.think_enabled:
             think = self.deps.settings.llm.think
+        # What the caller asked of this run (/v1: docs/api.md) wins over the profile.
+        asked = self.state.progress.call_options or CallOptions()
         return LLMOptions(
             # The chat's model picker, else the profile's model, else the backend's.
             model=self.state.chosen_model or profile.model,
-            temperature=profile.temperature,
+            temperature=profile.temperature if asked.temperature is None else asked.temperature,
             num_ctx=profile.num_ctx or self.deps.settings.llm.num_ctx,
             think=think,
+            max_tokens=asked.max_tokens,
+            stop=asked.stop,
+            json_format=JSONFormat.of(asked.response_format),
         )
 
     async def stream(self, call: Call) -> list[Event]:
@@ -188,6 +202,18 @@ class LLMStep:
                 completion_tokens=final.completion_tokens,
             )
         ]
+
+
+def _asked(options: LLMOptions) -> dict[str, object]:
+    """What ``llm.requested`` records of the options a caller may set (only if set)."""
+    out: dict[str, object] = {}
+    if options.max_tokens is not None:
+        out["max_tokens"] = options.max_tokens
+    if options.stop:
+        out["stop"] = list(options.stop)
+    if options.json_format is not None:
+        out["json"] = "object" if options.json_format.schema is None else "schema"
+    return out
 
 
 def call_id_prefix(stream_id: str, *, subagent: bool) -> str:

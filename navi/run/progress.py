@@ -17,6 +17,7 @@ from msgspec.structs import replace
 
 from events.envelope import Recorded
 from events.types import (
+    CallOptions,
     ContextInjected,
     Event,
     LLMCompleted,
@@ -58,6 +59,7 @@ class RunProgress(msgspec.Struct, frozen=True, kw_only=True):
     mode: str = "stream"
     backend: str = ""
     max_iterations: int = 50
+    call_options: CallOptions | None = None  # what the caller asked of the loop's calls
     # The tool loop's LLM calls.
     iterations: int = 0  # tool-loop LLM calls requested so far
     attempt: int = 0  # attempt number of the current iteration's LLM call
@@ -134,6 +136,7 @@ def _run_started(p: RunProgress, record: Recorded, e: RunStarted) -> RunProgress
         mode=e.mode,
         backend=e.backend,
         max_iterations=e.max_iterations,
+        call_options=e.call_options,
         todo_done=p.todo_done,
         failed_steps=p.failed_steps,
         replanned=p.replanned,

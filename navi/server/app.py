@@ -23,6 +23,7 @@ from navi.server import (
     bodies,
     llm_routes,
     openai_api,
+    openai_edge,
     openai_errors,
     replay_routes,
     routes,
@@ -143,6 +144,7 @@ def create_app(
             *memory_routes(lambda request: state_of(request).navi.memory),
             *replay_routes.ROUTES,
             *openai_api.ROUTES,
+            *openai_edge.CATCH_ALL,
             WebSocketRoute("/ws/sessions/{session_id}", session_socket),
             WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
             Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
@@ -190,6 +192,10 @@ def create_app(
     app.add_middleware(
         OriginCheckMiddleware,
         allowed=[_origin(o) for o in settings.allowed_origins],
+    )
+    # /v1 for the pages of NAVI_ALLOWED_ORIGINS: a preflight carries no token.
+    app.add_middleware(
+        openai_edge.OpenAICORS, origins=[_origin(o) for o in settings.allowed_origins]
     )
     app.add_middleware(SecurityHeadersMiddleware)
     app.add_middleware(

@@ -7,10 +7,9 @@
   (``X-Navi-Session``), continued when a request extends one the caller already has
   (openai_history.py).
 
-While a streamed run is silent (tools running), an SSE comment goes out every
-``KEEPALIVE_S`` seconds so proxies keep the request open. A client that hangs up stops
-the run, as the Stop button does (``stop.requested(reason="client_disconnected")``), for
-a streamed request and a plain one alike.
+Following the run, streamed or not, is openai_runs.py's. A retry (the same
+``Idempotency-Key``, or the same body soon after) follows the run the first request
+started instead of starting another (openai_ledger.py).
 
 Every error of ``/v1`` is in OpenAI's shape (openai_errors.py): the routes answer
 their own, ``OpenAIErrorShape`` those of the edge.
@@ -20,39 +19,42 @@ from __future__ import annotations
 
 import base64
 import functools
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import msgspec
 import structlog
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
+from events.types import CallOptions
 from navi.grants import entry_refusal
 from navi.run.state import IllegalTransition
 from navi.server.auth import User
 from navi.server.bodies import BodyError
 from navi.server.http import HTTPError, body_as, user_of
-from navi.server.openai_errors import OpenAIError
-from navi.server.openai_events import RunReader, merged
+from navi.server.openai_errors import OpenAIError, invalid
 from navi.server.openai_history import ConversationIndex, seed_session
+from navi.server.openai_ledger import (
+    KEY_TTL_S,
+    MAX_KEY_CHARS,
+    REPEAT_WINDOW_S,
+    Entry,
+    RunLedger,
+)
+from navi.server.openai_options import call_options, refuse_unshapeable
+from navi.server.openai_runs import RunStream, collect, no_retry, run_error
 from navi.server.openai_wire import (
-    SSE_DONE,
-    SSE_KEEPALIVE,
     ChatRequest,
     Turn,
-    chunk,
     completion,
     conversation,
     model_id,
     profile_of_model,
     refuse_client_tools,
-    sse,
 )
 from navi.server.state import state_of
 from navi.session import messages as m
@@ -65,9 +67,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger(__name__)
 
-KEEPALIVE_S = 10.0
-STREAM_QUEUE = 256  # chunks waiting for a slow client; then the log is read more slowly
-STOP_REASON = "client_disconnected"
 # A request may carry a conversation with its images: as much as a message may weigh.
 CHAT_BODY_BYTES = MESSAGE_BODY_BYTES
 _STARTED = int(time.time())
@@ -173,18 +172,32 @@ async def chat_completions(request: Request) -> Response:
     body = await body_as(request, ChatRequest, max_bytes=CHAT_BODY_BYTES)
     profile = _profile(navi, user, body.model)
     refuse_client_tools(body)
+    options = call_options(body)
+    backend = await navi.backend_for(profile)
+    refuse_unshapeable(options, backend.name, navi.settings.embedded_tools)
     turns = conversation(body.messages)
-    session_id, reply = await _start_turn(request, user, profile, turns)
+    entry, replayed = await _start_or_follow(request, user, profile, turns, body, options)
+    session_id, reply = entry.session_id, entry.reply
     model = model_id(profile.id)
     headers = {"x-navi-session": session_id}
+    if replayed:
+        headers["idempotent-replayed"] = "true"
     log.info("openai.turn", session_id=session_id, model=model, stream=body.stream)
     if body.stream:
         include_usage = body.stream_options is not None and body.stream_options.include_usage
-        return RunStream(navi, session_id, reply, model, include_usage, headers)
-    reader = await _collect(navi, session_id, reply, request.receive)
-    if reader.ending == "failed":
-        failed = OpenAIError(502, f"the run failed: {reader.error}", code="run_failed")
-        return _error(failed, headers)
+        approve_at = f"{str(request.base_url).rstrip('/')}/#{session_id}"
+        return RunStream(
+            navi, entry, model, include_usage, headers, options, _ledger(request), approve_at
+        )
+    reader = await collect(navi, entry, request.receive)
+    if reader is None:  # the client is gone
+        return Response(status_code=499)
+    entry.leave()
+    failed = run_error(reader, options)
+    if failed is not None:
+        if not reader.acted:
+            _ledger(request).forget(entry)
+        return _error(failed, {**headers, **no_retry(reader)})
     return _json(
         completion(
             id=f"chatcmpl-{reply.run_id}",
@@ -198,8 +211,50 @@ async def chat_completions(request: Request) -> Response:
     )
 
 
+def _ledger(request: Request) -> RunLedger:
+    ledger: RunLedger | None = getattr(request.app.state, "openai_ledger", None)
+    if ledger is None:
+        ledger = request.app.state.openai_ledger = RunLedger()
+    return ledger
+
+
+async def _start_or_follow(
+    request: Request,
+    user: User,
+    profile: Profile,
+    turns: list[Turn],
+    body: ChatRequest,
+    options: CallOptions | None,
+) -> tuple[Entry, bool]:
+    """The run a recent equal request started (its ``Idempotency-Key``, else its body),
+    else a new one; whether it was found."""
+    key = request.headers.get("idempotency-key", "").strip()
+    if len(key) > MAX_KEY_CHARS:
+        raise invalid(f"Idempotency-Key is at most {MAX_KEY_CHARS} characters")
+    fingerprint = hashlib.sha256(_encode(body)).hexdigest()
+    name, keep_s = (f"key:{key}", KEY_TTL_S) if key else (f"body:{fingerprint}", REPEAT_WINDOW_S)
+    ledger = _ledger(request)
+    async with ledger.lock:
+        entry = ledger.find(user.id, name)
+        if entry is not None and entry.fingerprint != fingerprint:
+            raise invalid(
+                "this Idempotency-Key was used for another request: use a new key",
+                code="idempotency_key_reused",
+            )
+        found = entry is not None
+        if entry is None:
+            session_id, reply = await _start_turn(request, user, profile, turns, options)
+            entry = ledger.add(user.id, name, Entry(session_id, reply, fingerprint, keep_s))
+        entry.follow()
+    return entry, found
+
+
 async def _start_turn(
-    request: Request, user: User, profile: Profile, turns: list[Turn]
+    request: Request,
+    user: User,
+    profile: Profile,
+    turns: list[Turn],
+    options: CallOptions | None,
 ) -> tuple[str, m.RunStartedReply]:
     """Send the last turn to the session it continues, or to a new session holding the
     turns before it."""
@@ -211,7 +266,7 @@ async def _start_turn(
         try:
             if found.profile_id != profile.id:
                 await navi.sessions.ask(found.session_id, m.SwitchProfile(profile.id))
-            reply = await navi.send(found.session_id, last.text, images)
+            reply = await navi.send(found.session_id, last.text, images, call_options=options)
             return found.session_id, reply
         except (RunActive, IllegalTransition):
             pass  # it became busy meanwhile: a new session with the same history
@@ -220,131 +275,7 @@ async def _start_turn(
             navi.store, profile=profile, user_id=user.id, history=turns[:-1], blobs=navi.blobs
         )
     state_of(request).on_session_created()
-    return session_id, await navi.send(session_id, last.text, images)
-
-
-async def _stop(navi: Navi, session_id: str) -> None:
-    with anyio.move_on_after(10, shield=True):
-        await navi.stop(session_id, STOP_REASON)
-    log.info("openai.client_disconnected", session_id=session_id)
-
-
-async def _collect(
-    navi: Navi, session_id: str, reply: m.RunStartedReply, receive: Receive
-) -> RunReader:
-    """Follow the run to its end; stop it if the client hangs up meanwhile."""
-    reader = RunReader(run_id=reply.run_id)
-
-    async def watch() -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        await _stop(navi, session_id)  # the run ends stopped, which ends the loop below
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch)
-        batches = navi.store.subscribe_batches(session_id, after_seq=reply.after_seq)
-        async with aclosing(batches):
-            async for batch in batches:
-                for record in batch:
-                    reader.feed(record)
-                if reader.ending is not None:
-                    break
-        tg.cancel_scope.cancel()
-    return reader
-
-
-class RunStream(Response):
-    """The streamed answer: SSE ``data:`` chunks as the run's events become durable,
-    keep-alive comments while it is silent, then ``data: [DONE]``. A ``Response`` with
-    no body of its own (as Starlette's ``StreamingResponse``): no ``Content-Length``."""
-
-    media_type = "text/event-stream; charset=utf-8"
-
-    def __init__(
-        self,
-        navi: Navi,
-        session_id: str,
-        reply: m.RunStartedReply,
-        model: str,
-        include_usage: bool,
-        headers: dict[str, str],
-    ) -> None:
-        self.status_code = 200
-        self.background = None
-        self.init_headers({**headers, "cache-control": "no-cache", "x-accel-buffering": "no"})
-        self.navi = navi
-        self.session_id = session_id
-        self.reply = reply
-        self.model = model
-        self.include_usage = include_usage
-        self.reader = RunReader(run_id=reply.run_id)
-        self.created = int(time.time())
-        self.gone = False
-
-    def _chunk(self, **fields: Any) -> bytes:
-        return sse(
-            chunk(
-                id=f"chatcmpl-{self.reply.run_id}", created=self.created, model=self.model, **fields
-            )
-        )
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
-        await send(start)
-        out, frames = anyio.create_memory_object_stream[bytes](STREAM_QUEUE)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._follow, out)
-            tg.start_soon(self._watch, receive, tg.cancel_scope)
-            try:
-                await self._send_frames(frames, send)
-            except OSError:  # the client is gone (uvicorn's ClientDisconnected)
-                self.gone = True
-            tg.cancel_scope.cancel()
-        if self.gone:
-            if self.reader.ending is None:
-                await _stop(self.navi, self.session_id)
-            return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    async def _send_frames(self, frames: Any, send: Send) -> None:
-        async with frames:
-            while True:
-                data = SSE_KEEPALIVE
-                with anyio.move_on_after(KEEPALIVE_S):
-                    try:
-                        data = await frames.receive()
-                    except anyio.EndOfStream:
-                        return
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-
-    async def _watch(self, receive: Receive, scope: anyio.CancelScope) -> None:
-        while (await receive())["type"] != "http.disconnect":
-            pass
-        self.gone = True
-        scope.cancel()
-
-    async def _follow(self, out: Any) -> None:
-        reader = self.reader
-        store = self.navi.store
-        async with out:
-            await out.send(self._chunk(delta={"role": "assistant", "content": ""}))
-            batches = store.subscribe_batches(self.session_id, after_seq=self.reply.after_seq)
-            async with aclosing(batches):
-                async for batch in batches:
-                    pieces = [piece for record in batch for piece in reader.feed(record)]
-                    for kind, text in merged(pieces):
-                        key = "content" if kind == "content" else "reasoning_content"
-                        await out.send(self._chunk(delta={key: text}))
-                    if reader.ending is not None:
-                        break
-            if reader.ending == "failed":
-                failed = OpenAIError(502, f"the run failed: {reader.error}", code="run_failed")
-                await out.send(sse(failed.body()))
-            else:
-                await out.send(self._chunk(delta={}, finish_reason="stop"))
-                if self.include_usage:
-                    await out.send(self._chunk(usage=reader.usage))
-            await out.send(SSE_DONE)
+    return session_id, await navi.send(session_id, last.text, images, call_options=options)
 
 
 ROUTES = [

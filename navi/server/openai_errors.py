@@ -80,7 +80,7 @@ def invalid(
     return OpenAIError(400, message, code=code, param=param)
 
 
-def _is_v1(path: str) -> bool:
+def is_v1(path: str) -> bool:
     return path == "/v1" or path.startswith("/v1/")
 
 
@@ -93,7 +93,7 @@ class OpenAIErrorShape:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not _is_v1(scope.get("path", "")):
+        if scope["type"] != "http" or not is_v1(scope.get("path", "")):
             await self.app(scope, receive, send)
             return
         held: Message | None = None

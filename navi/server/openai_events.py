@@ -25,6 +25,8 @@ from events.types import (
     RunCompleted,
     RunFailed,
     RunStopped,
+    ToolApprovalRequested,
+    ToolStarted,
 )
 from navi.server.openai_wire import Usage
 
@@ -47,6 +49,11 @@ class RunReader:
     ending: Ending | None = None
     answer: str = ""  # the run's final answer (run.completed), or what streamed if stopped
     error: str = ""
+    acted: bool = False  # a tool of the run started: a retry would act again
+    # Where a call that waits for approval is approved (the web client's session URL):
+    # set, the stream says so in text ("" for a plain completion, which says nothing).
+    approve_at: str = ""
+    notes_as_reasoning: bool = False  # a JSON answer: the note goes to reasoning_content
     _streamed: list[str] = field(default_factory=list)
     _thinking: list[str] = field(default_factory=list)
     _purpose: str = "loop"
@@ -98,7 +105,11 @@ class RunReader:
             return out
         if record.run_id != self.run_id:
             return []
-        if isinstance(event, RunCompleted):
+        if isinstance(event, ToolApprovalRequested):
+            return self._waiting(event, record.stream_id)
+        if isinstance(event, ToolStarted):
+            self.acted = True
+        elif isinstance(event, RunCompleted):
             self.ending = "completed"
             self.answer = event.content
         elif isinstance(event, RunStopped):
@@ -108,6 +119,22 @@ class RunReader:
             self.ending = "failed"
             self.error = event.error
         return []
+
+    def _waiting(self, event: ToolApprovalRequested, session_id: str) -> list[Piece]:
+        if not self.approve_at:
+            return []
+        what = event.summary or f"the call to {event.name}"
+        note = (
+            f"[Waiting for your approval: {what}. Approve or deny it in the web client at "
+            f"{self.approve_at} or with `navi approvals {session_id}`; the answer goes on "
+            "once it is decided.]"
+        )
+        if self.notes_as_reasoning:
+            return [self._reasoning(note + "\n")]
+        self._call_text = False  # the note is a paragraph of its own
+        piece = self._content(note)
+        self._call_text = False
+        return [piece]
 
     def _reasoning(self, text: str) -> Piece:
         self._thinking.append(text)

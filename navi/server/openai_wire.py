@@ -67,8 +67,10 @@ class StreamOptions(msgspec.Struct, kw_only=True):
 
 
 class ChatRequest(msgspec.Struct, kw_only=True):
-    """The fields Navi reads; others (``temperature``, ``max_tokens``, ``user``…) are
-    accepted and ignored: the profile decides how its model is called."""
+    """The fields Navi reads; others (``top_p``, ``seed``, ``user``…) are accepted and
+    ignored: the profile decides how its model is called. ``temperature``,
+    ``max_tokens`` (or ``max_completion_tokens``), ``stop`` and ``response_format``
+    reach every tool-loop LLM call of the run (openai_options.py)."""
 
     model: str
     messages: list[ChatMessageIn]
@@ -79,6 +81,11 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     functions: list[Any] | None = None
     function_call: Any = None
     n: int | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    response_format: dict[str, Any] | None = None
 
 
 class Turn(msgspec.Struct, frozen=True, kw_only=True):

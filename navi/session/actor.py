@@ -21,6 +21,7 @@ from actors import Actor, ActorStopped, ChildFailed, ChildStopped, MailboxFull, 
 from events.base import BaseEventStore
 from events.errors import EventDecodeError
 from events.types import (
+    CallOptions,
     Event,
     ImageRef,
     ProfileSwitched,
@@ -234,7 +235,9 @@ class SessionActor(Actor[object]):
             run_id = message.run_id or self.deps.new_id()
             self._queue.append((message, run_id, images))
             return m.RunStartedReply(run_id=run_id, after_seq=self.state.last_seq, queued=True)
-        return await self._start_run(text, images, files, message.mode, message.run_id)
+        return await self._start_run(
+            text, images, files, message.mode, message.run_id, message.call_options
+        )
 
     async def _start_run(
         self,
@@ -243,6 +246,7 @@ class SessionActor(Actor[object]):
         files: tuple[Any, ...],
         mode: Any,
         run_id: str | None = None,
+        call_options: CallOptions | None = None,
     ) -> m.RunStartedReply:
         # A post-turn compression that a crash interrupted ends before the new turn.
         await compression.abandon_interrupted(self)
@@ -262,6 +266,7 @@ class SessionActor(Actor[object]):
                 max_iterations=profile.max_iterations,
                 backend=backend.name,
                 model=self.state.chosen_model or profile.model or backend.model,
+                call_options=call_options,
             ),
         )
         await run_actor.spawn_run(self, resumed=False)
@@ -310,7 +315,9 @@ class SessionActor(Actor[object]):
         if self._queue and not self.state.run_active:
             queued, run_id, images = self._queue.popleft()
             try:
-                await self._start_run(queued.text, images, queued.files, queued.mode, run_id)
+                await self._start_run(
+                    queued.text, images, queued.files, queued.mode, run_id, queued.call_options
+                )
             except SessionError as exc:
                 log.warning("queued_message.refused", session_id=self.session_id, error=str(exc))
 

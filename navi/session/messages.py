@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from events.types import FileRef, RunMode
+from events.types import CallOptions, FileRef, RunMode
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class Send:
     # The run's id, when the sender fixed it (navi/cluster: the durable inbox row's id,
     # so a redelivered message is recognised in the log).
     run_id: str | None = None
+    # What the caller asks of the run's LLM calls (/v1), recorded in run.started.
+    call_options: CallOptions | None = None
 
 
 @dataclass(frozen=True)

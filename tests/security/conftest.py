@@ -241,7 +241,8 @@ def _env(
     )
     if users_file is not None:
         env["NAVI_USERS_FILE"] = str(users_file)
-    env.update(extra)
+    # "{llm_url}" in a value: the fake LLM's URL (e.g. OPENAI_BASE_URL="{llm_url}/v1").
+    env.update({name: value.replace("{llm_url}", llm_url) for name, value in extra.items()})
     return env
 
 

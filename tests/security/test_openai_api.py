@@ -196,3 +196,56 @@ def test_a_remote_image_url_is_refused_and_never_fetched(
     assert "does not fetch remote images" in caught.value.message
     assert len(server.llm.requests) == calls
     assert len(sessions_of(server, "")) == sessions  # nothing was created
+
+
+def test_another_users_idempotency_key_never_reaches_my_run(
+    users_server: NaviServerProcess,
+) -> None:
+    server = users_server
+    server.llm.script(Reply(text="Alice's secret answer."), Reply(text="Bob's own answer."))
+    body = {"model": "navi/secretary", "messages": [{"role": "user", "content": "Hello"}]}
+    key = {"idempotency-key": "shared-key-1"}
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        alice = http.post(
+            "/v1/chat/completions", json=body, headers={**key, "authorization": f"Bearer {ALICE}"}
+        )
+        bob = http.post(
+            "/v1/chat/completions", json=body, headers={**key, "authorization": f"Bearer {BOB}"}
+        )
+    assert alice.status_code == bob.status_code == 200
+    assert bob.json()["choices"][0]["message"]["content"] == "Bob's own answer."
+    assert bob.headers["x-navi-session"] != alice.headers["x-navi-session"]
+    assert "idempotent-replayed" not in bob.headers
+    # An over-long key is refused before anything runs.
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        long_key = http.post(
+            "/v1/chat/completions",
+            json=body,
+            headers={"idempotency-key": "k" * 300, "authorization": f"Bearer {BOB}"},
+        )
+    assert long_key.status_code == 400
+
+
+def test_cors_answers_only_listed_origins_and_only_on_v1(start_navi: StartNavi) -> None:
+    listed = "http://127.0.0.1:9"
+    server = start_navi(env={"NAVI_ALLOWED_ORIGINS": listed}, canary_row=False)
+    preflight = {
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type",
+    }
+    with httpx.Client(base_url=server.url, timeout=30) as http:
+        ok = http.options("/v1/chat/completions", headers={"origin": listed, **preflight})
+        assert ok.status_code == 200
+        assert ok.headers["access-control-allow-origin"] == listed
+        assert "access-control-allow-credentials" not in ok.headers
+        evil = "http://evil.example"
+        refused = http.options("/v1/chat/completions", headers={"origin": evil, **preflight})
+        assert "access-control-allow-origin" not in refused.headers
+        # The Origin check still stands: an unlisted page's POST is refused.
+        body = {"model": "navi/secretary", "messages": [{"role": "user", "content": "hi"}]}
+        post = http.post("/v1/chat/completions", json=body, headers={"origin": evil})
+        assert post.status_code == 403 and "access-control-allow-origin" not in post.headers
+        # Outside /v1 a listed origin gets no CORS either.
+        sessions = http.get("/sessions", headers={"origin": listed})
+        assert "access-control-allow-origin" not in sessions.headers
+    assert server.llm.requests == []

@@ -20,7 +20,7 @@ import pytest
 from events.memory import InMemoryEventStore
 from navi.blobs import BlobStore
 from navi.run.state import RunState, state_at
-from navi.server import openai_api
+from navi.server import openai_runs
 from navi.server.openai_errors import OpenAIError
 from navi.server.openai_history import seed_session, session_turns, turn_key
 from navi.server.openai_wire import SYSTEM_NOTE, ChatMessageIn, conversation
@@ -500,7 +500,7 @@ def _sse_lines(response: httpx.Response) -> list[str]:
 def test_a_silent_run_sends_keep_alive_comments(
     navi_server: RunningServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(openai_api, "KEEPALIVE_S", 0.2)
+    monkeypatch.setattr(openai_runs, "KEEPALIVE_S", 0.2)
     navi_server.fake_llm.script(Reply(text="At last.", delay_first=1.5))
     body = {
         "model": "navi/secretary",
