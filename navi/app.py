@@ -158,9 +158,7 @@ class Navi:
                 timeout_s=settings.tools.default_timeout_s,
                 places=sandbox_places(settings),
             )
-            memory_worker = MemoryWorker(
-                memory, llm, idle_seconds=settings.memory_idle_minutes * 60
-            )
+            memory_worker = MemoryWorker(memory, llm, idle_seconds=settings.memory_extract_after_s)
             session_tools = SessionTools(profiles, store, new_id)
             run_deps = RunDeps(
                 settings=settings,
@@ -175,8 +173,13 @@ class Navi:
                 context_window=lambda p: navi.context_window(p),
                 user_settings=user_settings.get,
             )
-            # Compression first: a later worker sees the compressed context.
-            post_turn: tuple[Worker, ...] = (CompressionWorker(run_deps), *workers)
+            # Compression first: a later worker sees the compressed context. The memory
+            # worker is told the run ended, to read the session once it has been quiet.
+            post_turn: tuple[Worker, ...] = (
+                CompressionWorker(run_deps),
+                *workers,
+                memory_worker.after_run,
+            )
             deps = SessionDeps(
                 store=store,
                 run=run_deps,

@@ -70,7 +70,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     compression_summary_temperature: float = 0.3
     llm_retries: int = 3
     llm_retry_backoff_s: float = 1.0
-    memory_idle_minutes: float = 30.0
+    # NAVI_MEMORY_EXTRACT_AFTER_S: a session is read for facts this long after its last
+    # event (a run ended and nothing was said since). MEMORY_IDLE_MINUTES, the older
+    # setting, still counts when the new one is not set.
+    memory_extract_after_s: float = 120.0
     # NAVI_PLANNING: "on" plans when a profile asks for it; "off" never; "auto" is "on"
     # except with the embedded model (too small to plan usefully).
     planning: str = "auto"
@@ -146,7 +149,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             llm_retries=get("LLM_RETRIES", _int, d.llm_retries),
             llm_retry_backoff_s=get("LLM_RETRY_BACKOFF_S", _float, d.llm_retry_backoff_s),
-            memory_idle_minutes=get("MEMORY_IDLE_MINUTES", _float, d.memory_idle_minutes),
+            memory_extract_after_s=get(
+                "NAVI_MEMORY_EXTRACT_AFTER_S",
+                _float,
+                get("MEMORY_IDLE_MINUTES", _float, d.memory_extract_after_s / 60) * 60,
+            ),
             planning=get("NAVI_PLANNING", _choice("auto", "on", "off"), d.planning),
             embedded_tools=get("NAVI_EMBEDDED_TOOLS", _bool, d.embedded_tools),
             tool_approval=get("NAVI_TOOL_APPROVAL", _choice("ask", "auto"), d.tool_approval),

@@ -56,6 +56,7 @@ log = structlog.get_logger(__name__)
 
 IDLE_SECONDS = 30 * 60
 SWEEP_INTERVAL = 5 * 60
+AFTER_RUN_MARGIN = 1.0  # past the quiet time, so that the session counts as idle
 # About 3,000 tokens of conversation per call: fits small local models with room to answer.
 MAX_CHUNK_CHARS = 12_000
 MAX_ATTEMPTS = 3
@@ -113,25 +114,47 @@ class MemoryWorker:
         self._session_users: dict[str, str | None] = {}
         self._sweep_lock = anyio.Lock()
         self._wake = anyio.Event()
+        # When runs ended: a sweep is due once each session has been quiet long enough.
+        self._due: list[float] = []
+        self._sweep_asked = False
         service.on_change = lambda _user: self.trigger()
 
     # ------------------------------------------------------------ scheduling
 
     def trigger(self) -> None:
         """Ask for a sweep soon (handled by ``run_periodic``); never blocks, never fails."""
+        self._sweep_asked = True
         self._wake.set()
 
+    async def after_run(self, _host: object) -> None:
+        """A post-turn worker (``navi.run.workers``): a run ended, so a sweep is due once
+        its session has been quiet for ``idle_seconds`` (not at the next periodic one)."""
+        self._due.append(self.now() + self.idle_seconds + AFTER_RUN_MARGIN)
+        self._wake.set()  # run_periodic recomputes how long it waits (no sweep now)
+
+    def _wait_for(self, interval: float) -> float:
+        """Seconds until the next sweep: ``interval``, or sooner when a run's is due."""
+        now = self.now()
+        self._due = [due for due in self._due if due > now]
+        return min([interval, *(due - now for due in self._due)])
+
     async def run_periodic(self, interval: float = SWEEP_INTERVAL) -> None:
-        """Sweep now, then every ``interval`` seconds or when triggered, until cancelled.
-        A failed sweep is logged; the next one tries again."""
+        """Sweep now, then every ``interval`` seconds, when a run's sweep is due (see
+        ``after_run``) or when triggered, until cancelled. A failed sweep is logged; the
+        next one tries again."""
+        sweep = True
         while True:
             self._wake = anyio.Event()
-            try:
-                await self.process_stale()
-            except Exception:
-                log.exception("memory.sweep_failed")
-            with anyio.move_on_after(interval):
+            if sweep:
+                self._sweep_asked = False
+                try:
+                    await self.process_stale()
+                except Exception:
+                    log.exception("memory.sweep_failed")
+            # A run that ended only wakes this loop to wait less; a trigger() sweeps.
+            with anyio.move_on_after(self._wait_for(interval)) as waited:
                 await self._wake.wait()
+            sweep = waited.cancelled_caught or self._sweep_asked
 
     # ------------------------------------------------------------ sweeps
 
