@@ -7,6 +7,9 @@
 - ``PATCH /memory/facts/{fact_id}`` with ``{"value": "..."}`` → the edited fact.
 - ``DELETE /memory/facts/{fact_id}`` → forgets it.
 - ``GET /memory/summary`` → the summary, and the message runs get.
+- ``GET /memory/status`` → ``{fact_count, updated_at, cannot_extract, extract_after_s}``:
+  what the web client polls to say "Memory updated" (``updated_at`` moved) and, once,
+  that the model cannot pick out facts (its last extraction answer was unusable).
 
 Errors are ``{"error": "..."}``: 400 (body not JSON), 422 (wrong fields), 404 (no such
 fact, or forgotten). The user is ``request.scope["navi_user"].id`` when the server's
@@ -163,7 +166,23 @@ def memory_routes(service_getter: ServiceGetter) -> list[Route]:
             }
         )
 
+    async def get_status(request: Request) -> Response:
+        service = service_getter(request)
+        state = await service.state(user_id_of(request))
+        active = state.active()
+        latest = max((fact.updated_at for fact in active), default=None)
+        return json_response(
+            {
+                "fact_count": len(active),
+                "updated_at": None if latest is None else iso_time(latest),
+                # An unusable answer waits for its retry: the model cannot do the job.
+                "cannot_extract": bool(state.failures),
+                "extract_after_s": service.extract_after_s,
+            }
+        )
+
     return [
+        Route("/memory/status", _guarded(get_status), methods=["GET"]),
         Route("/memory/facts", _guarded(list_facts), methods=["GET"]),
         Route("/memory/facts/{fact_id}", _guarded(get_fact), methods=["GET"]),
         Route("/memory/facts/{fact_id}", _guarded(edit_fact), methods=["PATCH"]),

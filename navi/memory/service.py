@@ -53,6 +53,9 @@ class MemoryService:
         # Called with the user id after a user's facts changed by hand (edit, forget):
         # the worker uses it to rewrite the summary soon.
         self.on_change: Callable[[str], None] | None = None
+        # How long after a run a session is read for facts (the worker sets it): the web
+        # client polls ``GET /memory/status`` then, to say "Memory updated".
+        self.extract_after_s: float | None = None
 
     # ------------------------------------------------------------ reading
 

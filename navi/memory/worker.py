@@ -118,6 +118,7 @@ class MemoryWorker:
         self._due: list[float] = []
         self._sweep_asked = False
         service.on_change = lambda _user: self.trigger()
+        service.extract_after_s = idle_seconds
 
     # ------------------------------------------------------------ scheduling
 

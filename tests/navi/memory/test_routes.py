@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from events.memory import InMemoryEventStore
-from events.types import MemorySummaryUpdated
+from events.types import MemoryExtractionFailed, MemorySummaryUpdated
 from navi.memory.facts import fact_id, memory_stream_id
 from navi.memory.routes import memory_routes
 from navi.memory.service import MemoryService
@@ -186,3 +186,29 @@ async def test_the_user_comes_from_the_request(service: MemoryService) -> None:
         assert await get(client, "/memory/facts") == []
         await get(client, f"/memory/facts/{EDITOR}", 404)
         assert (await get(client, "/memory/summary"))["message"] is None
+
+
+async def test_the_status_the_web_client_polls(service: MemoryService) -> None:
+    service.extract_after_s = 120.0
+    async with client_for(service) as client:
+        shown = await get(client, "/memory/status")
+        assert shown == {
+            "fact_count": 2,
+            "updated_at": iso_time(T0),
+            "cannot_extract": False,
+            "extract_after_s": 120.0,
+        }
+        last = await service.store.last_seq(memory_stream_id("local"))
+        await service.store.append(
+            memory_stream_id("local"),
+            [MemoryExtractionFailed(session_id="s1", from_seq=0, to_seq=6, error="not JSON")],
+            expected_seq=last,
+        )
+        assert (await get(client, "/memory/status"))["cannot_extract"] is True
+    async with client_for(service, user_id="bob") as bob:
+        assert await get(bob, "/memory/status") == {
+            "fact_count": 0,
+            "updated_at": None,
+            "cannot_extract": False,
+            "extract_after_s": 120.0,
+        }
