@@ -98,6 +98,11 @@ export const api = {
   tools: () => request('GET', '/agents/tools'),
   settings: () => request('GET', '/settings'),
   saveSettings: (changes) => request('PATCH', '/settings', { json: changes }),
+  // The Memory page (docs/memory.md).
+  memoryFacts: () => request('GET', '/memory/facts'),
+  memoryStatus: () => request('GET', '/memory/status'),
+  editFact: (factId, value) => request('PATCH', `/memory/facts/${id(factId)}`, { json: { value } }),
+  forgetFact: (factId) => request('DELETE', `/memory/facts/${id(factId)}`),
   // Replay and debugging (docs/replay.md).
   sessionState: (sessionId, at) => request('GET', `/sessions/${id(sessionId)}/state`, { query: { at } }),
   llmRequest: (sessionId, seq) => request('GET', `/sessions/${id(sessionId)}/llm-requests/${seq}`),

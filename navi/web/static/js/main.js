@@ -12,8 +12,10 @@ import { confirmDialog } from './dialogs.js';
 import { $ } from './dom.js';
 import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
 import { highestSeq, renderHistory } from './history.js';
+import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
 import { llmActivity, mountLLMStatus } from './llm_status.js';
+import { mountMemoryNotices, openMemory } from './memory.js';
 import { mountModelPicker } from './model_picker.js';
 import { ReplayView } from './replay.js';
 import { mountForkActions } from './replay_actions.js';
@@ -106,6 +108,12 @@ subscribe('sessions', mountVersions(view.inner, {
 mountProfileSwitcher($('#profile-select'), changeProfile);
 mountModelPicker($('#model-select'), { ensureSession });
 mountLLMStatus($('#backend-info'));
+const memoryNotices = mountMemoryNotices($('#memory-notices'), { openPage: () => navigate(MEMORY) });
+subscribe('running', () => {
+  if (!state.running) memoryNotices.runEnded();
+});
+$('#memory-button').append(icon('brain'));
+$('#memory-button').addEventListener('click', () => navigate(MEMORY));
 mountContextMeter($('#context-meter'));
 mountConnectionBanner($('#connection-banner'));
 mountTodoDock($('#todo-dock'));
@@ -158,7 +166,37 @@ subscribe(['health'], () => {
   if (empty && state.health?.demo_model && !empty.querySelector('.welcome-demo')) showEmpty();
 });
 
+const MEMORY = 'memory';
+
+/** The Memory page over whatever is shown; a fact's source opens its chat. */
+async function showMemory() {
+  const behind = route === MEMORY ? null : route;
+  route = MEMORY;
+  if (behind === null && !state.sessionId) showEmpty();
+  let source = null;
+  try {
+    source = await openMemory();
+  } catch (error) {
+    view.error(`Could not open the memory: ${error.message}`);
+  }
+  if (source) {
+    await navigate(source.session_id, { replace: true });
+    highlightSeqs(source.seqs || []);
+    return;
+  }
+  route = behind;
+  const url = behind ? `#${behind.split('/').map(encodeURIComponent).join('/')}` : location.pathname + location.search;
+  history.replaceState(null, '', url);
+}
+
+function highlightSeqs(seqs) {
+  const found = seqs.map((seq) => view.inner.querySelector(`[data-seq="${seq}"]`)).filter(Boolean);
+  for (const el of found) el.classList.add('memory-highlight');
+  found[0]?.scrollIntoView({ block: 'center' });
+}
+
 async function openSession(sessionId) {
+  if (sessionId === MEMORY) return showMemory();
   const token = ++loading;
   route = sessionId;
   disconnect();
