@@ -28,11 +28,10 @@ from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
 import anyio
 import structlog
 
-from navi.log_redaction import redact_text
+from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
 from navi.mcp.tools import adapt
-from navi.mcp.variables import hide
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
 
@@ -107,6 +106,8 @@ class ServerConnection:
         places: SandboxPlaces | None = None,
     ) -> None:
         self.entry = entry
+        # What its ${VAR}s gave never shows in a log line or an error message.
+        hide_values(entry.hidden)
         # Where a sandboxed server's home goes and what its sandbox never shows.
         self.places = places
         self.server = entry.name
@@ -236,7 +237,7 @@ class ServerConnection:
             why += "; nothing on its stderr"
         # It goes to logs, doctor and tool.failed events: no URL password nor query value,
         # nor what a ${VAR} of the entry gave.
-        return hide(redact_text(why), self.entry.hidden)
+        return redact_text(why)
 
     @property
     def _start_timeout_s(self) -> float:
@@ -333,12 +334,12 @@ class ServerConnection:
             if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
                 raise ToolError(
                     f"the MCP server '{self.server}' refused the call: "
-                    + hide(exc.error.message, self.entry.hidden)
+                    + redact_text(exc.error.message)
                 ) from None
             self._broken.set()
             raise ServerDown(
                 f"the MCP server '{self.server}' failed during the call "
-                f"({hide(redact_text(describe_error(exc)), self.entry.hidden)}); "
+                f"({redact_text(describe_error(exc))}); "
                 "Navi is restarting it"
             ) from None
 

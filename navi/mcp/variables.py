@@ -4,8 +4,10 @@ write them (VS Code's ``${env:VAR}`` too), taken from Navi's environment.
 Expanded in ``command``, ``args``, ``env``, ``url`` and ``headers``. A variable that is
 not set and has no default is an error naming it (the server is not started); so is any
 other ``${...}`` (VS Code's ``${input:...}`` prompts: Navi has nobody to prompt). The
-values taken from the environment are kept (:attr:`Expanded.hidden`) so that an error
-message that quotes one (a URL with a token in its path, say) shows ``${VAR}`` instead.
+values taken from the environment (8 characters or more) are kept
+(:attr:`Expanded.hidden`): once a server is started with them, every log line and error
+message that quotes one (a URL with a token in its path, say) shows ``${VAR}`` instead
+(:func:`navi.log_redaction.hide_values`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 _VARIABLE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 _ANY = re.compile(r"\$\{[^}]*\}?")
 # A value this short is not worth hiding (and hiding it would mangle messages).
-_HIDE_MIN = 4
+_HIDE_MIN = 8
 
 
 class VariableError(ValueError):
@@ -56,11 +58,3 @@ class Expanded:
                 f"{where} uses {leftover[0]!r}: only ${{VAR}} and ${{VAR:-default}} are expanded"
             )
         return out
-
-
-def hide(text: str, hidden: Mapping[str, str]) -> str:
-    """``text`` with every value of ``hidden`` replaced by its ``${NAME}`` (longest first)."""
-    for value in sorted(hidden, key=len, reverse=True):
-        if value in text:
-            text = text.replace(value, hidden[value])
-    return text
