@@ -47,17 +47,20 @@ def _redact_query(query: str) -> str:
 # navi/mcp/variables.py) → what is shown instead (``${VAR}``), in every log line and
 # every error redact_text passes, whatever wrote it (httpx logging a URL, say).
 _KNOWN: dict[str, str] = {}
+# Its keys, longest first (a value inside another is replaced after it).
+_ORDER: list[str] = []
 
 
 def hide_values(known: Mapping[str, str]) -> None:
     """From now on, show each key of ``known`` as its value (process-wide)."""
     _KNOWN.update(known)
+    _ORDER[:] = sorted(_KNOWN, key=len, reverse=True)
 
 
 def redact_text(text: str) -> str:
     """``text`` with every query value (but Navi's harmless ones), URL password and
     known secret value (:func:`hide_values`) redacted."""
-    for value in sorted(_KNOWN, key=len, reverse=True) if _KNOWN else ():
+    for value in _ORDER:
         if value in text:
             text = text.replace(value, _KNOWN[value])
     if "?" in text:
