@@ -12,7 +12,7 @@ one reads a log for.
 from __future__ import annotations
 
 import re
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -43,8 +43,26 @@ def _redact_query(query: str) -> str:
     return "&".join(parts)
 
 
+# Values known to be secrets (what an mcp.json ``${VAR}`` took from the environment,
+# navi/mcp/variables.py) → what is shown instead (``${VAR}``), in every log line and
+# every error redact_text passes, whatever wrote it (httpx logging a URL, say).
+_KNOWN: dict[str, str] = {}
+# Its keys, longest first (a value inside another is replaced after it).
+_ORDER: list[str] = []
+
+
+def hide_values(known: Mapping[str, str]) -> None:
+    """From now on, show each key of ``known`` as its value (process-wide)."""
+    _KNOWN.update(known)
+    _ORDER[:] = sorted(_KNOWN, key=len, reverse=True)
+
+
 def redact_text(text: str) -> str:
-    """``text`` with every query value (but Navi's harmless ones) and URL password redacted."""
+    """``text`` with every query value (but Navi's harmless ones), URL password and
+    known secret value (:func:`hide_values`) redacted."""
+    for value in _ORDER:
+        if value in text:
+            text = text.replace(value, _KNOWN[value])
     if "?" in text:
         text = _WITH_QUERY.sub(lambda m: f"{m['base']}?{_redact_query(m['query'])}", text)
     if "@" in text:
@@ -57,6 +75,6 @@ def redact_event(
 ) -> MutableMapping[str, Any]:
     """structlog processor: :func:`redact_text` on every string value of the event."""
     for key, value in event_dict.items():
-        if isinstance(value, str) and ("?" in value or "@" in value):
+        if isinstance(value, str) and ("?" in value or "@" in value or _KNOWN):
             event_dict[key] = redact_text(value)
     return event_dict

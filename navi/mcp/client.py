@@ -28,7 +28,7 @@ from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
 import anyio
 import structlog
 
-from navi.log_redaction import redact_text
+from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
 from navi.mcp.tools import adapt
@@ -69,11 +69,19 @@ class ServerStatus:
     tools: int = 0
     restarts: int = 0
     sandboxed: bool = False
+    # The server's tools its entry's "tools" filter left out.
+    dropped: tuple[str, ...] = ()
 
     def describe(self) -> str:
         where = self.transport + (", sandboxed" if self.sandboxed else "")
         if self.state == "running":
-            return f"MCP server {self.name} ({where}): running, {self.tools} tool{'' if self.tools == 1 else 's'}"
+            left_out = (
+                f' (left out by its "tools" filter: {", ".join(self.dropped)})'
+                if self.dropped
+                else ""
+            )
+            count = f"{self.tools} tool{'' if self.tools == 1 else 's'}"
+            return f"MCP server {self.name} ({where}): running, {count}{left_out}"
         why = f": {self.error}" if self.error else ""
         return f"MCP server {self.name} ({where}): {self.state}{why}"
 
@@ -98,11 +106,15 @@ class ServerConnection:
         places: SandboxPlaces | None = None,
     ) -> None:
         self.entry = entry
+        # What its ${VAR}s gave never shows in a log line or an error message.
+        hide_values(entry.hidden)
         # Where a sandboxed server's home goes and what its sandbox never shows.
         self.places = places
         self.server = entry.name
         self.registry = registry
-        self.timeout_s = timeout_s
+        # The entry's own "timeout" wins over Navi's default.
+        self.timeout_s = entry.timeout or timeout_s
+        self._dropped: tuple[str, ...] = ()
         self._client: Client | None = None
         self._broken = anyio.Event()
         # What the server listed last, as published in the registry (None: nothing yet).
@@ -129,6 +141,7 @@ class ServerConnection:
             tools=len(self.registry.external_tools(self.source)),
             restarts=self.restarts,
             sandboxed=self.entry.sandbox and bool(self.entry.command),
+            dropped=self._dropped,
         )
 
     # ------------------------------------------------------------------ life
@@ -183,7 +196,7 @@ class ServerConnection:
             client = Client(
                 transport,
                 cache=None,
-                read_timeout_seconds=START_TIMEOUT_S,
+                read_timeout_seconds=self._start_timeout_s,
                 client_info=Implementation(name="navi", version="0.1.0"),
             )
             await stack.enter_async_context(client)
@@ -197,7 +210,7 @@ class ServerConnection:
             while True:
                 with anyio.move_on_after(interval):
                     await self._broken.wait()
-                with anyio.fail_after(CHECK_TIMEOUT_S):
+                with anyio.fail_after(self.entry.timeout or CHECK_TIMEOUT_S):
                     await self._refresh(client)
 
     def _why(self, exc: BaseException, errlog: IO[bytes]) -> str:
@@ -210,8 +223,9 @@ class ServerConnection:
         )
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
-        elif isinstance(exc, TimeoutError):
-            why = "it did not answer in time"
+        elif timed_out:
+            waited = (self.entry.timeout or CHECK_TIMEOUT_S) if self._connected else None
+            why = f"it did not answer in {waited or self._start_timeout_s:g} s"
         else:
             why = describe_error(exc)
         if timed_out and not self._connected and self.entry.sandbox and not self.entry.network:
@@ -221,8 +235,14 @@ class ServerConnection:
             why += f"; its stderr: {tail}"
         elif timed_out:
             why += "; nothing on its stderr"
-        # It goes to logs, doctor and tool.failed events: no URL password nor query value.
+        # It goes to logs, doctor and tool.failed events: no URL password nor query value,
+        # nor what a ${VAR} of the entry gave.
         return redact_text(why)
+
+    @property
+    def _start_timeout_s(self) -> float:
+        """For initialize and each listing: the entry's "timeout", else START_TIMEOUT_S."""
+        return self.entry.timeout or START_TIMEOUT_S
 
     async def _refresh(self, client: Client) -> None:
         """List the tools (every page) and put them in the registry if they changed."""
@@ -241,7 +261,11 @@ class ServerConnection:
             return
         self._listed = listed
         tools: dict[str, Tool] = {}
+        # Never offered, so never callable: the registry knows only what is offered.
+        self._dropped = tuple(t.name for t in found if not self.entry.offers(t.name))
         for info in found:
+            if not self.entry.offers(info.name):
+                continue
             name = tool_name(self.server, info.name)
             if name in tools:
                 log.warning("mcp.tool_name_clash", server=self.server, tool=info.name, name=name)
@@ -256,10 +280,14 @@ class ServerConnection:
         self.registry.set_external(self.source, tools.values(), profiles=self.entry.profiles)
 
     async def _transport(self, stack: AsyncExitStack, errlog: IO[bytes]) -> Any:
+        from mcp.client.sse import sse_client
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp.client.streamable_http import streamable_http_client
 
         entry = self.entry
+        if entry.transport == "sse":
+            # The legacy transport (2024-11-05): a GET event stream and POSTed messages.
+            return sse_client(entry.url, headers=dict(entry.headers), timeout=30.0)
         if entry.url:
             import httpx2
 
@@ -305,12 +333,14 @@ class ServerConnection:
 
             if isinstance(exc, MCPError) and exc.code != CONNECTION_CLOSED:
                 raise ToolError(
-                    f"the MCP server '{self.server}' refused the call: {exc.error.message}"
+                    f"the MCP server '{self.server}' refused the call: "
+                    + redact_text(exc.error.message)
                 ) from None
             self._broken.set()
             raise ServerDown(
                 f"the MCP server '{self.server}' failed during the call "
-                f"({redact_text(describe_error(exc))}); Navi is restarting it"
+                f"({redact_text(describe_error(exc))}); "
+                "Navi is restarting it"
             ) from None
 
     def _down_message(self) -> str:

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import structlog
 
-from navi.log_redaction import redact_text
+from navi.log_redaction import hide_values, redact_text
 from navi.logs import configure_logging
 
 
@@ -118,3 +118,9 @@ def test_configuring_again_replaces_navis_handler_and_keeps_others() -> None:
 )
 def test_redact_text(text: str, expected: str) -> None:
     assert redact_text(text) == expected
+
+
+def test_known_secret_values_are_hidden_in_text() -> None:
+    hide_values({"tok-7f3a9c2e": "${A_TOKEN}", "tok-7f3a9c2e-long": "${LONGER}"})
+    text = "GET http://127.0.0.1/tok-7f3a9c2e/mcp and tok-7f3a9c2e-long"
+    assert redact_text(text) == "GET http://127.0.0.1/${A_TOKEN}/mcp and ${LONGER}"

@@ -2,6 +2,7 @@
 
     python mcp_test_server.py stdio
     python mcp_test_server.py http <port>      # Streamable HTTP at http://127.0.0.1:<port>/mcp
+    python mcp_test_server.py sse <port>       # legacy SSE at http://127.0.0.1:<port>/sse
 
 Every call it receives is appended to the file ``MCP_TEST_LOG`` names (one JSON line:
 ``{"event": "called", "tool", "arguments"}``; ``{"event": "cancelled", "tool"}`` when a
@@ -150,5 +151,7 @@ if extra:
 if __name__ == "__main__":
     if sys.argv[1] == "http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    elif sys.argv[1] == "sse":
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")

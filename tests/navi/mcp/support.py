@@ -40,16 +40,17 @@ def calls(log: Path) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def http_server(log: Path) -> Iterator[str]:
-    """The test server on Streamable HTTP at 127.0.0.1 (a subprocess); yields its URL."""
+def http_server(log: Path, transport: str = "http") -> Iterator[str]:
+    """The test server on Streamable HTTP (or legacy SSE: ``transport="sse"``) at
+    127.0.0.1 (a subprocess); yields its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVER_SCRIPT), "http", str(port)],
+        [sys.executable, str(SERVER_SCRIPT), transport, str(port)],
         env={"MCP_TEST_LOG": str(log), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}/mcp"
+    url = f"http://127.0.0.1:{port}/{'sse' if transport == 'sse' else 'mcp'}"
     try:
         deadline = time.monotonic() + SERVER_START_S
         while time.monotonic() < deadline:

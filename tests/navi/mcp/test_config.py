@@ -123,3 +123,88 @@ def test_rw_paths_are_absolute_without_dotdot_and_only_for_a_sandbox() -> None:
         ("open", '"sandbox": true'),
     ]:
         assert f"server {name!r}: " in problems and why in problems, (name, problems)
+
+
+def test_variables_are_expanded_from_the_environment() -> None:
+    environ = {"TOKEN": "s3cret-token", "HOST": "127.0.0.1", "EMPTY": ""}
+    config = parse_config(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "web": {
+                        "url": "http://${HOST}:${PORT:-9000}/mcp",
+                        "headers": {"Authorization": "Bearer ${TOKEN}"},
+                    },
+                    "local": {
+                        "command": "${BIN:-npx}",
+                        "args": ["--dir", "${env:HOST}", "${EMPTY:-fallback}", "$HOME"],
+                        "env": {"API_KEY": "${TOKEN}", "LEVEL": "${LEVEL:-info}"},
+                    },
+                    "unset": {"command": "x", "env": {"KEY": "${NOT_SET_ANYWHERE}"}},
+                    "prompt": {"command": "x", "args": ["${input:api-key}"]},
+                }
+            }
+        ),
+        environ=environ,
+    )
+    web, local = config.servers["web"], config.servers["local"]
+    assert web.url == "http://127.0.0.1:9000/mcp"
+    assert web.headers == {"Authorization": "Bearer s3cret-token"}
+    assert web.hidden == {"s3cret-token": "${TOKEN}", "127.0.0.1": "${HOST}"}
+    assert local.command == "npx"
+    assert local.args == ("--dir", "127.0.0.1", "fallback", "$HOME")
+    assert local.env == {"API_KEY": "s3cret-token", "LEVEL": "info"}
+    assert set(config.servers) == {"web", "local"}
+    problems = "\n".join(config.errors)
+    assert "server 'unset': \"env\" KEY uses ${NOT_SET_ANYWHERE}, which is not set" in problems
+    assert "server 'prompt': \"args\" uses '${input:api-key}'" in problems
+    assert "s3cret" not in problems
+
+
+def test_vs_codes_servers_key_and_types() -> None:
+    config = parse_config(
+        json.dumps(
+            {
+                "servers": {
+                    "vs": {"type": "stdio", "command": "x"},
+                    "legacy": {"type": "sse", "url": "http://127.0.0.1:1/sse"},
+                    "stream": {"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"},
+                    "twice": {"command": "x"},
+                    "wrong": {"type": "sse", "command": "x"},
+                    "ws": {"type": "websocket", "url": "http://127.0.0.1:1/"},
+                },
+                "mcpServers": {
+                    "claude": {"url": "http://127.0.0.1:1/mcp"},
+                    "twice": {"command": "y"},
+                },
+            }
+        )
+    )
+    transports = {n: e.transport for n, e in config.servers.items()}
+    assert transports == {"vs": "stdio", "legacy": "sse", "stream": "http", "claude": "http"}
+    problems = "\n".join(config.errors)
+    assert "server 'twice': named in both" in problems
+    assert "server 'wrong': \"type\": 'sse' does not go with \"command\"" in problems
+    assert "server 'ws': \"type\" 'websocket' is not one of" in problems
+
+
+def test_tool_filters_and_timeouts() -> None:
+    config = parse_config(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "a": {"command": "x", "tools": {"allow": ["echo", "add"], "deny": ["add"]}},
+                    "b": {"command": "x", "tools": {"deny": ["explode"]}, "timeout": 2.5},
+                    "c": {"command": "x", "tools": {"alow": ["echo"]}},
+                    "d": {"command": "x", "timeout": 0},
+                }
+            }
+        )
+    )
+    a, b = config.servers["a"], config.servers["b"]
+    assert [t for t in ("echo", "add", "explode") if a.offers(t)] == ["echo"]
+    assert [t for t in ("echo", "add", "explode") if b.offers(t)] == ["echo", "add"]
+    assert (a.timeout, b.timeout) == (None, 2.5)
+    problems = "\n".join(config.errors)
+    assert "server 'c': " in problems and "alow" in problems
+    assert "server 'd': \"timeout\"" in problems

@@ -17,11 +17,19 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_doctor_reports_each_mcp_server(tmp_path: Path) -> None:
+    silent = [sys.executable, "-c", "import sys, time\nsys.stdin.read()\ntime.sleep(60)"]
     config = write_config(
         tmp_path / "mcp.json",
-        {"ok": stdio_entry(tmp_path / "log"), "missing": {"command": "/no/such/mcp"}},
+        {
+            "ok": stdio_entry(tmp_path / "log"),
+            "missing": {"command": "/no/such/${MCP_DOCTOR_SECRET}"},
+            "picky": stdio_entry(tmp_path / "log", tools={"deny": ["explode", "slow"]}),
+            "mute": {"command": silent[0], "args": silent[1:], "timeout": 1},
+            "unset": {"command": "x", "env": {"K": "${MCP_DOCTOR_UNSET}"}},
+        },
     )
     env = {
+        "MCP_DOCTOR_SECRET": "doctor-secret-5e1f",
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "PYTHONPATH": str(ROOT),
@@ -40,7 +48,18 @@ def test_doctor_reports_each_mcp_server(tmp_path: Path) -> None:
         timeout=120,
     )
     out = done.stdout
-    assert f"✓ MCP config {config}: 2 servers" in out, out + done.stderr
-    assert re.search(r"✓ MCP server ok \(stdio\): running, \d+ tools", out)
-    assert "✗ MCP server missing (stdio): failed: command not found: /no/such/mcp" in out
+    assert f"✗ MCP config {config}: 4 servers" in out, out + done.stderr
+    assert "server 'unset': \"env\" K uses ${MCP_DOCTOR_UNSET}, which is not set" in out
+    assert re.search(r"✓ MCP server ok \(stdio\): running, \d+ tools\n", out)
+    assert re.search(
+        r"✓ MCP server picky \(stdio\): running, \d+ tools "
+        r'\(left out by its "tools" filter: explode, slow\)',
+        out,
+    ), out
+    assert "✗ MCP server mute (stdio): failed: it did not answer in 1 s" in out
+    missing = (
+        "✗ MCP server missing (stdio): failed: command not found: /no/such/${MCP_DOCTOR_SECRET}"
+    )
+    assert missing in out
+    assert "doctor-secret-5e1f" not in out + done.stderr
     assert done.returncode == 1  # the missing server (and the LLM) are problems
