@@ -100,6 +100,50 @@ def create_app(
     )
     # The run checks each tool call against the same users (navi/run/permissions.py).
     factory = navi_factory or (lambda: Navi.open(settings, env=env, users=users))
+    app = Starlette(
+        routes=[
+            *routes.ROUTES,
+            *approvals.ROUTES,
+            *llm_routes.ROUTES,
+            *settings_routes.ROUTES,
+            *AUTH_ROUTES,
+            Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
+            Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
+            *memory_routes(lambda request: state_of(request).navi.memory),
+            *replay_routes.ROUTES,
+            *openai_api.ROUTES,
+            *openai_edge.CATCH_ALL,
+            WebSocketRoute("/ws/sessions/{session_id}", session_socket),
+            WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
+            Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
+            *_web_client(),
+        ],
+        exception_handlers={
+            SessionError: _session_error,
+            HTTPError: _http_error,
+            UnknownProfile: _unknown_profile,
+            HTTPException: _not_found,
+            Exception: _internal,
+            **replay_routes.EXCEPTION_HANDLERS,
+            **bodies.EXCEPTION_HANDLERS,
+        },
+        lifespan=_lifespan(settings, factory, on_started),
+    )
+    _guard_bodies(app, settings)
+    _add_middleware(app, settings, users)
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
+        log.warning(
+            "server.hosts_not_listed",
+            message="Navi listens on every interface but answers only to localhost: list "
+            "the names and addresses clients use in NAVI_ALLOWED_HOSTS",
+        )
+    return app
+
+
+def _lifespan(
+    settings: Settings, factory: NaviFactory, on_started: Callable[[], object] | None
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: Navi open, the server's state made, the files' cleaner run."""
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -132,35 +176,11 @@ def create_app(
             finally:
                 tg.cancel_scope.cancel()
 
-    app = Starlette(
-        routes=[
-            *routes.ROUTES,
-            *approvals.ROUTES,
-            *llm_routes.ROUTES,
-            *settings_routes.ROUTES,
-            *AUTH_ROUTES,
-            Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
-            Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
-            *memory_routes(lambda request: state_of(request).navi.memory),
-            *replay_routes.ROUTES,
-            *openai_api.ROUTES,
-            *openai_edge.CATCH_ALL,
-            WebSocketRoute("/ws/sessions/{session_id}", session_socket),
-            WebSocketRoute("/ws/sessions/{session_id}/replay", replay_socket),
-            Route("/openapi.json", openapi_schema, methods=["GET"], include_in_schema=False),
-            *_web_client(),
-        ],
-        exception_handlers={
-            SessionError: _session_error,
-            HTTPError: _http_error,
-            UnknownProfile: _unknown_profile,
-            HTTPException: _not_found,
-            Exception: _internal,
-            **replay_routes.EXCEPTION_HANDLERS,
-            **bodies.EXCEPTION_HANDLERS,
-        },
-        lifespan=lifespan,
-    )
+    return lifespan
+
+
+def _guard_bodies(app: Starlette, settings: Settings) -> None:
+    """Every route's request body bounded; the few that take more say so."""
     app.state.max_body_bytes = settings.max_body_bytes
     guard_bodies(
         app.routes,
@@ -177,8 +197,11 @@ def create_app(
             ),
         },
     )
-    # add_middleware puts each one outside the ones before it: the Host is checked
-    # first, then the security headers wrap everything, then the Origin, then the user.
+
+
+def _add_middleware(app: Starlette, settings: Settings, users: Users) -> None:
+    """add_middleware puts each one outside the ones before it: the Host is checked
+    first, then the security headers wrap everything, then the Origin, then the user."""
     tickets = WsTickets(users, secret=settings.ws_ticket_secret)
     app.state.ws_tickets = tickets
     cluster = settings.database_url.startswith("postgres")
@@ -204,13 +227,6 @@ def create_app(
     )
     # Outside all: /v1 answers its errors in OpenAI's shape, the edge's included.
     app.add_middleware(openai_errors.OpenAIErrorShape)
-    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:
-        log.warning(
-            "server.hosts_not_listed",
-            message="Navi listens on every interface but answers only to localhost: list "
-            "the names and addresses clients use in NAVI_ALLOWED_HOSTS",
-        )
-    return app
 
 
 def _origin(text: str) -> SiteOrigin:
