@@ -34,10 +34,11 @@ from navi.config import Settings
 from navi.ids import new_id, session_folder
 from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
+from navi.llm.connection import Connection, KeyFile, connection_settings, mask_key, verify
 from navi.llm.errors import LLMError
 from navi.llm.missing import MissingBackend
 from navi.llm.selection import PROBE_TIMEOUT, select_backend
-from navi.llm.settings import LLMSettingsError, server_llm_settings
+from navi.llm.settings import LLMSettingsError
 from navi.mcp import McpManager
 from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
@@ -65,15 +66,19 @@ class RunFailedError(SessionError):
     status = 502
 
 
-async def _first_backend(settings: Settings, saved_url: str) -> LLMBackend:
-    """The backend at start-up: at the URL saved on the settings page, if any and it can
-    be used, else as the environment says (a bad saved URL must not keep Navi down), else
-    a :class:`MissingBackend` that says how to connect one (no LLM must not either)."""
-    if saved_url:
+async def _first_backend(settings: Settings, saved: Connection) -> LLMBackend:
+    """The backend at start-up: the connection saved on the settings page, if any and it
+    can be used, else as the environment says (a bad saved one must not keep Navi down),
+    else a :class:`MissingBackend` that says how to connect one (no LLM must not either)."""
+    if saved.kind or saved.url:
         try:
-            return await select_backend(server_llm_settings(settings.llm, saved_url))
+            chosen = connection_settings(settings.llm, saved)
+            try:  # as when it was saved (an OpenAI-compatible server's first model)
+                return (await verify(chosen))[0]
+            except LLMError:  # down for now: as the settings say, it may come back
+                return await select_backend(chosen)
         except (LLMError, LLMSettingsError) as exc:
-            log.warning("llm.saved_backend_url_unusable", url=saved_url, error=str(exc))
+            log.warning("llm.saved_connection_unusable", url=saved.url, error=str(exc))
     try:
         return await select_backend(settings.llm)
     except LLMError as exc:  # no LLM at all: Navi starts, and says how to connect one
@@ -147,9 +152,9 @@ class Navi:
         ):
             navi: Navi
             user_settings = SettingsService(store)
-            # The backend URL an admin saved on the settings page wins over the environment.
-            saved_url = (await user_settings.get(SERVER)).backend_url
-            llm = backend or await _first_backend(settings, saved_url)
+            # The connection an admin saved on the settings page wins over the environment.
+            saved = await _saved_connection(settings, user_settings)
+            llm = backend or await _first_backend(settings, saved)
             memory = MemoryService(store)
             blobs = BlobStore(settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024)
             mcp = McpManager(
@@ -244,20 +249,27 @@ class Navi:
         self._windows[profile.id] = await backend.context_window(profile.model, profile.num_ctx)
         return backend
 
-    async def use_backend_url(self, url: str) -> LLMBackend:
-        """Talk to the LLM server at ``url`` from the next call on ("": the environment's
-        again), chosen as at start-up; the choice is kept in the server's settings.
-        Raises ``LLMSettingsError`` for a URL that is not one."""
-        if self.settings.llm.backend == "embedded":
-            raise LLMSettingsError("the embedded backend has no URL (NAVI_LLM_BACKEND=embedded)")
-        new = await select_backend(server_llm_settings(self.settings.llm, url))
+    async def use_connection(self, connection: Connection) -> list[str]:
+        """Talk to the LLM server of ``connection`` from the next call on (kind and URL
+        "": the environment's again), chosen as at start-up, once it listed its models
+        (their names are returned); the connection is kept in the server's settings,
+        its key in the key file. Raises ``LLMSettingsError`` for a URL that is not one,
+        ``LLMError`` (the exact reason) for a server that cannot be used: nothing is
+        saved then."""
+        new, models = await verify(connection_settings(self.settings.llm, connection))
         if self.user_settings is not None:
-            await self.user_settings.update(SERVER, SettingsUpdated(backend_url=url))
+            KeyFile(self.settings.llm_key_path).write(connection.api_key)
+            change = SettingsUpdated(
+                backend_url=connection.url,
+                backend_type=connection.kind,
+                api_key_hint=mask_key(connection.api_key),
+            )
+            await self.user_settings.update(SERVER, change)
         self._retired.append(self.backend)
         self.backend = new
         self._windows.clear()
         await self.backend_for(self.profiles.get(self.profiles.default_id))
-        return new
+        return [model.name for model in models]
 
     def context_window(self, profile: Profile | None = None) -> int:
         """The context window, in tokens, of the model the profile's turns use (the
@@ -379,3 +391,10 @@ class Navi:
     def files_dir(self, session_id: str) -> Path:
         """The session's files folder; ``InvalidId`` unless the id is a UUID."""
         return session_folder(self.settings.files_root, session_id)
+
+
+async def _saved_connection(settings: Settings, user_settings: SettingsService) -> Connection:
+    """The connection saved on the settings page (its key from the key file)."""
+    server = await user_settings.get(SERVER)
+    key = KeyFile(settings.llm_key_path).read() if server.api_key_hint else ""
+    return Connection(kind=server.backend_type, url=server.backend_url, api_key=key)

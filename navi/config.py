@@ -198,6 +198,12 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         return self._data_root / "mcp.json"
 
     @property
+    def llm_key_path(self) -> Path:
+        """Where the API key saved on the settings page is kept (mode 0600; never in
+        the event log: navi/llm/connection.py)."""
+        return self._data_root / "secrets" / "llm_api_key"
+
+    @property
     def _data_root(self) -> Path:
         # Settings made in code have no data folder: the session files' parent stands in.
         return Path(self.data_dir) if self.data_dir else self.files_root.absolute().parent

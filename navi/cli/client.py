@@ -100,7 +100,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     async def run() -> None:
         await _doctor_data(settings, line)
         try:
-            for finding in await diagnose_llm(settings.llm):
+            for finding in await diagnose_llm(await _saved_llm_settings(settings)):
                 line(finding.ok, finding.text)
         except Exception as exc:
             line(False, f"LLM: {exc}")
@@ -164,6 +164,34 @@ async def _doctor_data(settings: Any, line: Any) -> None:
             line(True, f"database {shown}: {plural(len(heads), 'stream')}")
     except Exception as exc:
         line(False, f"database {shown}: {redact_url(str(exc))}")
+
+
+async def _saved_llm_settings(settings: Any) -> Any:
+    """The LLM settings as ``navi serve`` uses them: the connection saved on the settings
+    page (type, URL, the key file's key) over the environment's. A database not there
+    yet is not made (doctor only looks)."""
+    from events.factory import store_for_url
+    from navi.llm.connection import Connection, KeyFile, connection_settings
+    from navi.user_settings import SERVER, SettingsService
+
+    scheme, _, path = settings.database_url.partition(":///")
+    sqlite_file = scheme.lower() in {"sqlite", "sqlite+aiosqlite"} and ":memory:" not in path
+    if sqlite_file and path and not await anyio.Path(path).exists():
+        return settings.llm
+    try:
+        async with store_for_url(settings.database_url) as store:
+            saved = await SettingsService(store).get(SERVER)
+    except Exception:  # the database line says what is wrong with it
+        return settings.llm
+    if not (saved.backend_type or saved.backend_url):
+        return settings.llm
+    key = KeyFile(settings.llm_key_path).read() if saved.api_key_hint else ""
+    where = saved.backend_url or "the environment's URL"
+    sys.stdout.write(
+        f"  LLM connection saved in Settings: {saved.backend_type or 'as set'} at {where}\n"
+    )
+    connection = Connection(kind=saved.backend_type, url=saved.backend_url, api_key=key)
+    return connection_settings(settings.llm, connection)
 
 
 async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:

@@ -14,6 +14,7 @@ import msgspec
 
 from navi.llm.auto import AutoBackend, backend_in_use, model_choice_of
 from navi.llm.base import LLMBackend
+from navi.llm.connection import verify
 from navi.llm.embedded import EmbeddedBackend
 from navi.llm.errors import LLMError, redact_url
 from navi.llm.selection import select_backend
@@ -44,7 +45,10 @@ def is_demo_model(backend: LLMBackend) -> bool:
 async def diagnose_llm(settings: LLMSettings) -> list[Finding]:
     """The backend ``settings`` choose, its models and its context window."""
     try:
-        backend = await select_backend(settings)
+        try:  # as navi serve chooses it (an OpenAI-compatible server's first model)
+            backend, _ = await verify(settings)
+        except LLMError:  # the models line below says why
+            backend = await select_backend(settings)
     except LLMError as exc:
         return [Finding(ok=False, text=f"LLM: {exc}")]
     try:

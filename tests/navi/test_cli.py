@@ -63,3 +63,49 @@ def test_doctor_warns_when_private_urls_are_open(tmp_path: Path) -> None:
 
     assert "NAVI_ALLOW_PRIVATE_URLS" not in doctor()
     assert "! warning: NAVI_ALLOW_PRIVATE_URLS=1" in doctor(NAVI_ALLOW_PRIVATE_URLS="1")
+
+
+def test_doctor_reads_the_connection_saved_in_settings(tmp_path: Path) -> None:
+    import anyio
+
+    from events.factory import store_for_url
+    from events.settings_events import SettingsUpdated
+    from navi.llm.connection import KeyFile, mask_key
+    from navi.user_settings import SERVER, SettingsService
+    from tests.support.fake_llm import FakeLLMServer
+
+    key = "sk-doctor-key-9d2c4b7e"
+    database = f"sqlite:///{tmp_path / 'navi.db'}"
+    with FakeLLMServer.in_thread(models=("gpt-doctor",), api_key=key) as openai:
+
+        async def save() -> None:
+            async with store_for_url(database) as store:
+                change = SettingsUpdated(
+                    backend_type="openai",
+                    backend_url=f"{openai.url}/v1",
+                    api_key_hint=mask_key(key),
+                )
+                await SettingsService(store).update(SERVER, change)
+
+        anyio.run(save)
+        KeyFile(tmp_path / "data" / "secrets" / "llm_api_key").write(key)
+        done = subprocess.run(
+            [sys.executable, "-m", "navi.cli", "doctor"],
+            env={
+                "PATH": "/usr/bin:/bin",
+                "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+                "NAVI_DATABASE_URL": database,
+                "NAVI_DATA_DIR": str(tmp_path / "data"),
+                "OLLAMA_HOST": "http://127.0.0.1:1",
+                "TOOLS_DIR": str(tmp_path / "tools"),
+                "HOME": str(tmp_path),
+            },
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert openai.received[-1].headers["authorization"] == f"Bearer {key}"
+    assert f"✓ LLM: openai at {openai.url}/v1, model gpt-doctor" in done.stdout, done.stdout
+    assert "✓ models available: gpt-doctor" in done.stdout
+    assert key not in done.stdout + done.stderr

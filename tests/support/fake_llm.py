@@ -198,9 +198,13 @@ class ScriptedLLM:
 class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
     """The script served over HTTP on 127.0.0.1 (``port`` 0: any free one)."""
 
-    def __init__(self, replies: Sequence[Reply] = (), *, port: int = 0, **script: Any) -> None:
+    def __init__(
+        self, replies: Sequence[Reply] = (), *, port: int = 0, api_key: str = "", **script: Any
+    ) -> None:
         super().__init__(replies, **script)
         self._port = port
+        # Set: the OpenAI routes (/v1/…) answer 401 without "Authorization: Bearer <key>".
+        self.api_key = api_key
         self._task_group: anyio.abc.TaskGroup | None = None
         self._listener: anyio.abc.Listener[anyio.abc.SocketStream] | None = None
         self.url = ""
@@ -295,6 +299,14 @@ class FakeLLMServer(ScriptedLLM, AbstractAsyncContextManager["FakeLLMServer"]):
         route = (request.method, request.path)
         if isinstance(request.body, _BadBody):
             return await _send_json(client, 400, {"error": request.body.message})
+        wanted = f"Bearer {self.api_key}"
+        if (
+            self.api_key
+            and request.path.startswith("/v1/")
+            and (request.headers.get("authorization") != wanted)
+        ):
+            error = {"message": "Incorrect API key provided.", "type": "invalid_request_error"}
+            return await _send_json(client, 401, {"error": error})
         if route == ("GET", "/"):
             return await _send(client, 200, "text/plain; charset=utf-8", b"Ollama is running")
         if route == ("GET", "/api/version"):

@@ -17,7 +17,7 @@ pytest.importorskip(
 
 from playwright.sync_api import expect
 
-from tests.support.fake_llm import Reply
+from tests.support.fake_llm import FakeLLMServer, Reply
 from tests.web.conftest import LLMScript, NaviPage
 from tests.web.views import shoot_all
 
@@ -112,14 +112,16 @@ def test_the_footer_dot_tracks_the_llm(
     expect(footer).to_have_attribute("data-llm", "ok")
     expect(footer).to_have_attribute("title", "The model's server answered 0 s ago")
 
-    # The backend moves somewhere nothing answers: red, and the tooltip says why.
-    request = urllib.request.Request(
-        f"{ui.url}/settings",
-        data=json.dumps({"backend_url": "http://127.0.0.1:9"}).encode(),
-        headers={"content-type": "application/json"},
-        method="PATCH",
-    )
-    urllib.request.urlopen(request, timeout=30).close()
+    # The backend moves to a server that then stops answering: red, and the tooltip
+    # says why (a connection that does not answer is not saved: it answered then).
+    with FakeLLMServer.in_thread() as other:
+        request = urllib.request.Request(
+            f"{ui.url}/settings",
+            data=json.dumps({"backend_url": other.url}).encode(),
+            headers={"content-type": "application/json"},
+            method="PATCH",
+        )
+        urllib.request.urlopen(request, timeout=30).close()
     page.reload()
     footer = page.locator("#backend-info")
     expect(footer).to_have_attribute("data-llm", "down")
