@@ -45,6 +45,7 @@ from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.run.compression import CompressionWorker
 from navi.run.context_builder import ContextBuilder
 from navi.run.driver import RunDeps
+from navi.run.limiter import RunLimiter
 from navi.run.workers import Worker
 from navi.session import messages as m
 from navi.session.actor import SessionDeps
@@ -177,6 +178,7 @@ class Navi:
                 tool_hooks=session_tools.hooks,
                 context_window=lambda p: navi.context_window(p),
                 user_settings=user_settings.get,
+                live_runs=RunLimiter(settings.max_live_runs),
             )
             # Compression first: a later worker sees the compressed context. The memory
             # worker is told the run ended, to read the session once it has been quiet.
@@ -270,6 +272,11 @@ class Navi:
         self._windows.clear()
         await self.backend_for(self.profiles.get(self.profiles.default_id))
         return [model.name for model in models]
+
+    @property
+    def live_runs(self) -> RunLimiter:
+        """The node's limit on runs streaming at once, and who waits (NAVI_MAX_LIVE_RUNS)."""
+        return self.sessions.deps.run.live_runs
 
     def context_window(self, profile: Profile | None = None) -> int:
         """The context window, in tokens, of the model the profile's turns use (the

@@ -55,6 +55,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     # What one user may make (docs/configuration.md, "Limits per user"); 0: no limit.
     user_max_sessions: int = 1000
     user_imports_per_hour: int = 20
+    # NAVI_MAX_LIVE_RUNS: runs of this node that stream at once; more wait in a fair
+    # queue (navi/run/limiter.py, docs/configuration.md). 0: no limit.
+    max_live_runs: int = 64
     # NAVI_MCP_CONFIG: the MCP servers' config file ("" = mcp.json in the data folder).
     mcp_config: str = ""
     resume_on_start: bool = True
@@ -129,6 +132,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             user_quota_mb=get("NAVI_USER_QUOTA_MB", _int, d.user_quota_mb),
             user_max_sessions=get("NAVI_USER_MAX_SESSIONS", _int, d.user_max_sessions),
             user_imports_per_hour=get("NAVI_USER_IMPORTS_PER_HOUR", _int, d.user_imports_per_hour),
+            max_live_runs=get("NAVI_MAX_LIVE_RUNS", _int, d.max_live_runs),
             mcp_config=env.get("NAVI_MCP_CONFIG", "").strip(),
             allowed_hosts=get("NAVI_ALLOWED_HOSTS", _hosts, d.allowed_hosts),
             allowed_origins=get("NAVI_ALLOWED_ORIGINS", _origins, d.allowed_origins),

@@ -104,6 +104,11 @@ class ChatView:
             self._flush_thinking()
             self._write_text(frame.get("delta", ""))
             self._status("writing")
+        elif kind == "run_queued":
+            self.note(f"queued ({frame.get('ahead', 0)} ahead): the server is busy")
+            self._status("queued")
+        elif kind == "run_dequeued":
+            self._status("waiting for the model")
         elif kind == "stream_retry":
             self.thinking = self.text = ""
             self.note(f"the model's answer broke off: asking again (attempt {frame['attempt']})")

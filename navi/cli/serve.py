@@ -35,7 +35,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from navi.logs import configure_logging
     from navi.server.app import create_app
     from navi.server.auth import AuthConfigError
-    from navi.server.ws import MAX_FRAME_BYTES
+    from navi.server.ws import MAX_FRAME_BYTES, PING_INTERVAL_S, PING_TIMEOUT_S
 
     settings, env = settings_for(args)
     refused = _cannot_listen(settings.host, settings.port)
@@ -59,6 +59,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ws="websockets-sansio",
         # Frames past the largest message are refused unread (navi/server/ws.py).
         ws_max_size=MAX_FRAME_BYTES,
+        # A busy loop answers pings late: a longer wait before a socket is deemed dead.
+        ws_ping_interval=PING_INTERVAL_S,
+        ws_ping_timeout=PING_TIMEOUT_S,
         # Compressing every small frame costs more CPU than a local link saves.
         ws_per_message_deflate=False,
         log_level=settings.log_level.lower(),

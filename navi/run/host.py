@@ -19,6 +19,7 @@ from navi.config import Settings
 from navi.llm.base import LLMBackend
 from navi.llm.stop import StopSignal
 from navi.run.context_builder import ContextBuilder
+from navi.run.limiter import RunLimiter
 from profiles import Profile, ProfileRegistry
 from projections.user_settings import UserSettings
 from tools import ToolRegistry
@@ -81,6 +82,8 @@ class RunDeps:
     )
     # A user's saved settings (navi/user_settings.py): thinking on/off, approval defaults.
     user_settings: Callable[[str], Awaitable[UserSettings]] = field(default=lambda user_id: _none())
+    # The node's limit on runs streaming at once, with its fair queue (NAVI_MAX_LIVE_RUNS).
+    live_runs: RunLimiter = field(default_factory=lambda: RunLimiter(0))
 
 
 async def _none() -> UserSettings:

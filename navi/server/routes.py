@@ -59,7 +59,9 @@ async def health(request: Request) -> Response:
     """Health check: ``{"status": "ok"}`` plus the LLM backend and model in use, its
     context window, ``demo_model`` (true on the embedded SmolLM2-135M), and why that
     model (``model_reason``, "" when it is the configured one, installed) and whether it
-    is missing from the server (``model_missing``). Public: model names, never URLs."""
+    is missing from the server (``model_missing``), and the node's load: runs streaming,
+    runs queued, the limit (``NAVI_MAX_LIVE_RUNS``). Public: model names and counts only,
+    never URLs."""
     navi = state_of(request).navi
     choice = model_choice_of(navi.backend)
     return json_response(
@@ -71,6 +73,7 @@ async def health(request: Request) -> Response:
             "context_window": navi.context_window(),
             "model_reason": choice.reason if choice is not None else "",
             "model_missing": choice.missing if choice is not None else False,
+            "load": navi.live_runs.load(),
         }
     )
 

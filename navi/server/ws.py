@@ -37,6 +37,12 @@ COALESCE_BACKLOG = 8
 # larger frame is refused at the socket as soon as its header announces it, never read:
 # the connection is closed with 1009 (message too big), and the client reconnects.
 MAX_FRAME_BYTES = MESSAGE_BODY_BYTES
+# uvicorn's keepalive (``navi serve``): a ping every 20 s, as uvicorn's default; the pong
+# may take 60 s (uvicorn: 20) before the socket is deemed dead. The pong is read by the
+# event loop, so under load (hundreds of streams, a long collection) it is late, never
+# lost: a socket is closed because the client is gone, not because the server is busy.
+PING_INTERVAL_S = 20.0
+PING_TIMEOUT_S = 60.0
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
 
@@ -158,6 +164,7 @@ class Connection:
                 tg.start_soon(self._sender)
                 await self.push(waiting)
                 tg.start_soon(self._follow, translator, history, after, running, sub_after, tg)
+                tg.start_soon(self._follow_queue)
                 await self._receive_loop()
                 tg.cancel_scope.cancel()
         if self._slow:
@@ -216,6 +223,20 @@ class Connection:
                     with anyio.move_on_after(5):
                         await done_event.wait()
             await self.push(translator.frames(record))
+
+    async def _follow_queue(self) -> None:
+        """While the session's run waits for a slot of the node (NAVI_MAX_LIVE_RUNS):
+        ``run_queued`` with how many wait before it, again each time that changes, and
+        ``run_dequeued`` when it leaves the line (it starts, or was stopped). Not from the
+        log: a client that connects meanwhile gets the position now."""
+        queued = False
+        async for ahead in self.server.navi.live_runs.watch(self.session_id):
+            if ahead is not None:
+                queued = True
+                await self.push([{"type": "run_queued", "ahead": ahead}])
+            elif queued:
+                queued = False
+                await self.push([{"type": "run_dequeued"}])
 
     async def _follow_child(self, child: str, after: int, done: anyio.Event) -> None:
         translator = FrameTranslator(

@@ -5,7 +5,8 @@ hears of it as ``ChildStopped`` (or ``ChildFailed``)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 import anyio
@@ -36,6 +37,7 @@ class RunActor(Actor[object]):
 
     def __init__(self, session: SessionActor) -> None:
         self.session = session
+        self.queued = False  # waiting for a slot of the node (NAVI_MAX_LIVE_RUNS)
 
     async def receive(self, message: object) -> None:
         if not isinstance(message, m._Drive):
@@ -45,10 +47,11 @@ class RunActor(Actor[object]):
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._leave_if_waiting, tg.cancel_scope)
-                await driver.drive()
-                await session.commit()
-                if session.state.run_state is RunState.DONE:
-                    await run_workers(session, session.deps.workers)
+                async with self._slot():
+                    await driver.drive()
+                    await session.commit()
+                    if session.state.run_state is RunState.DONE:
+                        await run_workers(session, session.deps.workers)
                 tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The watcher never fails: the run's own error, as the session should see it.
@@ -56,12 +59,35 @@ class RunActor(Actor[object]):
         finally:
             self.stop("run ended")
 
+    @asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the node's slots for the run's life (navi/run/limiter.py), waited for in
+        line when all are taken. A stop while it waits ends the wait: the driver then
+        records the run as stopped, without an LLM call. A subagent runs within its
+        parent's slot (waiting for one of its own could deadlock a full node)."""
+        session = self.session
+        limiter = session.deps.run.live_runs
+        if session.parent is not None:
+            yield
+            return
+        self.queued = True
+        with session.stop_signal.scope() as wait:
+            await limiter.acquire(session.session_id)
+        self.queued = False
+        if wait.cancelled_caught:
+            yield
+            return
+        try:
+            yield
+        finally:
+            limiter.release()
+
     async def _leave_if_waiting(self, scope: anyio.CancelScope) -> None:
         await self.stop_requested()
         # A step in hand (an LLM call, a tool) is finished first; looked at a few times a
-        # second, the run is left as soon as it waits.
+        # second, the run is left as soon as it waits (for a person, or in line).
         while True:
-            if _waits(self.session.state):
+            if self.queued or _waits(self.session.state):
                 scope.cancel()
                 return
             await anyio.sleep(LEAVE_POLL_S)

@@ -24,7 +24,7 @@ import uvicorn
 from navi.config import Settings
 from navi.server.app import create_app
 from navi.server.auth import Users
-from navi.server.ws import MAX_FRAME_BYTES
+from navi.server.ws import MAX_FRAME_BYTES, PING_INTERVAL_S, PING_TIMEOUT_S
 from tests.support.fake_llm import FakeLLMServer
 from tests.support.helpers import SERVER_START_S, free_port
 from tests.support.navi_app import check_every_log_in, navi_settings
@@ -61,6 +61,8 @@ def run_server(
         port=port,
         ws="websockets-sansio",
         ws_max_size=MAX_FRAME_BYTES,  # as navi serve
+        ws_ping_interval=PING_INTERVAL_S,
+        ws_ping_timeout=PING_TIMEOUT_S,
         # Compressing every small frame costs more CPU than a local link saves.
         ws_per_message_deflate=False,
         log_level="warning",

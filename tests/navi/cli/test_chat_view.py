@@ -56,3 +56,22 @@ def test_an_error_goes_to_stderr(capsys: pytest.CaptureFixture[str]) -> None:
     view.end()
     assert out.getvalue() == ""
     assert capsys.readouterr().err == "error: no LLM\n"
+
+
+def test_a_queued_run_says_so_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    out = io.StringIO()
+    view = ChatView(Console(file=out, force_terminal=False))
+    view.begin()
+    for frame in (
+        {"type": "run_queued", "ahead": 2},
+        {"type": "run_queued", "ahead": 0},
+        {"type": "run_dequeued"},
+        {"type": "stream_delta", "delta": "Hi."},
+    ):
+        assert view.show(frame) is None
+    view.end()
+    assert out.getvalue() == "Hi.\n"
+    assert capsys.readouterr().err.splitlines() == [
+        "queued (2 ahead): the server is busy",
+        "queued (0 ahead): the server is busy",
+    ]

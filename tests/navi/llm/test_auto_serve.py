@@ -136,6 +136,7 @@ def test_an_ollama_started_after_navi_answers_the_next_turn(serve: Serve, ollama
             "context_window": 16384,
             "model_reason": "",  # OLLAMA_DEFAULT_MODEL is set, and installed
             "model_missing": False,
+            "load": {"live_runs": 0, "queued": 0, "max_live_runs": 64},
         }
     assert "llm.backend_switched" in serve.log.read_text()
 

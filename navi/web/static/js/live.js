@@ -11,7 +11,7 @@ import { callIdOf } from './turns.js';
 const RUN_FRAMES = new Set([
   'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status',
   'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed',
-  'approval_required', 'approval_decided',
+  'approval_required', 'approval_decided', 'run_queued',
 ]);
 
 // Frames that show the model answered (or the run ended): they end "Waiting for the model…".
@@ -113,6 +113,20 @@ export class LiveRenderer {
     this.scope(frame).textDelta(frame.delta || '');
   }
 
+  /** The server is full: the run waits in line (`ahead` before it), updated as it moves. */
+  run_queued(frame) {
+    this.view.currentTurn().queued(frame.ahead ?? 0);
+    this.hooks.llm?.('waiting');
+  }
+
+  /** The run left the line: it now waits for the model (or was stopped). */
+  run_dequeued() {
+    const turn = this.view.turn;
+    if (!turn) return;
+    turn.stopWaiting();
+    turn.startWaiting();
+  }
+
   /** The server asked the model again (after a failure or a restart): what the lost
    *  attempt streamed is superseded, and the turn waits for the new one. */
   stream_retry(frame) {
@@ -208,7 +222,7 @@ const HANDLERS = Object.fromEntries([
   'user_message', 'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking',
   'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'stream_end',
   'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
-  'approval_required', 'approval_decided',
+  'approval_required', 'approval_decided', 'run_queued', 'run_dequeued',
 ].map((type) => [type, LiveRenderer.prototype[type]]));
 
 /** The figures under an answer: a stream_end frame's, or a history message's. */

@@ -203,6 +203,22 @@ export class Turn {
     this.root.container.append(line.el);
   }
 
+  /** The server is full (NAVI_MAX_LIVE_RUNS): the run waits in line, `ahead` before it.
+   *  Counts as the waiting line: the run's first frame (or run_dequeued) replaces it. */
+  queued(ahead) {
+    const text = `Queued (${ahead} ahead) · the server is busy`;
+    if (this.waiting?.el.dataset.testid === 'queued') {
+      this.waiting.set(text);
+      return;
+    }
+    this.stopWaiting();
+    const line = planningStatus(text);
+    line.el.classList.add('waiting-status');
+    line.el.dataset.testid = 'queued';
+    this.waiting = { el: line.el, timer: null, set: line.set };
+    this.root.container.append(line.el);
+  }
+
   /** The first thinking/text/tool frame (or the end) replaces the waiting line. */
   stopWaiting() {
     if (!this.waiting) return;

@@ -1,0 +1,95 @@
+"""A node's limit on runs that stream at once (``NAVI_MAX_LIVE_RUNS``), with a fair queue.
+
+A run takes a slot before its first LLM call (its ``run.started`` is durable by then,
+so the log shows it) and gives it back when it ends. When every slot is taken, a new
+run waits in first-come order; a slot given back goes straight to the first waiter, so
+no later run overtakes it. Who waits, and how many are ahead of them, can be watched
+(the WebSocket's ``run_queued`` frame); the counts are on ``/health``.
+
+Own code rather than ``anyio.Semaphore``: a semaphore's waiters are FIFO too, but it
+cannot say how many are ahead of a given one, nor tell anyone that the line moved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import anyio
+
+
+@dataclass(eq=False)
+class _Waiter:
+    key: str
+    granted: anyio.Event = field(default_factory=anyio.Event)
+
+
+class RunLimiter:
+    """At most ``limit`` slots taken at once (0: no limit, the slots are only counted)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.live = 0
+        self._waiters: list[_Waiter] = []
+        self._changed: anyio.Event | None = None
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+    def load(self) -> dict[str, int]:
+        """Counts only (public on ``/health``)."""
+        return {"live_runs": self.live, "queued": self.queued, "max_live_runs": self.limit}
+
+    def ahead(self, key: str) -> int | None:
+        """How many wait before ``key``'s run; None when it does not wait."""
+        for index, waiter in enumerate(self._waiters):
+            if waiter.key == key:
+                return index
+        return None
+
+    async def acquire(self, key: str) -> None:
+        """Take a slot, waiting in line for one if all are taken. Cancelled while it
+        waits, it leaves the line (a slot handed to it meanwhile goes to the next)."""
+        if not self._waiters and (self.limit == 0 or self.live < self.limit):
+            self.live += 1
+            self._notify()
+            return
+        waiter = _Waiter(key)
+        self._waiters.append(waiter)
+        self._notify()
+        try:
+            await waiter.granted.wait()
+        except BaseException:
+            if waiter.granted.is_set():
+                self.release()
+            else:
+                self._waiters.remove(waiter)
+                self._notify()
+            raise
+
+    def release(self) -> None:
+        """Give a slot back: to the first waiter, or free."""
+        if self._waiters:
+            self._waiters.pop(0).granted.set()
+        else:
+            self.live -= 1
+        self._notify()
+
+    async def watch(self, key: str) -> AsyncIterator[int | None]:
+        """``ahead(key)`` now, then each time it changes (forever: cancel to stop)."""
+        last: int | str | None = "unset"
+        while True:
+            if self._changed is None:
+                self._changed = anyio.Event()
+            changed = self._changed
+            now = self.ahead(key)
+            if now != last:
+                last = now
+                yield now
+            await changed.wait()
+
+    def _notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
