@@ -23,6 +23,7 @@ from navi.server.state import state_of
 from navi.session import messages as m
 from navi.session.input import MESSAGE_BODY_BYTES
 from projections.types import iso_time
+from tools.base import Tool
 
 
 class CreateSession(msgspec.Struct, kw_only=True):
@@ -101,6 +102,17 @@ async def list_profiles(request: Request) -> Response:
     return json_response(listed)
 
 
+def default_approval(tool: Tool, operator: str) -> str:
+    """What a call of ``tool`` does when no profile and no user setting names it:
+    ``auto``, ``ask``, ``deny``, or ``varies`` (its calls differ, as file reads and
+    writes do); the operator's ``NAVI_TOOL_APPROVAL`` first (docs/approvals.md)."""
+    if operator in ("auto", "ask"):
+        return operator
+    if type(tool).approval_for is not Tool.approval_for:
+        return "varies"
+    return tool.approval
+
+
 async def list_tools(request: Request) -> Response:
     """The tools the caller may use (built-in, user and MCP tools) with their JSON schemas;
     ``?profile_id=`` narrows them to what a session of that profile may call."""
@@ -125,6 +137,7 @@ async def list_tools(request: Request) -> Response:
                 "builtin": tools.is_builtin(t.name),
                 # builtin, user, or mcp:<server> for an MCP server's tool.
                 "source": tools.source_of(t.name),
+                "default_approval": default_approval(t, navi.settings.tool_approval),
             }
             for t in found
             if t is not None

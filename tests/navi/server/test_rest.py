@@ -35,6 +35,16 @@ def test_health_profiles_and_tools(navi_server: RunningServer) -> None:
         names = {t["name"] for t in tools}
         assert {"filesystem", "terminal", "todo", "switch_profile"} <= names
         assert all("parameters" in t for t in tools)
+        # The test rig's NAVI_TOOL_APPROVAL=auto is every tool's default.
+        assert {t["default_approval"] for t in tools} == {"auto"}
+
+
+def test_each_tool_says_its_own_default(tmp_path: Path) -> None:
+    """What a tool does when no profile, user setting nor operator names it."""
+    with navi_server_for(tmp_path, tool_approval="") as server, client(server) as http:
+        defaults = {t["name"]: t["default_approval"] for t in http.get("/agents/tools").json()}
+    assert (defaults["terminal"], defaults["todo"]) == ("ask", "auto")
+    assert defaults["filesystem"] == "varies"  # reads run, writes ask
 
 
 def test_session_lifecycle(navi_server: RunningServer) -> None:

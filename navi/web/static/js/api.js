@@ -98,6 +98,8 @@ export const api = {
   tools: () => request('GET', '/agents/tools'),
   settings: () => request('GET', '/settings'),
   saveSettings: (changes) => request('PATCH', '/settings', { json: changes }),
+  // {backend_type, backend_url, api_key?} → {ok, backend, models}, or 422 with the reason.
+  verifyConnection: (connection) => request('POST', '/settings/connection/verify', { json: connection }),
   // The Memory page (docs/memory.md).
   memoryFacts: () => request('GET', '/memory/facts'),
   memoryStatus: () => request('GET', '/memory/status'),

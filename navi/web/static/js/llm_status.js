@@ -2,8 +2,11 @@
 // model's server answered (a run's frames, or GET /llm/status every 30 s), amber while
 // a run waits for it or retries it, red when it does not answer, a run failed on it (until
 // a run gets an answer) or Navi's own server is gone. The tooltip says which, in words.
+// A check that names another backend or model than the page shows reloads /health
+// (backend_watch.js), and the page follows.
 
 import { api } from './api.js';
+import { differsFromHealth, refreshBackend } from './backend_watch.js';
 import { state, subscribe, update } from './state.js';
 
 const POLL_MS = 30_000;
@@ -35,6 +38,8 @@ async function probe() {
   // A failed run stays red until a run gets an answer: a server that lists its models
   // may still fail to answer (an overloaded or broken model).
   update({ llm: { ...state.llm, probe: result } });
+  // Another backend or model than the page shows: an admin changed the connection.
+  if (differsFromHealth(result)) refreshBackend();
 }
 
 function ago(ms) {

@@ -3,6 +3,7 @@
 
 import { api } from './api.js';
 import { Approvals } from './approvals.js';
+import { onBackendChange } from './backend_watch.js';
 import { imageToSend } from './cards.js';
 import { closeSidebar, mountChrome } from './chrome.js';
 import { Composer } from './composer.js';
@@ -164,6 +165,22 @@ async function pickModel(name) {
 subscribe(['health'], () => {
   const empty = document.querySelector('#conversation-inner .empty-state');
   if (empty && state.health?.demo_model && !empty.querySelector('.welcome-demo')) showEmpty();
+});
+
+// Another backend, model or window (Settings → Connection, or the status poll): the
+// welcome screen's notice and the chat's context meter follow (the footer and the model
+// picker follow on their own).
+onBackendChange(async () => {
+  const empty = document.querySelector('#conversation-inner .empty-state');
+  if (empty && route !== MEMORY) showEmpty();
+  const sessionId = state.sessionId;
+  if (!sessionId || app.classList.contains('replaying')) return;
+  const session = await api.getSession(sessionId).catch(() => null);
+  if (!session || state.sessionId !== sessionId) return;
+  update({
+    contextTokens: session.context_token_count ?? state.contextTokens,
+    maxContextTokens: session.max_context_tokens ?? state.maxContextTokens,
+  });
 });
 
 const MEMORY = 'memory';

@@ -4,6 +4,7 @@
 // picking one creates the chat first (as attaching a file does).
 
 import { api } from './api.js';
+import { onBackendChange } from './backend_watch.js';
 import { clear, h } from './dom.js';
 import { state, subscribe, update } from './state.js';
 
@@ -57,5 +58,9 @@ export function mountModelPicker(select, { ensureSession }) {
     }
   });
   subscribe(['profileId', 'chatModel', 'running'], render);
+  onBackendChange(() => {
+    lists.clear(); // another server: other models
+    render();
+  });
   render();
 }

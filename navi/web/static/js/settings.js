@@ -1,13 +1,42 @@
 // The settings page: what a user changes often, saved on the server for them
-// (GET/PATCH /settings): the LLM server's URL (admins only), the model of new chats,
-// thinking on or off, and what each tool does by default (run, ask first, or never).
+// (GET/PATCH /settings): the LLM connection (settings_connection.js; admins only), the
+// model of new chats, thinking on or off, and what each tool does by default (run, ask
+// first, or never), each tool's choice saying what it comes to: "Ask first (default)".
 
 import { api } from './api.js';
 import { h } from './dom.js';
+import { refreshBackend } from './backend_watch.js';
 import { icon } from './icons.js';
-import { update } from './state.js';
+import { connectionSection } from './settings_connection.js';
 
-const CHOICES = [['', 'Policy default'], ['auto', 'Run'], ['ask', 'Ask first'], ['deny', 'Never']];
+const WORDS = { auto: 'Run without asking', ask: 'Ask first', deny: 'Never run', varies: 'Depends on the call' };
+
+/** The first sentence of a tool's description (the line under its name). */
+export function firstSentence(text) {
+  const flat = String(text || '').replace(/\s+/g, ' ').trim();
+  const match = flat.match(/^.*?[.!?](?=\s|$)/);
+  return match ? match[0] : flat;
+}
+
+function policyRow(tool, chosen) {
+  const fallback = WORDS[tool.default_approval] || 'As the approval policy says';
+  const select = h('select', { 'data-tool': tool.name, 'aria-label': `${tool.name}: what it does` });
+  select.append(h('option', { value: '', text: `${fallback} (default)` }));
+  for (const value of ['auto', 'ask', 'deny']) select.append(h('option', { value, text: WORDS[value] }));
+  const label = () => {
+    for (const option of select.options) {
+      if (option.value) option.textContent = WORDS[option.value] + (option.selected ? ' (your setting)' : '');
+    }
+  };
+  select.value = chosen || '';
+  label();
+  select.addEventListener('change', label);
+  const about = firstSentence(tool.description);
+  return h('div', { class: 'policy-row' },
+    h('div', { class: 'policy-about' }, h('span', { class: 'policy-tool', text: tool.name }),
+      about && h('span', { class: 'policy-description', text: about })),
+    select);
+}
 
 function field(label, control, hint) {
   return h('label', { class: 'settings-field' },
@@ -28,10 +57,7 @@ export async function openSettings() {
     api.llmModels().catch((error) => ({ models: [], default_model: '', error: error.message })),
     api.tools().catch(() => []),
   ]);
-  const url = h('input', {
-    type: 'url', name: 'backend_url', value: saved.backend_url || '', placeholder: saved.backend?.url || 'http://localhost:11434',
-    disabled: !saved.may_change_backend, autocomplete: 'off', spellcheck: 'false',
-  });
+  const connection = connectionSection(saved);
   const names = (listed.models || []).map((m) => m.name);
   if (saved.model && !names.includes(saved.model)) names.unshift(saved.model);
   const model = options(h('select', { name: 'model' }),
@@ -39,18 +65,12 @@ export async function openSettings() {
   const think = options(h('select', { name: 'think' }),
     [['default', 'As the profile says'], ['on', 'On'], ['off', 'Off']], saved.think || 'default');
   const policy = saved.tool_policy || {};
-  const rows = tools.map((tool) => {
-    const select = options(h('select', { 'data-tool': tool.name, 'aria-label': `${tool.name}: default` }), CHOICES, policy[tool.name] || '');
-    return h('div', { class: 'policy-row' }, h('span', { class: 'policy-tool', text: tool.name, title: tool.description || '' }), select);
-  });
+  const rows = tools.map((tool) => policyRow(tool, policy[tool.name]));
   const error = h('div', { class: 'settings-error', role: 'alert', hidden: true });
-  const backendHint = saved.may_change_backend
-    ? `Where Navi's LLM server is (now ${saved.backend?.name || ''} at ${saved.backend?.url || '?'}); empty: as the environment says.`
-    : 'Only an admin can change the LLM server.';
   const form = h('form', { method: 'dialog', class: 'settings-form' },
     h('div', { class: 'settings-head' }, h('h2', { text: 'Settings' }),
       h('button', { type: 'button', class: 'icon-button small', 'aria-label': 'Close settings', value: 'cancel', onclick: () => dialog.close('cancel') }, icon('close'))),
-    field('LLM server URL', url, backendHint),
+    connection.element,
     field('Model of new chats', model, listed.error ? `The server did not list its models: ${listed.error}` : 'A chat can pick its own in the top bar.'),
     field('Thinking', think, 'Whether the model thinks before it answers.'),
     h('fieldset', { class: 'settings-policy' }, h('legend', { text: 'Tools: what each does by default' }),
@@ -67,18 +87,16 @@ export async function openSettings() {
     for (const select of form.querySelectorAll('select[data-tool]')) {
       if (select.value) changes.tool_policy[select.dataset.tool] = select.value;
     }
-    if (saved.may_change_backend && url.value.trim() !== (saved.backend_url || '')) {
-      changes.backend_url = url.value.trim();
-    }
+    Object.assign(changes, connection.changes());
     error.hidden = true;
     try {
       await api.saveSettings(changes);
     } catch (failure) {
-      error.textContent = `Not saved: ${failure.message}`;
+      error.textContent = /not saved/i.test(failure.message) ? failure.message : `Not saved: ${failure.message}`;
       error.hidden = false;
       return;
     }
-    if ('backend_url' in changes) update({ health: await api.health().catch(() => null) });
+    if ('backend_type' in changes || 'backend_url' in changes || 'api_key' in changes) await refreshBackend();
     dialog.close('saved');
   });
   document.body.append(dialog);
