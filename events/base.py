@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from events.batch import AppendRequest, Clock, IdFactory, NewKey, Planned, Row, new_uuid, plan
 from events.envelope import NewEvent, Recorded
-from events.errors import StoreClosedError
+from events.errors import StoreClosedError, is_storage_full
 from events.notify import StreamNotifier
 from events.tuning import STORE_MAX_BATCH, STORE_QUEUE
 from events.types import Event
@@ -43,6 +43,7 @@ class BaseEventStore:
         self._tg: TaskGroup | None = None
         self._send: MemoryObjectSendStream[AppendRequest] | None = None
         self.commit_count = 0
+        self._full = False  # the last commit was refused for want of space
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -154,16 +155,28 @@ class BaseEventStore:
                     await self._commit_batch([request])
                 return
             log.warning("append failed", stream_id=batch[0].stream_id, error=str(exc))
+            if is_storage_full(exc):
+                self._note_full()
             batch[0].error = exc
             batch[0].done.set()
             return
         self.commit_count += 1
+        self._full = False
         for item in planned:
             item.request.result = item.records
             if item.records:
                 self.notifier.committed(item.request.stream_id, item.records)
         for request in batch:
             request.done.set()
+
+    def _note_full(self) -> None:
+        self._full = True
+
+    def storage_full(self) -> bool:
+        """Whether writes are refused for want of space (the disk, or the database's
+        own limit): set by a commit refused so, cleared by one that succeeds (or, on
+        SQLite, once space has been freed on its disk)."""
+        return self._full
 
     async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
         """Write ``batch`` in one transaction, planned (``plan``) under the write lock;

@@ -35,3 +35,20 @@ class EventDecodeError(EventStoreError):
 
 class StoreClosedError(EventStoreError):
     """The store was used outside its ``async with`` block."""
+
+
+# How each store words a write refused for want of space (SQLite; PostgreSQL, the OS).
+_FULL_WORDS = ("database or disk is full", "no space left on device", "disk full")
+
+
+def is_storage_full(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) says the disk or the database is full."""
+    seen: BaseException | None = exc
+    for _ in range(5):  # the chain: a writer's error names the append's
+        if seen is None:
+            return False
+        text = str(seen).lower()
+        if any(w in text for w in _FULL_WORDS) or getattr(seen, "errno", None) == 28:
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

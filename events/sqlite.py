@@ -15,6 +15,7 @@ another process that holds the write lock.
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import threading
 import time
@@ -47,6 +48,9 @@ _HEAD = "SELECT coalesce(max(seq), 0) FROM navi_events WHERE stream_id = ?"
 _POSITION = "SELECT coalesce(max(position), 0) FROM navi_events"
 _USED_KEY = "SELECT first_seq, last_seq FROM navi_idempotency WHERE stream_id = ? AND key = ?"
 _NEW_KEY = "INSERT INTO navi_idempotency (stream_id, key, first_seq, last_seq) VALUES (?, ?, ?, ?)"
+# Space freed on the database's disk since a write was refused for want of it that
+# counts as room again (``storage_full``): the next commit tells for sure.
+_FREED_BYTES = 1024 * 1024
 # How long a commit waits for another process's write lock (in a worker thread).
 _BUSY_MS = 10_000
 
@@ -155,6 +159,22 @@ class SqliteEventStore(SqlEventStore):
         self._conn: sqlite3.Connection | None = None
         self._reader: sqlite3.Connection | None = None
         self._checkpointer: _Checkpointer | None = None
+        self._free_when_full = 0
+
+    def _free_bytes(self) -> int:
+        try:
+            return shutil.disk_usage(self.path.parent).free
+        except OSError:
+            return 0
+
+    def _note_full(self) -> None:
+        super()._note_full()
+        self._free_when_full = self._free_bytes()
+
+    def storage_full(self) -> bool:
+        if self._full and self._free_bytes() >= self._free_when_full + _FREED_BYTES:
+            self._full = False  # room again: a refused write is to be tried again
+        return self._full
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ one format. Both chains redact query-string values and URL passwords
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 
@@ -20,13 +21,19 @@ from navi.log_redaction import redact_event
 
 class _CurrentStderr:
     """Writes to whatever ``sys.stderr`` is at the time (tests swap it), not the one
-    that was there when logging was configured."""
+    that was there when logging was configured. A line the stream refuses (stderr sent
+    to a file on a full disk: ENOSPC) is dropped: logging must never raise into the code
+    that logs, or the recovery loops that log their failures would die of it."""
 
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        try:
+            return sys.stderr.write(text)
+        except OSError:
+            return 0
 
     def flush(self) -> None:
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
 
 
 class _NaviHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
@@ -15,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Mount, Route, WebSocketRoute
 
+from events.errors import EventStoreError, is_storage_full
 from navi.app import Navi
 from navi.config import Settings
 from navi.memory import memory_routes
@@ -47,7 +49,7 @@ from navi.server.replay_ws import replay_socket
 from navi.server.state import ServerState, state_of
 from navi.server.views import SessionsView
 from navi.server.ws import session_socket
-from navi.session.errors import SessionError
+from navi.session.errors import SessionError, StorageFull
 from navi.session.input import MESSAGE_BODY_BYTES
 from profiles import UnknownProfile
 
@@ -74,6 +76,15 @@ async def _not_found(request: Request, exc: Exception) -> Response:
     if isinstance(exc, HTTPException):
         return json_error(exc.status_code, exc.detail or "error")
     return json_error(500, "internal error")
+
+
+async def _storage_error(request: Request, exc: Exception) -> Response:
+    """A write refused for want of space answers 507, said clearly (and the connection
+    stays up); any other error of these kinds goes on to ``_internal`` (500)."""
+    if not is_storage_full(exc):
+        raise exc
+    log.error("http.storage_full", path=request.url.path, error=str(exc))
+    return json_error(StorageFull.status, StorageFull().message)
 
 
 async def _internal(request: Request, exc: Exception) -> Response:
@@ -123,6 +134,9 @@ def create_app(
             HTTPError: _http_error,
             UnknownProfile: _unknown_profile,
             HTTPException: _not_found,
+            sqlite3.OperationalError: _storage_error,
+            EventStoreError: _storage_error,
+            OSError: _storage_error,
             Exception: _internal,
             **replay_routes.EXCEPTION_HANDLERS,
             **bodies.EXCEPTION_HANDLERS,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+import anyio
 import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from events.codec import encode
+from events.envelope import Recorded
 from events.types import FileRef
 from navi.grants import missing_grants
 from navi.llm.auto import model_choice_of
@@ -21,9 +23,12 @@ from navi.server.http import HTTPError, body_as, json_response, user_of
 from navi.server.search import search_sessions
 from navi.server.state import state_of
 from navi.session import messages as m
+from navi.session.errors import StorageFull
 from navi.session.input import MESSAGE_BODY_BYTES
 from projections.types import iso_time
 from tools.base import Tool
+
+STORAGE_POLL_S = 0.25  # how often a waiting POST .../messages looks for a full disk
 
 
 class CreateSession(msgspec.Struct, kw_only=True):
@@ -61,13 +66,16 @@ async def health(request: Request) -> Response:
     context window, ``demo_model`` (true on the embedded SmolLM2-135M), and why that
     model (``model_reason``, "" when it is the configured one, installed) and whether it
     is missing from the server (``model_missing``), and the node's load: runs streaming,
-    runs queued, the limit (``NAVI_MAX_LIVE_RUNS``). Public: model names and counts only,
-    never URLs."""
+    runs queued, the limit (``NAVI_MAX_LIVE_RUNS``), and ``storage``: "ok", or "full"
+    while the database's disk refuses writes (``status`` is "degraded" then). Public:
+    model names and counts only, never URLs or paths."""
     navi = state_of(request).navi
     choice = model_choice_of(navi.backend)
+    full = navi.store.storage_full()
     return json_response(
         {
-            "status": "ok",
+            "status": "degraded" if full else "ok",
+            "storage": "full" if full else "ok",
             "backend": navi.backend.name,
             "model": navi.backend.model,
             "demo_model": is_demo_model(navi.backend),
@@ -264,6 +272,8 @@ async def post_message(request: Request) -> Response:
     session_id = request.path_params["session_id"]
     await server.sessions.get(session_id, user_of(request))
     body = await body_as(request, MessageBody, max_bytes=MESSAGE_BODY_BYTES)
+    if server.navi.store.storage_full():
+        raise StorageFull()
     reply = await server.navi.send(
         session_id,
         body.content,
@@ -272,7 +282,7 @@ async def post_message(request: Request) -> Response:
         mode="run",
         queue=body.queue,
     )
-    end = await server.navi.wait_for_end(session_id, reply)
+    end = await _end_unless_full(server.navi, session_id, reply)
     event = end.event
     content = getattr(event, "content", "")
     return json_response(
@@ -284,6 +294,26 @@ async def post_message(request: Request) -> Response:
             "error": getattr(event, "error", None),
         }
     )
+
+
+async def _end_unless_full(navi: Any, session_id: str, reply: m.RunStartedReply) -> Recorded:
+    """The run's end, or ``StorageFull`` once the disk refuses its writes: the run then
+    waits (resumed when there is room) and the caller hears why instead of nothing."""
+    end: list[Recorded] = []
+    async with anyio.create_task_group() as tg:
+
+        async def wait() -> None:
+            end.append(await navi.wait_for_end(session_id, reply))
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(wait)
+        # A poll, not an event: the store's flag is a plain attribute, read cheaply.
+        while not navi.store.storage_full():  # noqa: ASYNC110
+            await anyio.sleep(STORAGE_POLL_S)
+        tg.cancel_scope.cancel()
+    if not end:
+        raise StorageFull()
+    return end[0]
 
 
 async def stop_session(request: Request) -> Response:

@@ -29,6 +29,19 @@ class RunActive(SessionError):
         )
 
 
+class StorageFull(SessionError):
+    """The server's disk (or database) is full: nothing new can be saved. 507."""
+
+    status = 507
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the server's storage is full: Navi cannot save anything new until space is "
+            'freed on its disk (GET /health says storage "full" until then); a run '
+            "under way goes on by itself once there is room"
+        )
+
+
 class BadInput(SessionError):
     status = 422
 
