@@ -3,7 +3,6 @@ and the entry points everything else (server, CLI, subagents) uses."""
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import aclosing, asynccontextmanager
@@ -28,6 +27,7 @@ from events.types import (
     tag_of,
 )
 from navi.accounts import Users
+from navi.app_startup import close_all, opening_backend, registries, session_deps, start_tasks
 from navi.blobs import BlobStore
 from navi.cluster import open_placement
 from navi.config import Settings
@@ -36,59 +36,25 @@ from navi.llm.auto import AutoBackend
 from navi.llm.base import LLMBackend
 from navi.llm.connection import Connection, KeyFile, connection_settings, mask_key, verify
 from navi.llm.errors import LLMError
-from navi.llm.missing import MissingBackend
-from navi.llm.selection import PROBE_TIMEOUT, select_backend
-from navi.llm.settings import LLMSettingsError
+from navi.llm.selection import select_backend
 from navi.mcp import McpManager
 from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
-from navi.run.compression import CompressionWorker
-from navi.run.context_builder import ContextBuilder
-from navi.run.driver import RunDeps
 from navi.run.limiter import RunLimiter
 from navi.run.workers import Worker
 from navi.session import messages as m
-from navi.session.actor import SessionDeps
 from navi.session.errors import SessionError
 from navi.session.manager import SessionManager
 from navi.session_tools import SessionTools
 from navi.user_settings import SERVER, SettingsService
 from profiles import Profile, ProfileRegistry
-from tools import ToolRegistry, create_registry
+from tools import ToolRegistry
 
 log = structlog.get_logger(__name__)
 
 
-# How long start-up waits for the MCP servers before resuming interrupted runs.
-MCP_RESUME_WAIT_S = 5.0
-
-
 class RunFailedError(SessionError):
     status = 502
-
-
-async def _first_backend(settings: Settings, saved: Connection) -> LLMBackend:
-    """The backend at start-up: the connection saved on the settings page, if any and it
-    can be used, else as the environment says (a bad saved one must not keep Navi down),
-    else a :class:`MissingBackend` that says how to connect one (no LLM must not either)."""
-    if saved.kind or saved.url:
-        try:
-            chosen = connection_settings(settings.llm, saved)
-            try:  # as when it was saved (an OpenAI-compatible server's first model)
-                return (await verify(chosen))[0]
-            except LLMError:  # down for now: as the settings say, it may come back
-                return await select_backend(chosen)
-        except (LLMError, LLMSettingsError) as exc:
-            log.warning("llm.saved_connection_unusable", url=saved.url, error=str(exc))
-    try:
-        return await select_backend(settings.llm)
-    except LLMError as exc:  # no LLM at all: Navi starts, and says how to connect one
-        log.warning("llm.none_usable", error=exc.message)
-        if settings.llm.backend != "auto":  # embedded, not installed: Settings cannot help
-            return MissingBackend(exc.message, num_ctx=settings.llm.num_ctx, how="")
-        missing = MissingBackend(exc.message, num_ctx=settings.llm.num_ctx)
-        # Ollama is asked again before new turns, as after a fall-back to the embedded model.
-        return AutoBackend(missing, settings.llm, probe_timeout=PROBE_TIMEOUT)
 
 
 @dataclass
@@ -132,16 +98,7 @@ class Navi:
         """Open everything; with ``background``, also run the memory worker's sweeps and
         the user-tool hot reload (the server does; one-shot CLI commands do not).
         ``users``: who may use which tools (default: those of the settings)."""
-        env = dict(env or {})
-        users = users or Users.load(
-            api_token=settings.api_token,
-            users_file=settings.users_file,
-            watch=settings.users_file_watched,
-        )
-        profiles = ProfileRegistry.from_environ(env)
-        for problem in profiles.errors:
-            log.warning("profile.invalid", path=str(problem.path), problem=str(problem))
-        tools = create_registry(settings.tools)
+        users, profiles, tools = registries(settings, env or {}, users)
         store = store or store_for_url(settings.database_url)
         # The placement (navi/cluster) outlives the actors: on PostgreSQL it holds the
         # locks that say this node owns their sessions.
@@ -153,9 +110,7 @@ class Navi:
         ):
             navi: Navi
             user_settings = SettingsService(store)
-            # The connection an admin saved on the settings page wins over the environment.
-            saved = await _saved_connection(settings, user_settings)
-            llm = backend or await _first_backend(settings, saved)
+            llm = await opening_backend(settings, user_settings, backend)
             memory = MemoryService(store)
             blobs = BlobStore(settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024)
             mcp = McpManager(
@@ -166,34 +121,20 @@ class Navi:
             )
             memory_worker = MemoryWorker(memory, llm, idle_seconds=settings.memory_extract_after_s)
             session_tools = SessionTools(profiles, store, new_id)
-            run_deps = RunDeps(
-                settings=settings,
+            deps = session_deps(
+                settings,
+                store=store,
                 profiles=profiles,
                 tools=tools,
-                builder=ContextBuilder(profiles, tools, memory.summary_message, blobs),
-                backend_for=lambda p: navi.backend_for(p),
-                files_root=settings.files_root,
                 users=users,
+                memory=memory,
+                memory_worker=memory_worker,
                 blobs=blobs,
-                tool_hooks=session_tools.hooks,
-                context_window=lambda p: navi.context_window(p),
-                user_settings=user_settings.get,
-                live_runs=RunLimiter(settings.max_live_runs),
-            )
-            # Compression first: a later worker sees the compressed context. The memory
-            # worker is told the run ended, to read the session once it has been quiet.
-            post_turn: tuple[Worker, ...] = (
-                CompressionWorker(run_deps),
-                *workers,
-                memory_worker.after_run,
-            )
-            deps = SessionDeps(
-                store=store,
-                run=run_deps,
-                new_id=new_id,
-                clock=clock,  # type: ignore[arg-type]
-                workers=post_turn,
-                blobs=blobs,
+                user_settings=user_settings,
+                session_tools=session_tools,
+                workers=workers,
+                clock=clock,
+                navi=lambda: navi,
             )
             navi = cls(
                 settings=settings,
@@ -216,33 +157,12 @@ class Navi:
                 await navi.backend_for(profiles.get(profiles.default_id))
             except LLMError as exc:  # its backend fails at its first call, as before
                 log.warning("llm.default_profile_backend", error=exc.message)
-            if background:
-                # Each server starts in a task of its own: none delays start-up for
-                # long. A run resumed after a crash needs their tools (an idempotent
-                # one is re-run): they get a few seconds to connect first.
-                await tg.start(mcp.run)
-                if settings.resume_on_start:
-                    await mcp.wait_started(MCP_RESUME_WAIT_S)
-            if settings.resume_on_start:
-                await navi.sessions.resume_all()
-            tg.start_soon(functools.partial(placement.serve, background=background))
-            if background:
-                tg.start_soon(memory_worker.run_periodic)
-                tg.start_soon(tools.watch)
+            await start_tasks(navi, tg, placement, mcp, background=background)
             try:
                 yield navi
             finally:
                 tg.cancel_scope.cancel()
-                with anyio.CancelScope(shield=True):
-                    await tools.aclose()
-                    blobs.close()
-                    for other in navi._backends.values():
-                        await other.aclose()
-                    if backend is None:  # ours: the first, and any a new URL replaced
-                        for used in {
-                            id(b): b for b in (llm, *navi._retired, navi.backend)
-                        }.values():
-                            await used.aclose()
+                await close_all(navi, blobs, llm, ours=backend is None)
 
     async def backend_for(self, profile: Profile) -> LLMBackend:
         """The default backend, unless the profile names another one (its model's
@@ -398,10 +318,3 @@ class Navi:
     def files_dir(self, session_id: str) -> Path:
         """The session's files folder; ``InvalidId`` unless the id is a UUID."""
         return session_folder(self.settings.files_root, session_id)
-
-
-async def _saved_connection(settings: Settings, user_settings: SettingsService) -> Connection:
-    """The connection saved on the settings page (its key from the key file)."""
-    server = await user_settings.get(SERVER)
-    key = KeyFile(settings.llm_key_path).read() if server.api_key_hint else ""
-    return Connection(kind=server.backend_type, url=server.backend_url, api_key=key)

@@ -84,3 +84,12 @@ def test_a_tool_call_frame_carries_the_image_the_tool_returned() -> None:
     # An image recorded inline (no blob store) goes to the LLM, not to the page.
     assert frames[1]["is_image"] and "images" not in frames[1] and "aW1n" not in str(frames[1])
     assert "images" not in frames[2] and "is_image" not in frames[2]
+
+
+def test_the_table_dispatches_on_exact_types_that_have_no_subclasses() -> None:
+    # ``frames`` looks an event's exact type up in the table: a subclass of a type it
+    # names would silently make no frame.
+    from navi.server.frame_table import TABLE
+
+    for event_type in TABLE:
+        assert event_type.__subclasses__() == [], event_type
