@@ -150,36 +150,10 @@ def memory_routes(service_getter: ServiceGetter) -> list[Route]:
         return json_response({"id": fact.fact_id, "forgotten": True})
 
     async def get_summary(request: Request) -> Response:
-        service = service_getter(request)
-        user = user_id_of(request)
-        state = await service.state(user)
-        # A summary written before the facts last changed is not shown (it may still
-        # mention an edited or forgotten value); ``message`` is what runs get meanwhile.
-        summary = state.summary if state.summary_is_current else None
-        return json_response(
-            {
-                "summary": None if summary is None else summary.text,
-                "model": None if summary is None else summary.model,
-                "updated_at": None if summary is None else iso_time(summary.timestamp),
-                "fact_count": len(state.active()),
-                "message": await service.summary_message(user),
-            }
-        )
+        return json_response(await _summary(service_getter(request), user_id_of(request)))
 
     async def get_status(request: Request) -> Response:
-        service = service_getter(request)
-        state = await service.state(user_id_of(request))
-        active = state.active()
-        latest = max((fact.updated_at for fact in active), default=None)
-        return json_response(
-            {
-                "fact_count": len(active),
-                "updated_at": None if latest is None else iso_time(latest),
-                # An unusable answer waits for its retry: the model cannot do the job.
-                "cannot_extract": bool(state.failures),
-                "extract_after_s": service.extract_after_s,
-            }
-        )
+        return json_response(await _status(service_getter(request), user_id_of(request)))
 
     return [
         Route("/memory/status", _guarded(get_status), methods=["GET"]),
@@ -189,6 +163,33 @@ def memory_routes(service_getter: ServiceGetter) -> list[Route]:
         Route("/memory/facts/{fact_id}", _guarded(forget_fact), methods=["DELETE"]),
         Route("/memory/summary", _guarded(get_summary), methods=["GET"]),
     ]
+
+
+async def _summary(service: MemoryService, user: str) -> dict[str, Any]:
+    state = await service.state(user)
+    # A summary written before the facts last changed is not shown (it may still
+    # mention an edited or forgotten value); ``message`` is what runs get meanwhile.
+    summary = state.summary if state.summary_is_current else None
+    return {
+        "summary": None if summary is None else summary.text,
+        "model": None if summary is None else summary.model,
+        "updated_at": None if summary is None else iso_time(summary.timestamp),
+        "fact_count": len(state.active()),
+        "message": await service.summary_message(user),
+    }
+
+
+async def _status(service: MemoryService, user: str) -> dict[str, Any]:
+    state = await service.state(user)
+    active = state.active()
+    latest = max((fact.updated_at for fact in active), default=None)
+    return {
+        "fact_count": len(active),
+        "updated_at": None if latest is None else iso_time(latest),
+        # An unusable answer waits for its retry: the model cannot do the job.
+        "cannot_extract": bool(state.failures),
+        "extract_after_s": service.extract_after_s,
+    }
 
 
 def _guarded(endpoint: Endpoint) -> Endpoint:
