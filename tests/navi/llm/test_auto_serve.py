@@ -137,6 +137,7 @@ def test_an_ollama_started_after_navi_answers_the_next_turn(serve: Serve, ollama
             "model_reason": "",  # OLLAMA_DEFAULT_MODEL is set, and installed
             "model_missing": False,
             "load": {"live_runs": 0, "queued": 0, "max_live_runs": 64},
+            "storage": "ok",
         }
     assert "llm.backend_switched" in serve.log.read_text()
 
