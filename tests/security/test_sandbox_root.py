@@ -355,11 +355,12 @@ def test_the_sandbox_user_reads_what_programs_need_networked_or_not(
 # -- the write limit ----------------------------------------------------------------------
 
 WRITE_A_LOT = """
-    import os, pathlib
+    import os, pathlib, time
     files = pathlib.Path(os.environ["NAVI_FILES_DIR"])
     chunk = b"x" * (1024 * 1024)
     for n in range(200):  # 200 files of 1 MB: no one file is large
         (files / f"part-{n:03}.bin").write_bytes(chunk)
+        time.sleep(0.005)  # it keeps writing: the watch's polls see it pass the limit
     print("WROTE ALL")
 """
 
@@ -582,7 +583,9 @@ async def run(code, limit=None):
 async def main():
     status = sandbox_status()
     probe = await run(PROBE)
-    big = "import os\\nfor n in range(100): open(os.environ['NAVI_FILES_DIR'] + f'/{n}', 'wb').write(b'x' * (1 << 20))\\nprint('WROTE ALL')"
+    # A writer that keeps writing (a pause per file): the watch polls every 50 ms, and a
+    # limit a watch keeps is passed by what is written between two polls (docs/tools.md).
+    big = "import os, time\\nfor n in range(100): open(os.environ['NAVI_FILES_DIR'] + f'/{n}', 'wb').write(b'x' * (1 << 20)); time.sleep(0.005)\\nprint('WROTE ALL')"
     limited = await run(big, limit=8 << 20)
     print(json.dumps({"uid": os.getuid(), "available": status.available,
                       "reason": status.reason, "probe": probe, "limited": limited}))
