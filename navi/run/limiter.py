@@ -52,8 +52,7 @@ class RunLimiter:
         """Take a slot, waiting in line for one if all are taken. Cancelled while it
         waits, it leaves the line (a slot handed to it meanwhile goes to the next)."""
         if not self._waiters and (self.limit == 0 or self.live < self.limit):
-            self.live += 1
-            self._notify()
+            self.live += 1  # the line did not change: no watcher is woken
             return
         waiter = _Waiter(key)
         self._waiters.append(waiter)
@@ -70,14 +69,16 @@ class RunLimiter:
 
     def release(self) -> None:
         """Give a slot back: to the first waiter, or free."""
-        if self._waiters:
-            self._waiters.pop(0).granted.set()
-        else:
+        if not self._waiters:
             self.live -= 1
+            return
+        self._waiters.pop(0).granted.set()
         self._notify()
 
     async def watch(self, key: str) -> AsyncIterator[int | None]:
-        """``ahead(key)`` now, then each time it changes (forever: cancel to stop)."""
+        """``ahead(key)`` now, then each time it changes (forever: cancel to stop). Woken
+        only when the line changes: a run that starts or ends on a node with free slots
+        costs the open sockets nothing."""
         last: int | str | None = "unset"
         while True:
             if self._changed is None:

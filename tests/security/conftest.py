@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -361,3 +362,28 @@ def ws_frames(ws: Any, quiet_s: float = 0.5) -> list[dict[str, Any]]:
             ponged = True
         else:
             frames.append(frame)
+
+
+def import_forged(client: httpx.Client, session_id: str, replace: dict[str, str]) -> str:
+    """Export ``session_id``, replace each key of ``replace`` in its text by its value
+    (a forged log), import it as a new session; its id. (Fresh event ids: an import
+    never takes an event id that is already stored.)"""
+    export = client.get(f"/sessions/{session_id}/export")
+    assert export.status_code == 200, export.text
+    forged = str(uuid.uuid4())
+    lines = []
+    for line in export.text.splitlines():
+        line = line.replace(session_id, forged)
+        for old, new in replace.items():
+            line = line.replace(old, new)
+        record = json.loads(line)
+        if "event_id" in record:
+            record["event_id"] = str(uuid.uuid4())
+        lines.append(json.dumps(record))
+    imported = client.post(
+        "/sessions/import",
+        content="\n".join(lines) + "\n",
+        headers={"content-type": "application/x-ndjson"},
+    )
+    assert imported.status_code in (200, 201), imported.text
+    return forged

@@ -10,14 +10,13 @@ import base64
 import hashlib
 import json
 import os
-import uuid
 from typing import Any
 
 import httpx
 import pytest
 from websockets.sync.client import connect
 
-from tests.security.conftest import NaviServerProcess, StartNavi, fresh
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh, import_forged
 
 ALICE_TOKEN = "alice-token-blobs-0123456789"
 BOB_TOKEN = "bob-token-blobs-0123456789"
@@ -253,21 +252,7 @@ def test_an_imported_log_naming_another_users_image_does_not_get_it(
                 f"/sessions/{sid}/messages", json={"content": "x", "images": [b64(data)]}
             )
             assert reply.status_code == 200, reply.text
-        export = bob.get(f"/sessions/{bobs}/export")
-        assert export.status_code == 200, export.text
-        forged_id = str(uuid.uuid4())
-        lines = []
-        for line in export.text.splitlines():
-            record = json.loads(line.replace(bobs, forged_id).replace(sha(bobs_own), sha(secret)))
-            if "event_id" in record:
-                record["event_id"] = str(uuid.uuid4())
-            lines.append(json.dumps(record))
-        imported = bob.post(
-            "/sessions/import",
-            content="\n".join(lines) + "\n",
-            headers={"content-type": "application/x-ndjson"},
-        )
-        assert imported.status_code in (200, 201), imported.text
+        forged_id = import_forged(bob, bobs, {sha(bobs_own): sha(secret)})
         assert bob.get(f"/sessions/{forged_id}").status_code == 200
         stolen = bob.get(f"/sessions/{forged_id}/blobs/{sha(secret)}")
         assert stolen.status_code == 404 and stolen.content != secret

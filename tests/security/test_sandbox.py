@@ -11,16 +11,13 @@ needs slirp4netns too; its tests skip without it."""
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import os
 import shutil
 import socket
 import textwrap
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ import pytest
 
 from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tests.support.helpers import answering_http, interface_address
 from tools.base import ToolError
 from tools.cgroups import cgroup_support
 from tools.sandbox import SandboxLimits, SandboxSpec, run_sandboxed, sandbox_env, sandbox_status
@@ -235,41 +233,6 @@ needs_slirp = pytest.mark.skipif(
 )
 
 
-def _interface_address() -> str | None:
-    """This machine's address on its way out (no packet is sent), None if only loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.123", 9))
-        except OSError:
-            return None
-        address: str = probe.getsockname()[0]
-    return None if address.startswith("127.") else address
-
-
-@contextlib.contextmanager
-def _http_server(host: str) -> Iterator[tuple[int, list[str]]]:
-    """A server on ``host`` answering 200 to any GET: (its port, the paths it was asked)."""
-    asked: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer((host, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], asked
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 CALL_URLS = """
     import urllib.request
     for url in __urls__:
@@ -285,12 +248,12 @@ CALL_URLS = """
 def test_a_networked_sandbox_reaches_the_lan_but_never_this_machines_loopback(
     server: NaviServerProcess,
 ) -> None:
-    address = _interface_address()
+    address = interface_address()
     if address is None:
         pytest.skip("this machine has no address but loopback to reach the network by")
     with (
-        _http_server("127.0.0.1") as (local, local_asked),
-        _http_server("0.0.0.0") as (
+        answering_http("127.0.0.1") as (local, local_asked),
+        answering_http("0.0.0.0") as (
             lan,
             lan_asked,
         ),
@@ -581,8 +544,8 @@ def test_without_slirp4netns_a_networked_call_runs_without_network_and_says_so(
     for name, target in (("bwrap", bwrap), ("true", shutil.which("true"))):
         (only_bwrap / name).symlink_to(str(target))  # true: the start-up probe runs it
     server = start_navi(env={"PROFILES_DIR": str(profiles_dir), "PATH": str(only_bwrap)})
-    address = _interface_address() or "192.0.2.1"
-    with _http_server("0.0.0.0") as (port, asked):
+    address = interface_address() or "192.0.2.1"
+    with answering_http("0.0.0.0") as (port, asked):
         [message] = run_tools(
             server, code(CALL_URLS, urls=[f"http://{address}:{port}/x"]), profile="networked"
         )

@@ -8,10 +8,8 @@ served as something a browser would run."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
-import uuid
 from typing import Any
 
 import httpx
@@ -19,7 +17,7 @@ import pytest
 
 from tests.navi.mcp.mcp_test_server import HOSTILE_IMAGES, PIXEL
 from tests.navi.mcp.support import stdio_entry, write_config
-from tests.security.conftest import NaviServerProcess, StartNavi, fresh
+from tests.security.conftest import NaviServerProcess, StartNavi, fresh, import_forged
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 pytest.importorskip("mcp")
@@ -105,21 +103,7 @@ def test_another_user_cannot_fetch_a_tools_image(server: NaviServerProcess) -> N
         call = FakeToolCall(name="image_view", arguments={"source": "own.png"})
         (viewed,) = calls_then_done(server, bobs, [call], token=BOB_TOKEN)
         assert viewed["success"] and viewed["images"][0]["sha256"] == sha(own), viewed
-        export = bob.get(f"/sessions/{bobs}/export")
-        assert export.status_code == 200, export.text
-        forged = str(uuid.uuid4())
-        lines = []
-        for line in export.text.splitlines():
-            record = json.loads(line.replace(bobs, forged).replace(sha(own), sha(PIXEL)))
-            if "event_id" in record:
-                record["event_id"] = str(uuid.uuid4())
-            lines.append(json.dumps(record))
-        imported = bob.post(
-            "/sessions/import",
-            content="\n".join(lines) + "\n",
-            headers={"content-type": "application/x-ndjson"},
-        )
-        assert imported.status_code in (200, 201), imported.text
+        forged = import_forged(bob, bobs, {sha(own): sha(PIXEL)})
         (named,) = server.tool_messages(forged, token=BOB_TOKEN)
         assert named["images"][0]["sha256"] == sha(PIXEL)  # the log names it...
         got = bob.get(f"/sessions/{forged}/blobs/{sha(PIXEL)}")

@@ -13,9 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import socket
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import aclosing
 from typing import Any, Protocol, TypeVar
 
@@ -27,8 +30,10 @@ from events.envelope import Recorded
 
 __all__ = [
     "SERVER_START_S",
+    "answering_http",
     "drain",
     "free_port",
+    "interface_address",
     "wait_for_events",
     "wait_until",
     "wait_until_serving",
@@ -101,3 +106,38 @@ def wait_until_serving(
             pass
         time.sleep(0.05)
     raise AssertionError(f"the server did not answer {url} within {limit_s:g} s:\n{log()}")
+
+
+def interface_address() -> str | None:
+    """This machine's address on its way out (no packet is sent), None if only loopback."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.123", 9))
+        except OSError:
+            return None
+        address: str = probe.getsockname()[0]
+    return None if address.startswith("127.") else address
+
+
+@contextlib.contextmanager
+def answering_http(host: str) -> Iterator[tuple[int, list[str]]]:
+    """A server on ``host`` answering 200 to any GET: (its port, the paths it was asked)."""
+    asked: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer((host, 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], asked
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import http.server
 import json
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -68,38 +65,3 @@ def http_server(log: Path, transport: str = "http") -> Iterator[str]:
 def box_entry(**extra: Any) -> dict[str, Any]:
     """The sandbox tests' server (mcp_box_server.py), sandboxed, as a config entry."""
     return {"command": sys.executable, "args": [str(BOX_SCRIPT)], "sandbox": True, **extra}
-
-
-def interface_address() -> str | None:
-    """This machine's address on its way out (no packet is sent), None if only loopback."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect(("192.0.2.123", 9))
-        except OSError:
-            return None
-        address: str = probe.getsockname()[0]
-    return None if address.startswith("127.") else address
-
-
-@contextmanager
-def answering_http(host: str) -> Iterator[tuple[int, list[str]]]:
-    """A server on ``host`` answering 200 to any GET: (its port, the paths it was asked)."""
-    asked: list[str] = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            asked.append(self.path)
-            self.send_response(200)
-            self.end_headers()
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer((host, 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server.server_address[1], asked
-    finally:
-        server.shutdown()
-        server.server_close()

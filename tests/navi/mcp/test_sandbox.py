@@ -24,7 +24,8 @@ from navi.config import Settings
 from navi.mcp.client import ServerConnection
 from navi.mcp.config import parse_config
 from navi.mcp.sandbox import SandboxPlaces, sandbox_places
-from tests.navi.mcp.support import BOX_SCRIPT, answering_http, box_entry, interface_address
+from tests.navi.mcp.support import BOX_SCRIPT, box_entry
+from tests.support.helpers import answering_http, interface_address
 from tools import ToolContext, ToolRegistry
 from tools.base import ToolResult
 from tools.sandbox import sandbox_status
