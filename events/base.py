@@ -9,6 +9,7 @@ after the commit, so they only ever see durable events.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Collection, Sequence
 from contextlib import aclosing
@@ -44,6 +45,11 @@ class BaseEventStore:
         self._send: MemoryObjectSendStream[AppendRequest] | None = None
         self.commit_count = 0
         self._full = False  # the last commit was refused for want of space
+        # How long a follower waits for a wake-up before it reads again anyway: none
+        # where every commit wakes it (this process commits them); a store whose
+        # commits come from other processes too (PostgreSQL's NOTIFY) sets it, so that
+        # a notification lost or late is covered.
+        self.recheck_s = math.inf
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -270,7 +276,8 @@ class BaseEventStore:
                     yield batch
                     last = batch[-1].seq
                     continue
-                await wake.wait()
+                with anyio.move_on_after(self.recheck_s):
+                    await wake.wait()
         finally:
             if wake_on is not None and wake is not None and not wake.is_set():
                 self.notifier.forget(stream_id, wake)

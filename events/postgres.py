@@ -40,6 +40,9 @@ from events.sql import INSERT_COLUMNS, SqlEventStore
 
 log = structlog.get_logger(__name__)
 
+# A follower on this node reads its stream again after this long without a NOTIFY.
+RECHECK_S = 2.0
+
 
 def asyncpg_dsn(url: str) -> str:
     """``postgresql+asyncpg://...`` (SQLAlchemy) → ``postgresql://...`` (asyncpg)."""
@@ -97,6 +100,9 @@ class PostgresEventStore(SqlEventStore):
     ) -> None:
         super().__init__(sqlalchemy_url(url), clock=clock, new_id=new_id)
         self.node_id = uuid.uuid4().hex[:12]
+        # Other nodes' commits arrive by NOTIFY, which a dropped listener connection
+        # loses: followers read again after this long without one.
+        self.recheck_s = RECHECK_S
         self._pool_size = pool_size
         self._listener: asyncpg.Connection | None = None
         self._listen_scope: anyio.CancelScope | None = None

@@ -252,8 +252,13 @@ async def run_sandboxed(
 _LOOPBACK_FAILED = re.compile(r"bwrap: loopback: Failed [A-Z_]+: [^\n]*\n?")
 
 
+def loopback_failed(output: str) -> bool:
+    """``output`` is all bubblewrap said when it failed to bring up loopback."""
+    return _LOOPBACK_FAILED.fullmatch(output) is not None
+
+
 def _loopback_failed(outcome: ProcessOutcome) -> bool:
-    return outcome.exit_code == 1 and _LOOPBACK_FAILED.fullmatch(outcome.output) is not None
+    return outcome.exit_code == 1 and loopback_failed(outcome.output)
 
 
 async def _run(

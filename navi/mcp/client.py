@@ -34,6 +34,7 @@ from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
 from navi.mcp.tools import adapt
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
+from tools.sandbox import loopback_failed
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -179,12 +180,18 @@ class ServerConnection:
     async def _serve_once(self) -> None:
         # The child's stderr (not Navi's own), quoted when it fails: read once the child
         # has stopped, with all it had to say.
-        self._connected = False
-        with tempfile.TemporaryFile() as errlog:
-            try:
-                await self._connect_and_watch(errlog)
-            except Exception as exc:
-                raise StartFailed(self._why(exc, errlog)) from exc
+        for attempt in (1, 2):
+            self._connected = False
+            with tempfile.TemporaryFile() as errlog:
+                try:
+                    await self._connect_and_watch(errlog)
+                except Exception as exc:
+                    # bubblewrap's loopback now and then fails before the server starts
+                    # (tools/sandbox.py): started once more at once, not after a backoff.
+                    if attempt == 1 and not self._connected and loopback_failed(_tail(errlog)):
+                        continue
+                    raise StartFailed(self._why(exc, errlog)) from exc
+            return
 
     async def _connect_and_watch(self, errlog: IO[bytes]) -> None:
         from mcp import Client

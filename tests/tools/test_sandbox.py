@@ -151,6 +151,9 @@ async def test_a_call_whose_sandbox_failed_to_start_is_started_once_more(
     assert await call([failed, ran]) == (ran, 2)
     assert await call([own, ran]) == (own, 1)
     assert await call([ran]) == (ran, 1)
+    # An MCP server's stderr tail, on one line (navi/mcp/client.py), is recognised too.
+    assert sandbox.loopback_failed("bwrap: loopback: Failed RTM_NEWADDR: No child processes")
+    assert not sandbox.loopback_failed("x bwrap: loopback: Failed RTM_NEWADDR: y")
 
 
 async def _bwrap() -> str:
