@@ -268,6 +268,8 @@ def create_call_cgroup(
                 (directory / "memory.limit_in_bytes").write_text(str(memory_bytes))
                 with contextlib.suppress(OSError):  # memory+swap, where swap is accounted
                     (directory / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
+                with contextlib.suppress(OSError):  # where it is not: 0 forbids swapping
+                    (directory / "memory.swappiness").write_text("0")  # at the limit
             else:
                 (directory / "pids.max").write_text(str(max_processes))
     except OSError as exc:
