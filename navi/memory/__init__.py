@@ -7,7 +7,7 @@ user, summaries, and which session ranges were processed. The ``memory`` project
 
 - ``MemoryService``: facts, search, forget, edit, ``summary_message`` for the context.
 - ``MemoryWorker``: extraction sweeps, summaries, re-extraction (needs an LLM backend).
-- ``memory_tools(service)``: ``memory_search`` and ``memory_forget``.
+- ``memory_tools(service)``: ``memory_search``, ``memory_remember`` and ``memory_forget``.
 - ``memory_routes(service_getter)``: the REST API.
 """
 

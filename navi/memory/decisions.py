@@ -182,6 +182,40 @@ def edit(state: MemoryState, fact_id: str, value: str) -> list[Event]:
     return [MemoryFactEdited(fact_id=fact_id, value=cleaned)]
 
 
+REMEMBERED_BY = "memory_remember"  # a told fact's `model`: who wrote it down
+
+
+def remember(
+    state: MemoryState,
+    *,
+    category: str,
+    key: str,
+    value: str,
+    session_id: str,
+    said_seq: int,
+    said_at: float,
+) -> list[Event]:
+    """A fact the user asked to be remembered ("remember that …"), from the message at
+    ``said_seq``: it replaces an older value of the same key, as a learned one does."""
+    cleaned = clean_value(value)
+    normalized = normalize_key(key)
+    if not normalized:
+        raise ValueError("the key must hold a letter or a digit")
+    event = MemoryFactLearned(
+        fact_id=fact_id(category, normalized),
+        category=category,
+        key=normalized,
+        value=cleaned,
+        session_id=session_id,
+        from_seq=said_seq,
+        to_seq=said_seq,
+        source_seqs=(said_seq,) if said_seq > 0 else (),
+        said_at=said_at,
+        model=REMEMBERED_BY,
+    )
+    return [event] if _changes(state.facts.get(event.fact_id), event) else []
+
+
 def summarize(
     state: MemoryState, text: str, *, model: str, based_on_seq: int, fact_ids: Sequence[str]
 ) -> list[Event]:

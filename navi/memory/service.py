@@ -9,6 +9,7 @@ it catches up and decides again. It never calls an LLM (``MemoryWorker`` does).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import anyio
@@ -20,7 +21,13 @@ from events.errors import ConcurrencyError
 from events.store import EventStore
 from events.types import Event, LLMCompleted, UserMessage
 from navi.memory import decisions
-from navi.memory.facts import LOCAL_USER, memory_stream_id, user_of_stream
+from navi.memory.facts import (
+    LOCAL_USER,
+    fact_id,
+    memory_stream_id,
+    normalize_key,
+    user_of_stream,
+)
 from navi.memory.index import MemoryIndex, memory_index_for
 from navi.memory.summary import memory_message
 from projections.memory import MEMORY, Fact, FactSource, MemoryState
@@ -32,6 +39,7 @@ log = structlog.get_logger(__name__)
 Decide = Callable[[MemoryState], list[Event]]
 MAX_RACES = 8
 MAX_SEARCH_RESULTS = 50
+LOOK_BACK = 200  # events read back from a session's end for the message a fact was told in
 
 
 class SourceMessage(msgspec.Struct, frozen=True, kw_only=True):
@@ -143,6 +151,39 @@ class MemoryService:
         if records:
             self._changed(user_id)
         return state.facts[fact_id]
+
+    async def remember(
+        self, user_id: str, session_id: str, *, category: str, key: str, value: str
+    ) -> Fact:
+        """Write down a fact the user asked Navi to remember in ``session_id`` (its
+        source: the user's latest message there). ``ValueError`` for an empty key or
+        value, or one too long."""
+        said_seq = await self._latest_user_message(session_id)
+        now = time.time()
+        await self.append(
+            user_id,
+            lambda s: decisions.remember(
+                s,
+                category=category,
+                key=key,
+                value=value,
+                session_id=session_id,
+                said_seq=said_seq,
+                said_at=now,
+            ),
+        )
+        state = await self.state(user_id)
+        self._changed(user_id)
+        fact = state.facts[fact_id(category, normalize_key(key))]
+        log.info("memory.fact_remembered", user_id=user_id, fact_id=fact.fact_id)
+        return fact
+
+    async def _latest_user_message(self, session_id: str) -> int:
+        """The seq of the session's latest user message (0: none among its last events)."""
+        last = await self.store.last_seq(session_id)
+        recent = await self.store.read(session_id, after_seq=max(0, last - LOOK_BACK))
+        said = [r.seq for r in recent if isinstance(r.event, UserMessage)]
+        return said[-1] if said else 0
 
     def _changed(self, user_id: str) -> None:
         if self.on_change is not None:

@@ -1,4 +1,5 @@
-"""The memory tools the LLM can call: ``memory_search`` and ``memory_forget``.
+"""The memory tools the LLM can call: ``memory_search``, ``memory_remember`` and
+``memory_forget``.
 
 They act on the memory of the user the run belongs to (``ToolContext.user_id``).
 """
@@ -7,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from navi.memory.decisions import FactNotFound
+from navi.memory.decisions import MAX_VALUE_LENGTH, FactNotFound
 from navi.memory.facts import CATEGORIES, normalize_key
 from navi.memory.service import MemoryService
 from projections.memory import Fact
@@ -17,7 +18,8 @@ from tools.context import ToolContext
 USAGE_RULES = (
     "Call memory_search when the user mentions something personal or before making "
     "assumptions about their environment. Do not call at session start reflexively — "
-    "only when context warrants it. Call memory_forget only when explicitly asked."
+    "only when context warrants it. Call memory_remember and memory_forget only when "
+    "the user explicitly asks."
 )
 
 
@@ -65,6 +67,62 @@ class MemorySearchTool(Tool):
         lines = [f"{len(facts)} remembered fact(s) for {query!r}:"]
         lines += [describe(fact) for fact in facts]
         return ok("\n".join(lines), count=len(facts), fact_ids=[f.fact_id for f in facts])
+
+
+class MemoryRememberTool(Tool):
+    name = "memory_remember"
+    uses_files = False
+    description = (
+        "Remember a fact about the user for future conversations, when the user asks "
+        '("remember that …"). A new value for a key replaces the old one; the user '
+        "sees and manages every fact on the Memory page. " + USAGE_RULES
+    )
+    parameters = {
+        "type": "object",
+        "properties": {
+            "category": {"type": "string", "enum": list(CATEGORIES)},
+            "key": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 80,
+                "description": "A short name for the fact, e.g. 'units' or 'editor'.",
+            },
+            "value": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_VALUE_LENGTH,
+                "description": "The fact in the user's words, e.g. 'Prefers metric units'.",
+            },
+        },
+        "required": ["category", "key", "value"],
+        "additionalProperties": False,
+    }
+    # Writing the same value again changes nothing: safe to run again after a crash.
+    idempotent = True
+    timeout_s = 30.0
+    # A remembered fact steers every future chat, and a page the model read may ask for
+    # one: the user sees the fact on the card and says yes first.
+    approval = "ask"
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+    async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        try:
+            fact = await self.service.remember(
+                ctx.user_id,
+                ctx.session_id,
+                category=str(args["category"]),
+                key=str(args["key"]),
+                value=str(args["value"]),
+            )
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        return ok(
+            f"Remembered [{fact.category}] {fact.key}: {fact.value} (id {fact.fact_id}). "
+            "The user can see, edit or forget it on the Memory page.",
+            fact_id=fact.fact_id,
+        )
 
 
 class MemoryForgetTool(Tool):
@@ -129,4 +187,4 @@ class MemoryForgetTool(Tool):
 
 
 def memory_tools(service: MemoryService) -> list[Tool]:
-    return [MemorySearchTool(service), MemoryForgetTool(service)]
+    return [MemorySearchTool(service), MemoryRememberTool(service), MemoryForgetTool(service)]

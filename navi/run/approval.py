@@ -8,7 +8,7 @@ tool decides:
 2. the user's own defaults (their settings page);
 3. the operator's ``NAVI_TOOL_APPROVAL`` (``ask`` | ``auto``), for every tool;
 4. the tool's own default: ``ask`` for the tools that act on the machine (code_exec,
-   terminal, ssh_exec, write_tool, reload_tools, filesystem writes, memory_forget,
+   terminal, ssh_exec, write_tool, reload_tools, filesystem writes, memory_remember, memory_forget,
    http_request other than GET/HEAD, user tools and external tools that do not declare themselves
    read-only, switch_profile and spawn_agent into a profile that loosens safety),
    ``auto`` for the rest.
@@ -249,7 +249,7 @@ def approval_report(operator: str) -> tuple[str, str]:
             "except what a person approved for a whole chat"
         )
     return "ok", (
-        "approvals: code_exec, terminal, ssh_exec, file writes, memory_forget, non-GET "
+        "approvals: code_exec, terminal, ssh_exec, file writes, memory_remember/forget, non-GET "
         "http_request, write_tool, reload_tools, external tools, entering a profile with a "
         "wider reach and web requests to a host not allowed in the chat ask first; profiles "
         "and users' settings may change a tool's rule"

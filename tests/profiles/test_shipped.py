@@ -22,6 +22,7 @@ TOOL_NAMES = {
     "list_tools",
     "tool_manual",
     "memory_search",
+    "memory_remember",
     "memory_forget",
     "spawn_agent",
     "switch_profile",
