@@ -172,7 +172,10 @@ export class LiveRenderer {
     if (turn) {
       turn.settle();
       turn.abandonTools('stopped');
+      const content = turn.root.text?.view.text || '';
       turn.root.notice('Stopped', 'stopped');
+      // Copy and Regenerate under a stopped answer at once, as after a reload.
+      turn.finish({ content });
     } else {
       this.view.notice('Stopped', 'stopped');
     }
@@ -230,6 +233,6 @@ export function runStats(frame) {
   const parts = [];
   if (frame.elapsed_seconds >= 0.05) parts.push(formatSeconds(frame.elapsed_seconds));
   if (frame.tool_call_count) parts.push(`${frame.tool_call_count} tool call${frame.tool_call_count === 1 ? '' : 's'}`);
-  if (frame.token_count) parts.push(`${formatCount(frame.token_count)} tokens`);
+  if (frame.token_count) parts.push(`${formatCount(frame.token_count)} token${frame.token_count === 1 ? '' : 's'}`);
   return parts;
 }
