@@ -84,7 +84,9 @@ def test_the_timeline_and_the_state_at_the_cursor(
     assert " s (events " in (
         page.locator('.tl-span[data-kind="tool"]').get_attribute("title") or ""
     )
-    expect(page.locator("#replay-position")).to_have_text(f"Step {head} of {head} · Navi finished answering")
+    expect(page.locator("#replay-position")).to_have_text(
+        f"Step {head} of {head} · Navi finished answering"
+    )
     conversation = page.locator("#replay-conversation")
     expect(conversation.locator(".message.user")).to_have_count(2)
     expect(conversation).to_contain_text("Have a good trip!")
@@ -102,7 +104,9 @@ def test_the_timeline_and_the_state_at_the_cursor(
     page.mouse.move(track["x"] + track["width"] / 2, y, steps=5)
     page.mouse.move(track["x"] + 1, y, steps=5)
     page.mouse.up()
-    expect(page.locator("#replay-position")).to_have_text(f"Step 1 of {head} · the chat was created")
+    expect(page.locator("#replay-position")).to_have_text(
+        f"Step 1 of {head} · the chat was created"
+    )
     expect(conversation).to_contain_text("Nothing said yet")
     expect(context).to_contain_text("The context is empty")
 
