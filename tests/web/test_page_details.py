@@ -23,7 +23,7 @@ from playwright.sync_api import expect
 
 from tests.support.fake_llm import FakeToolCall, Reply
 from tests.web.conftest import LLMScript, NaviPage
-from tests.web.views import PHONE
+from tests.web.views import DESKTOP, PHONE
 
 # How much room the selected option's text needs, against the room its <select> has.
 ROOM = """(select) => {
@@ -120,8 +120,12 @@ def test_search_lists_one_row_per_chat(navi_page: NaviPage, llm: LLMScript) -> N
     expect(row.locator(".session-match")).to_contain_text("float on their backs")
 
 
-def test_a_fork_says_where_it_came_from(navi_page: NaviPage, llm: LLMScript) -> None:
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_fork_says_where_it_came_from(
+    navi_page: NaviPage, llm: LLMScript, size: dict[str, int]
+) -> None:
     llm(Reply(text="Tea."))
+    navi_page.page.set_viewport_size(size)
     ui = navi_page.open()
     page = ui.page
     ui.send("Tea or coffee?")
@@ -133,6 +137,8 @@ def test_a_fork_says_where_it_came_from(navi_page: NaviPage, llm: LLMScript) -> 
     expect(line).to_contain_text("Continued from “Tea or coffee?”")
     link = line.locator("a.fork-origin-link")
     expect(link).to_have_attribute("href", f"#{original}")
+    box = line.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= size["width"]
     ui.shot("fork")
     # After a reload too (the list may come later than the chat).
     page.reload()

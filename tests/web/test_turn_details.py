@@ -26,6 +26,7 @@ from playwright.sync_api import expect
 from navi.llm.embedded import CAP_NOTE, REPETITION_NOTE
 from tests.support.fake_llm import FakeToolCall, Reply
 from tests.web.conftest import LLMScript, NaviPage
+from tests.web.views import DESKTOP, PHONE
 
 UNKNOWN = re.compile("^\N{EN DASH} / \\d")  # the window known, its use not yet
 
@@ -62,8 +63,12 @@ def _slow_words(count: int, delay: float = 0.1) -> Reply:
     return Reply(text=[f"word{i} " for i in range(count)], delay=delay)
 
 
-def test_a_live_stop_leaves_copy_and_regenerate(navi_page: NaviPage, llm: LLMScript) -> None:
+@pytest.mark.parametrize("size", [DESKTOP, PHONE], ids=["desktop", "phone"])
+def test_a_live_stop_leaves_copy_and_regenerate(
+    navi_page: NaviPage, llm: LLMScript, size: dict[str, int]
+) -> None:
     llm(_slow_words(200))
+    navi_page.page.set_viewport_size(size)
     ui = navi_page.open()
     page = ui.page
     ui.send("Count slowly")

@@ -70,7 +70,7 @@ function contextMessage({ message, added }, removed = false) {
     removed && h('span', { class: 'ctx-badge', text: 'no longer sent' })),
   message.content && h('pre', { class: 'ctx-content', text: message.content }),
   calls && h('pre', { class: 'ctx-calls', text: calls }),
-  (message.images || []).length ? h('div', { class: 'ctx-note', text: `${message.images.length} image(s)` }) : null);
+  (message.images || []).length ? h('div', { class: 'ctx-note', text: `${message.images.length} image${message.images.length === 1 ? '' : 's'}` }) : null);
 }
 
 export class ReplayPanes {
@@ -106,7 +106,7 @@ export class ReplayPanes {
         h('span', { class: 'ctx-compared' }, compared)),
       diff.removed.length
         ? h('details', { class: 'ctx-removed' },
-          h('summary', { text: `${diff.removed.length} message(s) of the previous call no longer sent` }),
+          h('summary', { text: `${diff.removed.length === 1 ? '1 message' : `${diff.removed.length} messages`} sent to the model before, no longer sent` }),
           diff.removed.map((message) => contextMessage({ message, added: false }, true)))
         : null,
       ...(diff.items.length ? diff.items.map((item) => contextMessage(item))
