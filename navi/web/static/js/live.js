@@ -24,7 +24,7 @@ const ANSWER_FRAMES = new Set([
 export class LiveRenderer {
   /**
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
-   *         setTodo(items), runEnded(), llm(status, detail), approvals}
+   *         setTodo(items), runEnded({figures}), llm(status, detail), approvals}
    *  llm() tells the footer's dot what the model's server is doing: 'waiting',
    *  'answering', 'retrying', 'failed' or 'idle'.
    *  approvals: the Approvals of approvals.js (calls that wait for the user).
@@ -163,7 +163,7 @@ export class LiveRenderer {
     current.root.setText(frame.content || '');
     current.abandonTools('no result');
     current.finish({ content: frame.content || '', stats: runStats(frame) });
-    this.endRun();
+    this.endRun({ figures: true });
   }
 
   stream_stopped(frame) {
@@ -211,12 +211,13 @@ export class LiveRenderer {
     if (plan) plan.setProgress(items.filter((i) => i.status === 'done').length, items.length);
   }
 
-  endRun() {
+  /** `figures`: the end frame carried the context figures (a stop or an error does not). */
+  endRun({ figures = false } = {}) {
     this.hooks.approvals?.endAll();
     this.hooks.llm?.('idle');
     this.view.turn = null;
     this.hooks.setRunning(false);
-    this.hooks.runEnded();
+    this.hooks.runEnded({ figures });
   }
 }
 

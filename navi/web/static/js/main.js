@@ -88,10 +88,10 @@ const live = new LiveRenderer(view, {
   setTodo: (items) => update({ todo: items }),
   llm: llmActivity,
   approvals,
-  runEnded: () => {
+  runEnded: ({ figures }) => {
     sidebar.refresh();
     composer.focus();
-    refreshContext(); // a stopped run's end frame carries no figures
+    if (!figures) refreshContext(); // a stop's or an error's end has none: ask
   },
 });
 
