@@ -96,7 +96,7 @@ def test_approve_with_a_click_runs_the_call_and_the_marks_go(
     ui.wait_idle()
     done = page.locator('[data-testid="approval"].decided')
     expect(done).to_have_class(re.compile(r"\bapproved\b"))
-    expect(done).to_have_text("Approved by local")
+    expect(done).to_have_text("Approved")
     expect(card).to_have_class(re.compile(r"\bok\b"))
     expect(page.locator(".message.assistant").last).to_contain_text("Written.")
     assert written(navi_server, ui.session_id, "note.txt").read_text() == LONG
@@ -108,7 +108,7 @@ def test_approve_with_a_click_runs_the_call_and_the_marks_go(
     page.reload()
     # (with how long it waited, from 1 s on: the test's own pace, not asserted)
     expect(page.locator('[data-testid="approval"].decided.approved')).to_have_text(
-        re.compile(r"^Approved by local( after \d+ s)?$")
+        re.compile(r"^Approved( after \d+ s)?$")
     )
 
 
@@ -127,7 +127,7 @@ def test_approve_for_this_session_lets_the_next_call_run_without_asking(
     approval(ui).get_by_role("button", name="Allow file writes in this chat").click()
     ui.wait_idle()
     expect(page.locator('[data-testid="approval"].decided')).to_have_text(
-        "Approved for this session by local"
+        "Approved for this session"
     )
     assert written(navi_server, ui.session_id, "a.txt").read_text() == "a"
 
@@ -153,7 +153,7 @@ def test_deny_with_a_reason_tells_the_model_why(
     ui.wait_idle()
     done = page.locator('[data-testid="approval"].decided')
     expect(done).to_have_class(re.compile(r"\bdeclined\b"))
-    expect(done).to_have_text("Declined by local: not in there")
+    expect(done).to_have_text("Declined · “not in there”")
     card = page.locator('.tool-card[data-tool="filesystem"]')
     expect(card).to_have_class(re.compile(r"\bfailed\b"))
     expect(page.locator(".message.assistant").last).to_contain_text("I will not write.")
@@ -182,7 +182,7 @@ def test_a_decision_taken_elsewhere_updates_the_card(
     assert answer.status_code == 200, answer.text
     ui.wait_idle()
     expect(page.locator('[data-testid="approval"].decided')).to_have_text(
-        "Declined by local: from the terminal"
+        "Declined · “from the terminal”"
     )
     expect(page.locator(".approval-error")).to_have_count(0)
     expect(page.locator("#prompt")).to_be_focused()
@@ -239,7 +239,7 @@ def test_a_reload_while_a_call_waits_shows_it_again_once(
     approval(ui).get_by_role("button", name="Approve", exact=True).click()
     ui.wait_idle()
     assert written(navi_server, session_id, "note.txt").read_text() == "hi"
-    expect(page.locator('[data-testid="approval"].decided')).to_have_text("Approved by local")
+    expect(page.locator('[data-testid="approval"].decided')).to_have_text("Approved")
 
 
 def test_a_server_restart_while_a_call_waits_keeps_it_waiting(

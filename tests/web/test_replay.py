@@ -84,7 +84,9 @@ def test_the_timeline_and_the_state_at_the_cursor(
     assert " s (events " in (
         page.locator('.tl-span[data-kind="tool"]').get_attribute("title") or ""
     )
-    expect(page.locator("#replay-position")).to_have_text(f"event {head} of {head} · run.completed")
+    expect(page.locator("#replay-position")).to_have_text(
+        f"Step {head} of {head} · Navi finished answering"
+    )
     conversation = page.locator("#replay-conversation")
     expect(conversation.locator(".message.user")).to_have_count(2)
     expect(conversation).to_contain_text("Have a good trip!")
@@ -102,7 +104,9 @@ def test_the_timeline_and_the_state_at_the_cursor(
     page.mouse.move(track["x"] + track["width"] / 2, y, steps=5)
     page.mouse.move(track["x"] + 1, y, steps=5)
     page.mouse.up()
-    expect(page.locator("#replay-position")).to_have_text(f"event 1 of {head} · session.created")
+    expect(page.locator("#replay-position")).to_have_text(
+        f"Step 1 of {head} · the chat was created"
+    )
     expect(conversation).to_contain_text("Nothing said yet")
     expect(context).to_contain_text("The context is empty")
 
@@ -112,6 +116,11 @@ def test_the_timeline_and_the_state_at_the_cursor(
     frame.focus()
     for _ in range(second_call - 1):
         page.keyboard.press("ArrowRight")
+    expect(page.locator("#replay-position")).to_have_text(
+        f"Step {second_call} of {head} · Navi asked the model"
+    )
+    # The technical view, one click away: event types and the LLM call's options.
+    page.locator("#replay-technical").click()
     expect(page.locator("#replay-position")).to_have_text(
         f"event {second_call} of {head} · llm.requested"
     )
@@ -145,7 +154,7 @@ def test_play_pause_and_speed(navi_page: NaviPage, llm: LLMScript, navi_server: 
     page.select_option("#replay-speed", "max")
     play.click()
     expect(play).to_have_attribute("data-state", "paused", timeout=15_000)
-    expect(page.locator("#replay-position")).to_contain_text(f"event {head} of {head}")
+    expect(page.locator("#replay-position")).to_contain_text(f"Step {head} of {head}")
     expect(conversation.locator(".message.user")).to_have_count(2)
     expect(conversation).to_contain_text("Have a good trip!")
     expect(conversation.locator('.tool-card[data-tool="todo"]')).to_have_class(
@@ -156,7 +165,7 @@ def test_play_pause_and_speed(navi_page: NaviPage, llm: LLMScript, navi_server: 
     page.select_option("#replay-speed", "0.5")
     page.locator(".tl-frame").focus()
     page.keyboard.press("Home")
-    expect(page.locator("#replay-position")).to_contain_text("event 0 of")
+    expect(page.locator("#replay-position")).to_contain_text("Step 0 of")
     play.click()
     expect(play).to_have_attribute("data-state", "playing")
     expect(conversation.locator(".message.user")).to_have_count(1)
@@ -171,7 +180,7 @@ def test_play_pause_and_speed(navi_page: NaviPage, llm: LLMScript, navi_server: 
     # Resume at max speed: it plays on from there to the end.
     page.select_option("#replay-speed", "max")
     play.click()
-    expect(page.locator("#replay-position")).to_contain_text(f"event {head} of {head}")
+    expect(page.locator("#replay-position")).to_contain_text(f"Step {head} of {head}")
     expect(conversation).to_contain_text("Have a good trip!")
 
 
@@ -189,7 +198,7 @@ def test_continue_from_here_edit_and_regenerate_are_forks(
     page.keyboard.press("Home")
     for _ in range(first_end):
         page.keyboard.press("ArrowRight")
-    expect(page.locator("#replay-position")).to_contain_text(f"event {first_end} of")
+    expect(page.locator("#replay-position")).to_contain_text(f"Step {first_end} of")
     page.locator("#replay-fork").click()
     expect(page.locator("#replay")).to_be_hidden()
     fork = ui.session_id
@@ -197,7 +206,7 @@ def test_continue_from_here_edit_and_regenerate_are_forks(
     expect(page.locator("#conversation .message.user")).to_have_count(1)
     expect(page.locator("#conversation")).to_contain_text("Your list is ready.")
     mark = page.locator(f'.session-item[data-session-id="{fork}"] .fork-mark')
-    expect(mark).to_have_attribute("title", f"Fork of “Camping” at event {first_end}")
+    expect(mark).to_have_attribute("title", f"Fork of “Camping” at step {first_end}")
     llm(Reply(text="Another way to go."))
     ui.send("Something else")
     ui.wait_idle()

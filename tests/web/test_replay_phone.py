@@ -39,7 +39,7 @@ def test_replay_on_a_phone(navi_page: NaviPage, llm: LLMScript, navi_server: Any
 
     page.select_option("#replay-speed", "max")
     page.locator("#replay-play").click()
-    expect(page.locator("#replay-position")).to_contain_text(f"event {head} of {head}")
+    expect(page.locator("#replay-position")).to_contain_text(f"Step {head} of {head}")
     expect(conversation).to_contain_text("Have a good trip!")
     expect(conversation.locator(".replay-empty")).to_have_count(0)
     # Every event of the run is drawn across the track, not squeezed to one side.

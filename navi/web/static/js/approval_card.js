@@ -93,19 +93,28 @@ function sessionButton(request, tool) {
   });
 }
 
-/** The words for a decision (an approval_decided frame). */
-export function outcomeText({ approved, scope, by, reason }) {
-  const who = by ? ` by ${by}` : '';
-  if (approved) return `${scope === 'session' ? 'Approved for this session' : 'Approved'}${who}`;
-  return `Declined${who}${reason ? `: ${reason}` : ''}`;
+/** The words for a decision (an approval_decided frame, or a history message's
+ *  `approval` with how long the call waited). Who decided is the chat's own user: it
+ *  goes in the tooltip, not in the line; the reason comes last, quoted, so that it never
+ *  runs into the figures. */
+export function outcomeText({ approved, scope, reason, waited_seconds: waited }) {
+  const outcome = approved ? (scope === 'session' ? 'Approved for this session' : 'Approved') : 'Declined';
+  const after = waited >= 1 ? ` after ${Math.round(waited)} s` : '';
+  const why = !approved && reason ? ` · “${reason}”` : '';
+  return `${outcome}${after}${why}`;
+}
+
+/** The tooltip of a decision: who decided. */
+export function deciderText({ by }) {
+  return by ? `Decided by ${by}` : '';
 }
 
 /** The line a decided call's card keeps in the history (a message's `approval`). */
 export function decidedNote(approval) {
-  const waited = approval.waited_seconds >= 1 ? ` after ${Math.round(approval.waited_seconds)} s` : '';
   const kind = approval.approved ? 'approved' : 'declined';
   return h('div', {
-    class: `approval decided ${kind}`, 'data-testid': 'approval', text: outcomeText(approval) + waited,
+    class: `approval decided ${kind}`, 'data-testid': 'approval', text: outcomeText(approval),
+    title: deciderText(approval) || undefined,
   });
 }
 
@@ -180,6 +189,7 @@ export function approvalPanel(request, { onDecide }) {
     decided(frame) {
       settle(outcomeText(frame), frame.approved ? 'approved' : 'declined');
       el.setAttribute('aria-label', `${tool}: ${outcomeText(frame)}`);
+      if (frame.by) el.title = deciderText(frame);
     },
     /** No decision will come (the run stopped or failed while the call waited). */
     ended(text) {

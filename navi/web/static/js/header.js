@@ -44,13 +44,20 @@ export function mountContextMeter(el) {
   subscribe(['contextTokens', 'maxContextTokens', 'sessionId'], () => {
     const used = state.contextTokens;
     const max = state.maxContextTokens;
-    el.hidden = !state.sessionId || !Number.isFinite(used) || !Number.isFinite(max) || max <= 0;
+    el.hidden = !state.sessionId || !Number.isFinite(max) || max <= 0;
     if (el.hidden) return;
-    const fraction = Math.min(used / max, 1);
+    // The server counts the context from the model's answers: until the first one (a
+    // first message waiting, or stopped before the model said anything) it is not known,
+    // and the meter says so rather than 0.
+    const known = Number.isFinite(used) && used > 0;
+    el.classList.toggle('unknown', !known);
+    const fraction = known ? Math.min(used / max, 1) : 0;
     fill.style.width = `${(fraction * 100).toFixed(1)}%`;
     el.classList.toggle('warn', fraction >= WARN_FRACTION);
-    text.textContent = `${formatCount(used)} / ${formatCount(max)}`;
-    el.title = `Context: ${used.toLocaleString()} of ${max.toLocaleString()} tokens (${Math.round(fraction * 100)}%)`;
+    text.textContent = `${known ? formatCount(used) : '–'} / ${formatCount(max)}`;
+    el.title = known
+      ? `Context: ${used.toLocaleString()} of ${max.toLocaleString()} tokens (${Math.round(fraction * 100)}%)`
+      : `Context window: ${max.toLocaleString()} tokens (how much is used is known once the model has answered)`;
   });
 }
 
@@ -80,7 +87,9 @@ const STATUS_ICON = { done: 'check', failed: 'cross', skipped: 'cross', in_progr
 export function mountTodoDock(el) {
   let open = null; // the user's choice; null: open while a run works
   const render = () => {
-    const items = state.todo || [];
+    // The dock follows the run that works on the list: it closes when the run ends (the
+    // plan's card in the conversation keeps the count).
+    const items = state.running ? state.todo || [] : [];
     el.hidden = !items.length;
     clear(el);
     if (!items.length) return;

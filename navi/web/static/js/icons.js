@@ -5,7 +5,8 @@ const PATHS = {
   sun: '<circle cx="12" cy="12" r="4"/><path d="M12 2v2M12 20v2M4.9 4.9l1.4 1.4M17.7 17.7l1.4 1.4M2 12h2M20 12h2M4.9 19.1l1.4-1.4M17.7 6.3l1.4-1.4"/>',
   moon: '<path d="M20 14.5A8 8 0 0 1 9.5 4a8 8 0 1 0 10.5 10.5z"/>',
   monitor: '<rect x="3" y="4" width="18" height="12" rx="2"/><path d="M8 20h8M12 16v4"/>',
-  settings: '<circle cx="12" cy="12" r="3"/><path d="M12 2v3M12 19v3M4.9 4.9l2.1 2.1M17 17l2.1 2.1M2 12h3M19 12h3M4.9 19.1L7 17M17 7l2.1-2.1"/>',
+  // A toothed wheel, so that it never reads as the light theme's sun beside it.
+  settings: '<path d="M19.3 10L21.9 10.4V13.6L19.3 14L18.6 15.7L20.1 17.8L17.8 20.1L15.7 18.6L14 19.3L13.6 21.9H10.4L10 19.3L8.3 18.6L6.2 20.1L3.9 17.8L5.4 15.7L4.7 14L2.1 13.6V10.4L4.7 10L5.4 8.3L3.9 6.2L6.2 3.9L8.3 5.4L10 4.7L10.4 2.1H13.6L14 4.7L15.7 5.4L17.8 3.9L20.1 6.2L18.6 8.3z"/><circle cx="12" cy="12" r="3"/>',
   keyboard: '<rect x="2" y="6" width="20" height="12" rx="2"/><path d="M6 10h.01M10 10h.01M14 10h.01M18 10h.01M7 14h10"/>',
   download: '<path d="M12 4v11M7 10l5 5 5-5M5 20h14"/>',
   pin: '<path d="M9 4h6l-1 6 3 3v2H7v-2l3-3z"/><path d="M12 15v5"/>',

@@ -24,7 +24,7 @@ const ANSWER_FRAMES = new Set([
 export class LiveRenderer {
   /**
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
-   *         setTodo(items), runEnded(), llm(status, detail), approvals}
+   *         setTodo(items), runEnded({figures}), llm(status, detail), approvals}
    *  llm() tells the footer's dot what the model's server is doing: 'waiting',
    *  'answering', 'retrying', 'failed' or 'idle'.
    *  approvals: the Approvals of approvals.js (calls that wait for the user).
@@ -163,7 +163,7 @@ export class LiveRenderer {
     current.root.setText(frame.content || '');
     current.abandonTools('no result');
     current.finish({ content: frame.content || '', stats: runStats(frame) });
-    this.endRun();
+    this.endRun({ figures: true });
   }
 
   stream_stopped(frame) {
@@ -172,7 +172,10 @@ export class LiveRenderer {
     if (turn) {
       turn.settle();
       turn.abandonTools('stopped');
+      const content = turn.root.text?.view.text || '';
       turn.root.notice('Stopped', 'stopped');
+      // Copy and Regenerate under a stopped answer at once, as after a reload.
+      turn.finish({ content });
     } else {
       this.view.notice('Stopped', 'stopped');
     }
@@ -208,12 +211,13 @@ export class LiveRenderer {
     if (plan) plan.setProgress(items.filter((i) => i.status === 'done').length, items.length);
   }
 
-  endRun() {
+  /** `figures`: the end frame carried the context figures (a stop or an error does not). */
+  endRun({ figures = false } = {}) {
     this.hooks.approvals?.endAll();
     this.hooks.llm?.('idle');
     this.view.turn = null;
     this.hooks.setRunning(false);
-    this.hooks.runEnded();
+    this.hooks.runEnded({ figures });
   }
 }
 
@@ -230,6 +234,6 @@ export function runStats(frame) {
   const parts = [];
   if (frame.elapsed_seconds >= 0.05) parts.push(formatSeconds(frame.elapsed_seconds));
   if (frame.tool_call_count) parts.push(`${frame.tool_call_count} tool call${frame.tool_call_count === 1 ? '' : 's'}`);
-  if (frame.token_count) parts.push(`${formatCount(frame.token_count)} tokens`);
+  if (frame.token_count) parts.push(`${formatCount(frame.token_count)} token${frame.token_count === 1 ? '' : 's'}`);
   return parts;
 }

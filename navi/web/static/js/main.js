@@ -11,6 +11,7 @@ import { Connection } from './connection.js';
 import { ConversationView } from './conversation.js';
 import { confirmDialog } from './dialogs.js';
 import { $ } from './dom.js';
+import { forkOriginLine } from './fork_origin.js';
 import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
 import { highestSeq, renderHistory } from './history.js';
 import { icon } from './icons.js';
@@ -87,9 +88,10 @@ const live = new LiveRenderer(view, {
   setTodo: (items) => update({ todo: items }),
   llm: llmActivity,
   approvals,
-  runEnded: () => {
+  runEnded: ({ figures }) => {
     sidebar.refresh();
     composer.focus();
+    if (!figures) refreshContext(); // a stop's or an error's end has none: ask
   },
 });
 
@@ -173,6 +175,11 @@ subscribe(['health'], () => {
 onBackendChange(async () => {
   const empty = document.querySelector('#conversation-inner .empty-state');
   if (empty && route !== MEMORY) showEmpty();
+  await refreshContext();
+});
+
+/** The chat's context figures as the server has them now. */
+async function refreshContext() {
   const sessionId = state.sessionId;
   if (!sessionId || app.classList.contains('replaying')) return;
   const session = await api.getSession(sessionId).catch(() => null);
@@ -181,7 +188,7 @@ onBackendChange(async () => {
     contextTokens: session.context_token_count ?? state.contextTokens,
     maxContextTokens: session.max_context_tokens ?? state.maxContextTokens,
   });
-});
+}
 
 const MEMORY = 'memory';
 
@@ -255,6 +262,7 @@ async function openSession(sessionId) {
   const turn = renderHistory(view, messages, { running });
   view.adoptTurn(running ? turn : null);
   if (!messages.length && !running) showEmpty();
+  if (session.forked_from) showForkOrigin(session, token);
   update({ running });
   const listed = state.sessions.find((s) => s.session_id === sessionId);
   setTitle(listed ? `${sessionTitle(listed)} · Navi` : 'Navi');
@@ -264,6 +272,16 @@ async function openSession(sessionId) {
 }
 
 // ---------------------------------------------------------------- replay and forks
+
+/** A fork's first line: the chat it came from, linked (fetched when the list lacks it). */
+async function showForkOrigin(session, token) {
+  const id = session.forked_from;
+  const origin = state.sessions.find((s) => s.session_id === id) ||
+    await api.getSession(id).catch((error) => (error.status === 404 ? null : undefined));
+  if (token !== loading || origin === undefined) return;
+  view.inner.querySelector('.fork-origin')?.remove();
+  view.inner.prepend(forkOriginLine(session, origin, sessionTitle));
+}
 
 function openReplay(sessionId) {
   app.classList.add('replaying');

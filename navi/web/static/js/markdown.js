@@ -94,9 +94,29 @@ DOMPurify.addHook('afterSanitizeAttributes', (node) => {
   }
 });
 
+// The notes Navi itself adds at the end of an answer it cut (navi/llm/embedded.py):
+// the answer may stop inside a code block, and the note must not be drawn as code.
+const ENDING_NOTE = /\n\n\*\((?:The embedded model's answer was cut|Navi stopped the embedded model)[^\n]*\)\*\s*$/;
+const FENCE = /^ {0,3}(`{3,}|~{3,})/;
+
+/** `text` with a code block that its ending note would fall into closed before it. */
+export function closeFenceBeforeNote(text) {
+  const note = ENDING_NOTE.exec(text);
+  if (!note) return text;
+  const body = text.slice(0, note.index);
+  let open = null; // the fence of the code block still open, if any
+  for (const line of body.split('\n')) {
+    const fence = FENCE.exec(line)?.[1];
+    if (!fence) continue;
+    if (!open) open = fence;
+    else if (fence[0] === open[0] && fence.length >= open.length && !line.trim().slice(fence.length)) open = null;
+  }
+  return open ? `${body}\n${open}${text.slice(note.index)}` : text;
+}
+
 /** Markdown text → sanitised HTML string. */
 export function renderMarkdown(text) {
-  return DOMPurify.sanitize(marked.parse(text || ''), PURIFY);
+  return DOMPurify.sanitize(marked.parse(closeFenceBeforeNote(text || '')), PURIFY);
 }
 
 /** Wrap each <pre> in a block with its language and a copy button. */

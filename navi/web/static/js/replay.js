@@ -12,9 +12,19 @@ import { mountForkActions } from './replay_actions.js';
 import { ReplayPanes, baselineRequest } from './replay_panes.js';
 import { ReplaySocket } from './replay_socket.js';
 import { Timeline } from './replay_timeline.js';
+import { eventWords } from './replay_words.js';
 
 const SPEEDS = ['0.5', '1', '2', '5', '20', 'max'];
 const REFRESH_MS = 400; // the context pane follows a playing replay at most this often
+const TECHNICAL_KEY = 'navi.replayTechnical';
+
+function technicalChosen() {
+  try {
+    return localStorage.getItem(TECHNICAL_KEY) === '1';
+  } catch {
+    return false;
+  }
+}
 
 export class ReplayView {
   /** onBack(sessionId), onForked(newSessionId), onFork(origin, seq, text) (replay_actions). */
@@ -47,6 +57,12 @@ export class ReplayView {
     this.position = h('span', { class: 'replay-position', id: 'replay-position' });
     this.title = h('h2', { class: 'replay-title', text: 'Replay' });
     this.forkButton = button('replay-fork', 'Continue from here (a new chat)', 'fork', () => this.forkHere(), 'Continue from here');
+    // Plain words by default; event types, log seqs and the LLM calls' options one click away.
+    this.technicalButton = h('button', {
+      type: 'button', class: 'button small replay-technical', id: 'replay-technical',
+      title: 'Show the recorded events as they are (types, numbers, LLM call options)',
+      'aria-pressed': 'false', text: 'Technical view', onclick: () => this.setTechnical(!this.technical),
+    });
     this.errorEl = h('div', { class: 'replay-error', role: 'alert', hidden: true });
     const timelineEl = h('div', { class: 'replay-timeline', id: 'replay-timeline' });
     const info = h('div', { class: 'replay-info', id: 'replay-info' });
@@ -62,7 +78,7 @@ export class ReplayView {
         button('replay-step-back', 'Previous event', 'chevron', () => this.step(-1)),
         this.playButton,
         button('replay-step', 'Next event', 'chevron', () => this.step(1)),
-        this.speedSelect, this.position, this.forkButton),
+        this.speedSelect, this.position, this.forkButton, this.technicalButton),
       this.errorEl, timelineEl, info,
       h('div', { class: 'replay-panes' },
         h('section', { class: 'replay-pane' }, h('h3', { text: 'Conversation · as the user saw it' }), scroller, jump),
@@ -73,6 +89,21 @@ export class ReplayView {
       onSeek: (seq) => this.moveTo(seq),
     });
     this.panes = new ReplayPanes({ scroller, inner, jump, context, info });
+    this.setTechnical(technicalChosen());
+  }
+
+  setTechnical(on) {
+    this.technical = on;
+    this.root.classList.toggle('technical', on);
+    this.technicalButton.setAttribute('aria-pressed', String(on));
+    try {
+      localStorage.setItem(TECHNICAL_KEY, on ? '1' : '0');
+    } catch {
+      // Private mode: the choice lasts for this page.
+    }
+    this.timeline.technical = on;
+    if (this.timeline.data) this.timeline.load(this.timeline.data);
+    this.updateControls();
   }
 
   // ---------------------------------------------------------------- opening
@@ -162,7 +193,10 @@ export class ReplayView {
   updateControls() {
     const head = this.timeline.head;
     const type = this.timeline.typeOf(this.cursor);
-    this.position.textContent = `event ${this.cursor} of ${head}${type ? ` · ${type}` : ''}`;
+    this.position.textContent = this.technical
+      ? `event ${this.cursor} of ${head}${type ? ` · ${type}` : ''}`
+      : `Step ${this.cursor} of ${head}${type ? ` · ${eventWords(type)}` : ''}`;
+    this.position.title = type ? `event ${this.cursor} of ${head} · ${type}` : '';
     this.playButton.replaceChildren(icon(this.playing ? 'pause' : 'play'));
     const label = this.playing ? 'Pause' : 'Play';
     this.playButton.title = label;

@@ -6,6 +6,7 @@
 import { ConversationView } from './conversation.js';
 import { clear, formatCount, h } from './dom.js';
 import { renderHistory } from './history.js';
+import { eventWords, runStateWords } from './replay_words.js';
 
 const ACTIVE = new Set(['planning', 'awaiting_llm', 'streaming', 'executing_tools', 'answered', 'compressing', 'stopping']);
 
@@ -64,12 +65,12 @@ function contextMessage({ message, added }, removed = false) {
   },
   h('div', { class: 'ctx-head' },
     h('span', { class: 'ctx-role', text: message.name ? `${role} · ${message.name}` : role }),
-    Number.isInteger(message.seq) && h('span', { class: 'ctx-seq', text: `#${message.seq}` }),
+    Number.isInteger(message.seq) && h('span', { class: 'ctx-seq tech', text: `#${message.seq}` }),
     added && h('span', { class: 'ctx-badge', text: 'new' }),
     removed && h('span', { class: 'ctx-badge', text: 'no longer sent' })),
   message.content && h('pre', { class: 'ctx-content', text: message.content }),
   calls && h('pre', { class: 'ctx-calls', text: calls }),
-  (message.images || []).length ? h('div', { class: 'ctx-note', text: `${message.images.length} image(s)` }) : null);
+  (message.images || []).length ? h('div', { class: 'ctx-note', text: `${message.images.length} image${message.images.length === 1 ? '' : 's'}` }) : null);
 }
 
 export class ReplayPanes {
@@ -94,16 +95,18 @@ export class ReplayPanes {
   renderContext(state, baseline) {
     const diff = diffContext(state.context || [], baseline ? baseline.messages : null);
     const added = diff.items.filter((i) => i.added).length;
+    const counts = `${added} new, ${diff.removed.length} no longer sent`;
     const compared = baseline
-      ? `compared with the LLM call at #${baseline.seq}: ${added} new, ${diff.removed.length} no longer sent`
-      : 'no earlier LLM call to compare with';
+      ? [h('span', { class: 'plain', text: `compared with what the model was sent before: ${counts}` }),
+        h('span', { class: 'tech', text: `compared with the LLM call at #${baseline.seq}: ${counts}` })]
+      : 'nothing sent to the model before to compare with';
     const parts = [
       h('div', { class: 'ctx-summary' },
         h('span', { text: `${(state.context || []).length} messages · ${formatCount(state.context_token_count)} tokens` }),
-        h('span', { class: 'ctx-compared', text: compared })),
+        h('span', { class: 'ctx-compared' }, compared)),
       diff.removed.length
         ? h('details', { class: 'ctx-removed' },
-          h('summary', { text: `${diff.removed.length} message(s) of the previous call no longer sent` }),
+          h('summary', { text: `${diff.removed.length === 1 ? '1 message' : `${diff.removed.length} messages`} sent to the model before, no longer sent` }),
           diff.removed.map((message) => contextMessage({ message, added: false }, true)))
         : null,
       ...(diff.items.length ? diff.items.map((item) => contextMessage(item))
@@ -124,9 +127,16 @@ export class ReplayPanes {
     const pad = Object.keys(state.scratchpad || {});
     if (pad.length) bits.push(`scratchpad: ${pad.join(', ')}`);
     const call = (state.llm_requests || []).find((r) => r.seq === state.seq);
-    const parts = [h('span', { class: 'replay-info-main', text: bits.filter(Boolean).join(' · ') }),
+    const words = [
+      state.event_type && `${eventWords(state.event_type)[0].toUpperCase()}${eventWords(state.event_type).slice(1)}`,
+      `Navi: ${runStateWords(state.run_state)}`,
+      state.active_profile?.profile_id && `profile: ${state.active_profile.profile_id}`,
+      todo.length && `tasks ${todo.filter((t) => t.status === 'done').length}/${todo.length} done`,
+    ];
+    const parts = [h('span', { class: 'replay-info-main plain', text: words.filter(Boolean).join(' · ') }),
+      h('span', { class: 'replay-info-main tech', text: bits.filter(Boolean).join(' · ') }),
       call && h('span', {
-        class: 'replay-info-call',
+        class: 'replay-info-call tech',
         text: `LLM call: ${call.purpose} #${call.iteration}, attempt ${call.attempt}, model ${call.model || '–'}, ` +
           `tools [${call.tools.join(', ')}], options ${JSON.stringify(call.options)}`,
       }),

@@ -6,6 +6,7 @@
 // Events are placed on the replay clock, so the cursor moves as a replay plays.
 
 import { clear, formatSeconds, h } from './dom.js';
+import { spanWords } from './replay_words.js';
 
 const ROW = 15; // px per row of bars
 const TICKS = 12; // px of the row of event ticks
@@ -45,6 +46,7 @@ export class Timeline {
     this.onScrub = onScrub;
     this.onSeek = onSeek;
     this.data = null;
+    this.technical = false; // bars labelled as recorded ("LLM loop"), not in words
     this.cursorSeq = 0;
     this.dragging = false;
     this.lanesEl = h('div', { class: 'tl-lanes' });
@@ -127,7 +129,7 @@ export class Timeline {
       'data-first': span.first,
       style: `left:${left}%;width:${width}%;top:${TICKS + 2 + span.row * ROW}px`,
       title: `${span.label} · ${took} (events ${span.first}–${span.last})`,
-    }, h('span', { class: 'tl-span-label', text: span.label }));
+    }, h('span', { class: 'tl-span-label', text: this.technical ? span.label : spanWords(span) }));
   }
 
   drawTicks() {

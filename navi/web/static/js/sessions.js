@@ -61,11 +61,13 @@ function lastActive(session) {
  * its origin's family; the entry is the version open now, else the one used last, with
  * the number of versions. A renamed fork is a chat of its own.
  */
-export function foldVersions(list, activeId) {
-  const byId = new Map(list.map((s) => [s.session_id, s]));
+export function foldVersions(list, activeId, all = list) {
+  // `all`: where lineage is looked up (a search folds its hits by the whole list's
+  // families, so that a chat's versions found by one query make one row).
+  const byId = new Map(all.map((s) => [s.session_id, s]));
   const rootOf = (session) => {
     let root = session;
-    for (let hops = 0; hops < list.length; hops += 1) {
+    for (let hops = 0; hops < all.length; hops += 1) {
       const origin = root.forked_from && byId.get(root.forked_from);
       if (!origin || sessionTitle(origin) !== sessionTitle(root)) break;
       root = origin;
@@ -78,12 +80,20 @@ export function foldVersions(list, activeId) {
     if (!families.has(root)) families.set(root, []);
     families.get(root).push(session);
   }
-  return [...families.values()].map((members) => {
-    if (members.length === 1) return members[0];
+  const sizes = new Map(); // versions per family, counted in the whole list
+  for (const session of all) {
+    const root = rootOf(session).session_id;
+    if (families.has(root)) sizes.set(root, (sizes.get(root) || 0) + 1);
+  }
+  return [...families.entries()].map(([root, members]) => {
     const shown = members.find((s) => s.session_id === activeId) ||
       members.reduce((a, b) => (lastActive(b) > lastActive(a) ? b : a));
+    const size = Math.max(sizes.get(root) || 0, members.length);
+    if (size === 1) return shown;
     const elsewhere = members.reduce((sum, s) => sum + (s === shown ? 0 : s.pending_approvals || 0), 0);
-    return { ...shown, versions: members.length, pending_elsewhere: elsewhere };
+    // A search hit's found words, from whichever version they were found in.
+    const match = shown.match || members.find((s) => s.match)?.match;
+    return { ...shown, versions: size, pending_elsewhere: elsewhere, ...(match ? { match } : {}) };
   });
 }
 
@@ -205,13 +215,17 @@ export class Sidebar {
       remote = [];
     }
     const seen = new Set(local.map((s) => s.session_id));
-    return sortSessions([...local, ...remote.filter((s) => !seen.has(s.session_id))]);
+    // Versions of one chat (its forks) are one row, as in the list: the version open now,
+    // else the one used last; its found text is shown.
+    const hits = [...local, ...remote.filter((s) => !seen.has(s.session_id))];
+    return sortSessions(foldVersions(hits, state.sessionId, all));
   }
 
   /** The found text of a search hit (`match` from GET /sessions?q=), if any. */
   matchOf(session) {
     if (!this.query || !this.remote || this.remote.query !== this.query) return '';
-    const hit = this.remote.sessions.find((s) => s.session_id === session.session_id);
+    const hit = typeof session.match === 'string' ? session
+      : this.remote.sessions.find((s) => s.session_id === session.session_id);
     return (hit && typeof hit.match === 'string' && hit.match !== sessionTitle(session)) ? hit.match : '';
   }
 
@@ -338,7 +352,7 @@ export class Sidebar {
     const origin = state.sessions.find((s) => s.session_id === session.forked_from);
     const name = origin ? `“${sessionTitle(origin)}”` : 'a deleted chat';
     const mark = icon('fork', 'icon fork-mark');
-    mark.setAttribute('title', `Fork of ${name} at event ${session.forked_at_seq}`);
+    mark.setAttribute('title', `Fork of ${name} at step ${session.forked_at_seq}`);
     mark.dataset.forkedFrom = session.forked_from;
     return mark;
   }
