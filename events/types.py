@@ -50,6 +50,9 @@ class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
     parent_call_id: str | None = None
     forked_from: str | None = None
     forked_at_seq: int | None = None
+    # Where the chat was started: "" the web client or REST, "cli" a one-shot `navi chat
+    # "…"`, "api" an OpenAI-compatible client (/v1). The sidebar groups the last two.
+    origin: str = ""
 
 
 class SessionPinned(Event, frozen=True, kw_only=True, tag="session.pinned"):

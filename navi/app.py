@@ -225,11 +225,16 @@ class Navi:
     # ------------------------------------------------------------------ entry points
 
     async def create_session(
-        self, profile_id: str | None = None, *, user_id: str = "local", title: str = ""
+        self,
+        profile_id: str | None = None,
+        *,
+        user_id: str = "local",
+        title: str = "",
+        origin: str = "",
     ) -> str:
         profile = self.profiles.get(profile_id or self.profiles.default_id)
         return await self.sessions.create(
-            m.Create(profile_id=profile.id, user_id=user_id, title=title)
+            m.Create(profile_id=profile.id, user_id=user_id, title=title, origin=origin)
         )
 
     async def send(

@@ -111,6 +111,7 @@ class SessionSummary(msgspec.Struct, frozen=True, kw_only=True):
     forked_at_seq: int | None = None
     model: str = ""  # the chat's model picker (session.model_chosen); "": the profile's
     pending_approvals: int = 0  # tool calls waiting for a person (here or in a subagent)
+    origin: str = ""  # SessionCreated.origin: "", "cli" or "api"
     deleted: bool = False
     error: str | None = None  # the first event of the session the fold could not take
 
@@ -362,6 +363,7 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
         context_token_count=0,
         forked_from=event.forked_from,
         forked_at_seq=event.forked_at_seq,
+        origin=event.origin,
     )
     entry = SessionEntry(
         summary=summary, last_active_ts=record.timestamp, title_fixed=bool(event.title)

@@ -78,7 +78,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 async def _session(client: NaviClient, args: argparse.Namespace) -> str:
     if args.session:
         return await client.resolve_session(args.session)
-    return await client.create_session(args.profile)
+    return await client.create_session(args.profile, one_shot=True)
 
 
 def one_line(error: BaseException) -> str:

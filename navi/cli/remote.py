@@ -74,8 +74,10 @@ class NaviClient:
         result: list[dict[str, Any]] = await self._request("GET", "/sessions")
         return result
 
-    async def create_session(self, profile: str | None) -> str:
-        body = {"profile_id": profile} if profile else {}
+    async def create_session(self, profile: str | None, *, one_shot: bool = False) -> str:
+        body: dict[str, str] = {"profile_id": profile} if profile else {}
+        if one_shot:
+            body["origin"] = "cli"  # the web client's sidebar groups one-shots
         created = await self._request("POST", "/sessions", json=body)
         return str(created["session_id"])
 

@@ -87,7 +87,8 @@ async def seed_session(
     """Create a session whose history is ``history`` (every turn but the one to answer);
     returns its id."""
     session_id = new_id()
-    staged = [NewEvent(event=SessionCreated(profile_id=profile.id, user_id=user_id))]
+    created = SessionCreated(profile_id=profile.id, user_id=user_id, origin="api")
+    staged = [NewEvent(event=created)]
     open_run: str | None = None  # the seeded run in progress
     next_run: str | None = None  # the run a recorded user message starts
 

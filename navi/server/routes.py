@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import msgspec
@@ -34,6 +34,8 @@ STORAGE_POLL_S = 0.25  # how often a waiting POST .../messages looks for a full 
 class CreateSession(msgspec.Struct, kw_only=True):
     profile_id: str | None = None
     title: str = ""
+    # "cli": a `navi chat "…"` one-shot (the sidebar groups it); "" any other chat.
+    origin: Literal["", "cli"] = ""
 
 
 class PinBody(msgspec.Struct, kw_only=True):
@@ -160,7 +162,7 @@ async def create_session(request: Request) -> Response:
     user = user_of(request)
     async with server.new_session(user):
         session_id = await server.navi.create_session(
-            body.profile_id, user_id=user.id, title=body.title
+            body.profile_id, user_id=user.id, title=body.title, origin=body.origin
         )
     if server.navi.user_settings is not None:
         # The model the settings page names for new chats, in the chat's own log.

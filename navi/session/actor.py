@@ -210,6 +210,7 @@ class SessionActor(Actor[object]):
                 title=message.title,
                 parent_stream_id=message.parent_stream_id,
                 parent_call_id=message.parent_call_id,
+                origin=message.origin,
             )
         )
         return self.session_id

@@ -14,6 +14,7 @@ class Create:
     title: str = ""
     parent_stream_id: str | None = None
     parent_call_id: str | None = None
+    origin: str = ""  # SessionCreated.origin
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ def test_one_turn_prints_the_answer_and_the_session(world: CliWorld) -> None:
     assert "\x1b[" not in done.stdout
     session = done.stderr.removeprefix("session: ").strip()
     assert done.stderr == f"session: {session}\n"  # and no log lines
-    assert session in [s["session_id"] for s in world.server.sessions()]
+    [made] = [s for s in world.server.sessions() if s["session_id"] == session]
+    assert made["origin"] == "cli"  # the web client's sidebar folds one-shots apart
 
 
 def test_a_piped_message_runs_one_turn(world: CliWorld) -> None:

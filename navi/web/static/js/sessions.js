@@ -51,6 +51,12 @@ function groupOf(session, now) {
   return 'Older';
 }
 
+/** Started by `navi chat "…"` or a /v1 client, and neither pinned nor open now. */
+function isApart(session) {
+  return (session.origin === 'cli' || session.origin === 'api') && !session.pinned
+    && session.session_id !== state.sessionId;
+}
+
 function lastActive(session) {
   return Date.parse(session.last_active || session.created_at || 0) || 0;
 }
@@ -238,8 +244,11 @@ export class Sidebar {
       return;
     }
     const now = Date.now();
+    // One-shots of `navi chat "…"` and /v1 clients' chats sit in a folded group of their
+    // own (not while searching): they would push the user's own chats down the list.
+    const apart = this.query ? [] : sessions.filter((s) => isApart(s));
     let group = null;
-    for (const session of sortSessions(sessions)) {
+    for (const session of sortSessions(sessions.filter((s) => !apart.includes(s)))) {
       const name = groupOf(session, now);
       if (name !== group) {
         group = name;
@@ -247,11 +256,22 @@ export class Sidebar {
       }
       this.list.append(this.item(session));
     }
+    if (apart.length) this.list.append(this.apartGroup(sortSessions(apart)));
     const input = this.list.querySelector('.rename-input');
     if (input && document.activeElement !== input) {
       input.focus();
       input.setSelectionRange(input.value.length, input.value.length);
     }
+  }
+
+  /** The folded group of chats started elsewhere; it stays as the user left it. */
+  apartGroup(sessions) {
+    const group = h('details', { class: 'session-apart' },
+      h('summary', { class: 'session-group', text: `From the terminal and other apps (${sessions.length})` }),
+      ...sessions.map((session) => this.item(session)));
+    group.open = Boolean(this.apartOpen);
+    group.addEventListener('toggle', () => { this.apartOpen = group.open; });
+    return group;
   }
 
   item(session) {
