@@ -1,8 +1,9 @@
 """The PostgreSQL event store (asyncpg through SQLAlchemy Core).
 
-Writers serialise on a transaction-scoped advisory lock, so positions are assigned
-in commit order and a global reader never skips an event committed late. After a
-commit, ``NOTIFY navi_events`` wakes subscribers in other processes; its payload only
+Writers of different streams never wait for each other: a transaction locks only the
+streams it writes, and an event's global position comes from its transaction's id;
+``read_all`` reads only below the oldest running transaction, so it never skips an
+event committed late (``events.pg_writes`` says why this holds). After a commit, ``NOTIFY navi_events`` wakes subscribers in other processes; its payload only
 says which stream to re-read (and which node wrote, so a node ignores its own).
 
 A database restart does not lose or double an append: a commit that fails because the
@@ -12,8 +13,14 @@ and before a retry the store checks whether the failed attempt did commit after 
 had planned. The LISTEN connection reconnects too, and then forgets every cached
 stream head, since notifications sent meanwhile were missed.
 
-A write transaction is four round trips on one connection: BEGIN with the lock, the
-heads and last position (which also queues the NOTIFY), COPY of the rows, COMMIT.
+Every wait is bounded (``wait_timeout_s``, ``NAVI_DB_TIMEOUT_S``): a lock, a statement,
+and a transaction left open by a client that froze (SIGSTOP, a hung host) are ended by
+the server after it, so a frozen node holds up no other node for longer. An append that
+times out fails with its error and writes nothing.
+
+A write transaction is four round trips on one connection: BEGIN with the streams'
+locks, the heads and transaction id (which also queues the NOTIFY), COPY of the rows,
+COMMIT.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
+from collections.abc import Collection
 from types import TracebackType
 from typing import Any
 
@@ -35,13 +43,26 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
-from events.pg_writes import BEGIN_LOCKED, CHANNEL, HEADS_AND_POSITION, WRITE_LOCK_KEY, roll_back
+from events.pg_reads import HELD_BACK_WAIT_S, read_below_horizon
+from events.pg_writes import (
+    CHANNEL,
+    HEADS_AND_XID,
+    MAX_EVENTS_PER_TRANSACTION,
+    POSITION_SHIFT,
+    SCHEMA_LOCK_KEY,
+    as_wait_timeout,
+    begin_locked,
+    roll_back,
+    wait_settings,
+)
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
 log = structlog.get_logger(__name__)
 
 # A follower on this node reads its stream again after this long without a NOTIFY.
 RECHECK_S = 2.0
+# The default bound of every database wait (NAVI_DB_TIMEOUT_S).
+DB_TIMEOUT_S = 10.0
 
 
 def asyncpg_dsn(url: str) -> str:
@@ -56,6 +77,8 @@ def is_disconnect(exc: BaseException) -> bool:
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
+        if isinstance(current, asyncpg.QueryCanceledError):
+            return False  # a timeout (class 57 too): the connection is fine
         if isinstance(
             current,
             OSError
@@ -95,6 +118,7 @@ class PostgresEventStore(SqlEventStore):
         url: str,
         *,
         pool_size: int = 5,
+        wait_timeout_s: float = DB_TIMEOUT_S,
         clock: Clock = time.time,
         new_id: IdFactory = new_uuid,
     ) -> None:
@@ -104,6 +128,9 @@ class PostgresEventStore(SqlEventStore):
         # loses: followers read again after this long without one.
         self.recheck_s = RECHECK_S
         self._pool_size = pool_size
+        self.wait_timeout_s = wait_timeout_s
+        self.held_back_wait_s = HELD_BACK_WAIT_S
+        self.held_back_reads = 0  # reads of the global log that waited for a transaction
         self._listener: asyncpg.Connection | None = None
         self._listen_scope: anyio.CancelScope | None = None
         self._down_since: float | None = None
@@ -117,25 +144,33 @@ class PostgresEventStore(SqlEventStore):
         self._writer: tuple[AsyncConnection, asyncpg.Connection] | None = None
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
-        writer = create_async_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=True)
-        reader = create_async_engine(self.url, pool_size=self._pool_size, pool_pre_ping=True)
+        connect_args = {"server_settings": wait_settings(self.wait_timeout_s)}
+        writer = create_async_engine(
+            self.url, pool_size=1, max_overflow=0, pool_pre_ping=True, connect_args=connect_args
+        )
+        reader = create_async_engine(
+            self.url, pool_size=self._pool_size, pool_pre_ping=True, connect_args=connect_args
+        )
         return writer, reader
 
     async def _lock_for_write(self, conn: AsyncConnection) -> None:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK_KEY})
+        # Only the creation of the tables, at open: two nodes starting at once.
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
 
     async def _write_batch(
         self, conn: asyncpg.Connection, batch: list[AppendRequest]
     ) -> list[Planned]:
-        """Plan ``batch`` on the heads and position read under the lock, then write it:
-        BEGIN and the lock, this read, COPY (asyncpg sends the rows right behind the
+        """Plan ``batch`` on the heads read under the streams' locks, then write it:
+        BEGIN and the locks, this read, COPY (asyncpg sends the rows right behind the
         statement: one round trip) and COMMIT."""
-        await conn.execute(BEGIN_LOCKED)
+        if sum(len(r.events) for r in batch) > MAX_EVENTS_PER_TRANSACTION:
+            raise ValueError(f"more than {MAX_EVENTS_PER_TRANSACTION} events in one append")
+        streams = sorted({r.stream_id for r in batch})
+        await conn.execute(begin_locked(streams))
         try:
-            streams = sorted({r.stream_id for r in batch})
-            rows = await conn.fetch(HEADS_AND_POSITION, streams, CHANNEL, f"{self.node_id}:")
+            rows = await conn.fetch(HEADS_AND_XID, streams, CHANNEL, f"{self.node_id}:")
             heads = {row[0]: row[1] for row in rows}
-            position = rows[0][2]
+            position = rows[0][2] << POSITION_SHIFT
             batch = [r for r in batch if not await self._landed_before(conn, r)]
             used: dict[tuple[str, str], tuple[int, int]] = {}
             keyed = [r for r in batch if r.idempotency_key is not None]
@@ -219,6 +254,9 @@ class PostgresEventStore(SqlEventStore):
                 planned = await self._commit_once(batch)
             except Exception as exc:
                 if not is_disconnect(exc):
+                    timeout = as_wait_timeout(exc, self.wait_timeout_s)
+                    if timeout is not None:
+                        raise timeout from exc
                     raise
                 now = time.monotonic()
                 if self._down_since is None:
@@ -258,6 +296,25 @@ class PostgresEventStore(SqlEventStore):
         if to_seq is None and limit is None and self._foreign_notifies != before:
             self.notifier.invalidate(stream_id)
         return records
+
+    async def read_all(
+        self,
+        *,
+        after_position: int = 0,
+        limit: int | None = None,
+        skip_streams: Collection[str] = (),
+    ) -> list[Recorded]:
+        return await read_below_horizon(
+            self.engine,
+            after_position=after_position,
+            limit=limit,
+            skip_streams=skip_streams,
+            wait_s=self.held_back_wait_s,
+            on_held_back=self._held_back,
+        )
+
+    def _held_back(self) -> None:
+        self.held_back_reads += 1
 
     # ---------------------------------------------------------------- LISTEN
 

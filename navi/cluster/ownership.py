@@ -25,6 +25,7 @@ import asyncpg
 import structlog
 from anyio.abc import TaskStatus
 
+from events.pg_writes import wait_settings
 from events.postgres import is_disconnect
 from navi.session.errors import SessionError
 
@@ -69,6 +70,7 @@ class PostgresOwnership:
         on_lost: LostHandler,
         on_notify: NotifyHandler,
         check_s: float = 1.0,
+        db_timeout_s: float = 10.0,
     ) -> None:
         self.dsn = dsn
         self.node_id = node_id
@@ -78,6 +80,7 @@ class PostgresOwnership:
         self._on_lost = on_lost
         self._on_notify = on_notify
         self._check_s = check_s
+        self._db_timeout_s = db_timeout_s
         self._conn: asyncpg.Connection | None = None
         self._use = anyio.Lock()  # one query at a time on the connection
 
@@ -114,7 +117,11 @@ class PostgresOwnership:
         conn = await asyncpg.connect(
             self.dsn,
             timeout=10,
-            server_settings={**KEEPALIVE, "application_name": f"navi-node-{self.node_id}"},
+            server_settings={
+                **KEEPALIVE,
+                **wait_settings(self._db_timeout_s),
+                "application_name": f"navi-node-{self.node_id}",
+            },
         )
         try:
             await conn.add_listener(INBOX_CHANNEL, self._notified)
