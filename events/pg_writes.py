@@ -23,7 +23,7 @@ import anyio
 import asyncpg
 import structlog
 
-from events.errors import EventStoreError
+from events.errors import ConcurrencyError, EventStoreError
 
 log = structlog.get_logger(__name__)
 
@@ -39,10 +39,28 @@ MAX_EVENTS_PER_TRANSACTION = (1 << POSITION_SHIFT) - 1
 # NOTIFY of every stream of the batch is queued by a statement of the transaction:
 # PostgreSQL sends it only at COMMIT (and a stream whose append turns out stale gets a
 # needless wake-up: its listeners re-read).
+# With them, each stream's owner epoch (``navi_owners``, below).
 HEADS_AND_XID = (
     "SELECT s, coalesce((SELECT seq FROM navi_events WHERE stream_id = s "
     "ORDER BY seq DESC LIMIT 1), 0), pg_current_xact_id()::text::bigint, "
+    "(SELECT epoch FROM navi_owners WHERE session_id = s), "
     "pg_notify($2, $3 || s)::text FROM unnest($1::text[]) AS s"
+)
+
+# Fencing. Each time a node takes a session (navi/cluster/ownership.py), the session's
+# epoch grows by one, in a transaction that holds the stream's write lock (so it comes
+# between two write transactions, never inside one); the node's store then writes the
+# stream only while the epoch is still the one it was given (``fence``). A node that
+# froze, lost the session and woke is refused: its epoch is old.
+OWNERS_TABLE = (
+    "CREATE TABLE IF NOT EXISTS navi_owners "
+    "(session_id varchar(200) PRIMARY KEY, epoch bigint NOT NULL)"
+)
+LOCK_STREAMS = "SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) AS k"
+NEXT_EPOCHS = (
+    "INSERT INTO navi_owners (session_id, epoch) SELECT s, 1 FROM unnest($1::text[]) AS s "
+    "ON CONFLICT (session_id) DO UPDATE SET epoch = navi_owners.epoch + 1 "
+    "RETURNING session_id, epoch"
 )
 
 # The first position no reader may pass yet: that of the oldest running transaction.
@@ -78,6 +96,23 @@ def wait_settings(timeout_s: float) -> dict[str, str]:
         "statement_timeout": ms,
         "idle_in_transaction_session_timeout": ms,
     }
+
+
+class FencedError(ConcurrencyError):
+    """This process's epoch for the session is old: another node took the session over
+    since. Nothing of the append was written."""
+
+    def __init__(self, stream_id: str, epoch: int, current: int | None) -> None:
+        self.stream_id = stream_id
+        self.expected_seq = -1
+        self.actual_seq = None
+        self.epoch = epoch
+        self.current = current
+        EventStoreError.__init__(
+            self,
+            f"stream {stream_id!r}: this node's ownership (epoch {epoch}) was taken over "
+            f"(epoch now {current}); nothing was written",
+        )
 
 
 class DatabaseWaitTimeout(EventStoreError):

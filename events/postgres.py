@@ -37,19 +37,20 @@ import asyncpg
 import structlog
 from anyio.abc import TaskStatus
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
+from events.pg_connect import asyncpg_dsn, is_disconnect, sqlalchemy_url
 from events.pg_reads import HELD_BACK_WAIT_S, read_below_horizon
 from events.pg_writes import (
     CHANNEL,
     HEADS_AND_XID,
     MAX_EVENTS_PER_TRANSACTION,
+    OWNERS_TABLE,
     POSITION_SHIFT,
     SCHEMA_LOCK_KEY,
+    FencedError,
     as_wait_timeout,
     begin_locked,
     roll_back,
@@ -57,54 +58,14 @@ from events.pg_writes import (
 )
 from events.sql import INSERT_COLUMNS, SqlEventStore
 
+__all__ = ["PostgresEventStore", "asyncpg_dsn", "is_disconnect", "sqlalchemy_url"]
+
 log = structlog.get_logger(__name__)
 
 # A follower on this node reads its stream again after this long without a NOTIFY.
 RECHECK_S = 2.0
 # The default bound of every database wait (NAVI_DB_TIMEOUT_S).
 DB_TIMEOUT_S = 10.0
-
-
-def asyncpg_dsn(url: str) -> str:
-    """``postgresql+asyncpg://...`` (SQLAlchemy) → ``postgresql://...`` (asyncpg)."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    """True when ``exc`` says the connection to PostgreSQL broke or the server is not
-    accepting connections (a restart): worth retrying on a fresh connection."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, asyncpg.QueryCanceledError):
-            return False  # a timeout (class 57 too): the connection is fine
-        if isinstance(
-            current,
-            OSError
-            | TimeoutError
-            | asyncpg.PostgresConnectionError
-            | asyncpg.exceptions.OperatorInterventionError,
-        ):
-            return True
-        if isinstance(current, asyncpg.InterfaceError) and "closed" in str(current):
-            return True
-        if isinstance(current, asyncpg.exceptions.InternalClientError):
-            return True  # the protocol lost track on a dying connection: use a fresh one
-        if isinstance(current, DBAPIError) and current.connection_invalidated:
-            return True
-        orig = getattr(current, "orig", None)
-        current = (
-            orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
-        )
-    return False
-
-
-def sqlalchemy_url(url: str) -> str:
-    parsed = make_url(url)
-    if parsed.drivername in {"postgresql", "postgres"}:
-        parsed = parsed.set(drivername="postgresql+asyncpg")
-    return parsed.render_as_string(hide_password=False)
 
 
 class PostgresEventStore(SqlEventStore):
@@ -130,6 +91,7 @@ class PostgresEventStore(SqlEventStore):
         self._pool_size = pool_size
         self.wait_timeout_s = wait_timeout_s
         self.held_back_wait_s = HELD_BACK_WAIT_S
+        self._fences: dict[str, int] = {}  # stream → the owner epoch this node holds
         self.held_back_reads = 0  # reads of the global log that waited for a transaction
         self._listener: asyncpg.Connection | None = None
         self._listen_scope: anyio.CancelScope | None = None
@@ -157,6 +119,13 @@ class PostgresEventStore(SqlEventStore):
         # Only the creation of the tables, at open: two nodes starting at once.
         await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
 
+    async def _open(self) -> None:
+        await super()._open()
+        assert self._write_engine is not None
+        async with self._write_engine.begin() as conn:
+            await self._lock_for_write(conn)
+            await conn.execute(text(OWNERS_TABLE))
+
     async def _write_batch(
         self, conn: asyncpg.Connection, batch: list[AppendRequest]
     ) -> list[Planned]:
@@ -171,6 +140,7 @@ class PostgresEventStore(SqlEventStore):
             rows = await conn.fetch(HEADS_AND_XID, streams, CHANNEL, f"{self.node_id}:")
             heads = {row[0]: row[1] for row in rows}
             position = rows[0][2] << POSITION_SHIFT
+            batch = self._within_fences(batch, {row[0]: row[3] for row in rows})
             batch = [r for r in batch if not await self._landed_before(conn, r)]
             used: dict[tuple[str, str], tuple[int, int]] = {}
             keyed = [r for r in batch if r.idempotency_key is not None]
@@ -200,6 +170,27 @@ class PostgresEventStore(SqlEventStore):
         except BaseException:
             await roll_back(conn)
             raise
+
+    def fence(self, stream_id: str, epoch: int) -> None:
+        """Write ``stream_id`` only while its owner epoch is ``epoch`` (events.pg_writes)."""
+        self._fences[stream_id] = epoch
+
+    def unfence(self, stream_id: str) -> None:
+        self._fences.pop(stream_id, None)
+
+    def _within_fences(
+        self, batch: list[AppendRequest], epochs: dict[str, int | None]
+    ) -> list[AppendRequest]:
+        """The requests this node may still write; the others get ``FencedError``."""
+        kept = []
+        for request in batch:
+            mine = self._fences.get(request.stream_id)
+            if mine is not None and epochs[request.stream_id] != mine:
+                request.error = FencedError(request.stream_id, mine, epochs[request.stream_id])
+                log.warning("append.fenced", stream_id=request.stream_id, epoch=mine)
+            else:
+                kept.append(request)
+        return kept
 
     def _remember_attempt(self, planned: list[Planned]) -> None:
         # If the COMMIT's answer is lost, a retry looks for these ids (_landed_before).

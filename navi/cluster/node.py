@@ -26,6 +26,7 @@ from anyio.abc import TaskGroup
 
 from events.base import BaseEventStore
 from events.pg_writes import wait_settings
+from events.postgres import PostgresEventStore
 from navi.cluster.delivery import InboxDelivery
 from navi.cluster.forward import Forwarder
 from navi.cluster.inbox import Inbox, RunIndex
@@ -59,6 +60,7 @@ class ClusterNode:
             on_lost=self._lost,
             on_notify=self._notified,
             db_timeout_s=db_timeout_s,
+            fences=store if isinstance(store, PostgresEventStore) else None,
         )
         self.db_timeout_s = db_timeout_s
         self._pool: asyncpg.Pool | None = None

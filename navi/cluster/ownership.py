@@ -19,13 +19,21 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Awaitable, Callable, Iterable
+from typing import Protocol
 
 import anyio
 import asyncpg
 import structlog
 from anyio.abc import TaskStatus
 
-from events.pg_writes import wait_settings
+from events.pg_writes import (
+    LOCK_STREAMS,
+    NEXT_EPOCHS,
+    OWNERS_TABLE,
+    SCHEMA_LOCK_KEY,
+    stream_lock_key,
+    wait_settings,
+)
 from events.postgres import is_disconnect
 from navi.session.errors import SessionError
 
@@ -42,6 +50,23 @@ KEEPALIVE = {
 
 LostHandler = Callable[[set[str]], Awaitable[None]]
 NotifyHandler = Callable[[str], None]
+
+
+class Fences(Protocol):
+    """Where the epochs this node was given go: its event store, which writes a
+    session only while its epoch is current (events/pg_writes.py, "Fencing")."""
+
+    def fence(self, stream_id: str, epoch: int) -> None: ...
+
+    def unfence(self, stream_id: str) -> None: ...
+
+
+class NoFences:
+    def fence(self, stream_id: str, epoch: int) -> None:
+        pass
+
+    def unfence(self, stream_id: str) -> None:
+        pass
 
 
 class ClusterUnavailable(SessionError):
@@ -71,6 +96,7 @@ class PostgresOwnership:
         on_notify: NotifyHandler,
         check_s: float = 1.0,
         db_timeout_s: float = 10.0,
+        fences: Fences | None = None,
     ) -> None:
         self.dsn = dsn
         self.node_id = node_id
@@ -81,6 +107,7 @@ class PostgresOwnership:
         self._on_notify = on_notify
         self._check_s = check_s
         self._db_timeout_s = db_timeout_s
+        self._fences = fences or NoFences()
         self._conn: asyncpg.Connection | None = None
         self._use = anyio.Lock()  # one query at a time on the connection
 
@@ -120,10 +147,16 @@ class PostgresOwnership:
             server_settings={
                 **KEEPALIVE,
                 **wait_settings(self._db_timeout_s),
+                # The lease: a node that stops asking (it froze) is disconnected after
+                # this long, and its locks go with the connection.
+                "idle_session_timeout": wait_settings(self._db_timeout_s)["lock_timeout"],
                 "application_name": f"navi-node-{self.node_id}",
             },
         )
         try:
+            async with conn.transaction():  # the epochs' table, if no store made it yet
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK_KEY)
+                await conn.execute(OWNERS_TABLE)
             await conn.add_listener(INBOX_CHANNEL, self._notified)
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -158,7 +191,7 @@ class PostgresOwnership:
         wanted = set(self.held)
         got = await self._try_lock(wanted)
         lost = wanted - got
-        self.held -= lost
+        self.held -= lost  # their fences stay: this node's late writes are refused
         self.reconnects += 1  # counted once the locks are back (or given up)
         log.warning("cluster.reconnected", node=self.node_id, kept=len(got), lost=len(lost))
         if lost:
@@ -180,6 +213,7 @@ class PostgresOwnership:
     # ---------------------------------------------------------------- locks
 
     async def _try_lock(self, session_ids: set[str]) -> set[str]:
+        """Take the locks of those sessions nobody holds, and a new epoch for each."""
         if not session_ids:
             return set()
         by_key = {lock_key(s): s for s in session_ids}
@@ -187,7 +221,33 @@ class PostgresOwnership:
             "SELECT k FROM unnest($1::bigint[]) AS k WHERE pg_try_advisory_lock(k)",
             list(by_key),
         )
-        return {by_key[row[0]] for row in rows}
+        got = {by_key[row[0]] for row in rows}
+        try:
+            await self._next_epochs(got)
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                keys = [lock_key(s) for s in got]
+                await self._fetch(
+                    "SELECT pg_advisory_unlock(k) FROM unnest($1::bigint[]) AS k", keys
+                )
+            raise
+        return got
+
+    async def _next_epochs(self, session_ids: set[str]) -> None:
+        """Each session's epoch grows by one, between two of its write transactions
+        (under its streams' write locks), and this node's store is told."""
+        if not session_ids:
+            return
+        keys = sorted({stream_lock_key(s) for s in session_ids})
+        async with self._use:
+            conn = self._conn
+            if conn is None:
+                raise ClusterUnavailable("the database is unreachable; try again")
+            async with conn.transaction():
+                await conn.execute(LOCK_STREAMS, keys)
+                rows = await conn.fetch(NEXT_EPOCHS, sorted(session_ids))
+        for session_id, epoch in rows:
+            self._fences.fence(session_id, epoch)
 
     async def claim(self, session_ids: Iterable[str]) -> set[str]:
         """Take the sessions nobody owns; returns those this node owns now (with the
@@ -208,6 +268,7 @@ class PostgresOwnership:
         if session_id not in self.held:
             return
         self.held.discard(session_id)
+        self._fences.unfence(session_id)
         await self._fetch("SELECT pg_advisory_unlock($1)", lock_key(session_id))
 
     async def locked(self, session_ids: Iterable[str]) -> set[str]:
