@@ -1,14 +1,27 @@
 """Which node runs a session's actor: one PostgreSQL advisory lock per session, all held
-on one connection of the node.
+on one connection of the node, as a lease, with a fencing epoch.
 
 PostgreSQL releases a session-level advisory lock the moment the connection holding it
 ends, so a node that dies (SIGKILL, power loss, a network cut that TCP keepalive
-notices) lets go of its sessions at once and another node's sweep takes them over. A
-node whose connection breaks while it lives (a database restart) reconnects and takes
-its locks again; the sessions it cannot get back (another node was faster) are given
-up (``on_lost``) and their actors here are stopped. Even in that window the log stays
-right: ``UNIQUE(stream_id, seq)`` lets only one of two writers append each event, and
-the resume rules never run a non-idempotent call twice.
+notices) lets go of its sessions at once and another node's sweep takes them over.
+
+*The lease.* The connection has ``idle_session_timeout`` set to the node's database
+bound (NAVI_DB_TIMEOUT_S) and the node asks ``SELECT 1`` every ``check_s``: a node that
+hangs with its sockets open (SIGSTOP, a stuck event loop, a paused VM) stops asking, the
+server ends its connection after the bound, and its sessions are free to take.
+
+*The fence.* Each claim moves the session's epoch on (``navi_owners``, in a transaction
+holding the session's stream write lock, so it falls between two write transactions)
+and tells this node's store (``Fences``), which then writes the session only while that
+epoch is current (``events.pg_writes``): a node that woke after its sessions were taken
+over has its late appends refused (``FencedError``) before any effect that waits for
+them (a tool call is recorded before it runs). ``UNIQUE(stream_id, seq)`` stays the
+last line of defence.
+
+A node whose connection breaks while it lives (a database restart) reconnects and takes
+its locks (and new epochs) again; the sessions it cannot get back (another node was
+faster) are given up (``on_lost``), their actors here are stopped, and their fences
+stay: anything still queued for them is refused.
 
 The same connection LISTENs on the inbox channel (``on_notify``): a node hears about a
 forwarded message on the connection that says it owns the session.
