@@ -8,11 +8,15 @@ takes its transaction id in one statement. Its events' positions are that id tim
 transaction id, with gaps between transactions.
 
 A reader of the global log by position (``read_all``) takes only the rows of
-transactions older than the oldest one still running (``pg_snapshot_xmin`` of its own
-statement's snapshot): none of those can still commit, so a reader that moves past a
+transactions older than the oldest one still running in its own statement's snapshot
+(``HORIZON``; those running in another database never write here): none of those can
+still commit, so a reader that moves past a
 position never misses a row committed later below it. Per stream, positions follow
 seqs: a later writer of a stream waited for the stream's lock, so it took its id after
 the earlier writer committed (ids are handed out in time order).
+
+Every wait is bounded (``wait_settings``); and ownership's fencing epochs are checked
+by the write transaction (``navi_owners``, below).
 """
 
 from __future__ import annotations
@@ -63,8 +67,18 @@ NEXT_EPOCHS = (
     "RETURNING session_id, epoch"
 )
 
-# The first position no reader may pass yet: that of the oldest running transaction.
-HORIZON = f"pg_snapshot_xmin(pg_current_snapshot())::text::bigint << {POSITION_SHIFT}"
+# The first position no reader may pass yet: that of the oldest transaction running in
+# the statement's snapshot, leaving out those seen running in another database (other
+# applications on the same server, which never write here); one that ended since, or
+# whose database is not shown (pg_stat_activity hides it from a role without
+# pg_read_all_stats), counts: it can only hold readers back, never let them skip.
+HORIZON = (
+    "(SELECT coalesce((SELECT min(x::text::bigint) FROM pg_snapshot_xip(s) AS x "
+    "WHERE x::text::bigint % 4294967296 NOT IN (SELECT backend_xid::text::bigint "
+    "FROM pg_stat_activity WHERE datname <> current_database() "
+    "AND backend_xid IS NOT NULL)), pg_snapshot_xmax(s)::text::bigint) "
+    f"<< {POSITION_SHIFT} FROM pg_current_snapshot() AS s)"
+)
 
 
 def stream_lock_key(stream_id: str) -> int:

@@ -16,6 +16,7 @@ from events.envelope import Recorded
 from events.errors import ConcurrencyError
 from events.pg_writes import POSITION_SHIFT, DatabaseWaitTimeout, stream_lock_key, wait_settings
 from events.postgres import PostgresEventStore, asyncpg_dsn
+from tests.chaos.pg import fresh_database
 from tests.events.store_contract import chunk
 
 pytestmark = pytest.mark.postgres
@@ -146,6 +147,25 @@ async def test_read_all_waits_briefly_for_a_peer_to_commit(url: str) -> None:
             assert not seen
             await other.execute("COMMIT")
         assert seen == ["peer", "mine"]
+
+
+async def test_a_transaction_in_another_database_holds_no_reader_back(
+    url: str, postgres_server_url: str
+) -> None:
+    """Other applications' transactions on the same server never write this log: a
+    long one does not hold the global log back."""
+    async with fresh_database(postgres_server_url, "navi_elsewhere") as elsewhere:
+        conn = await asyncpg.connect(asyncpg_dsn(elsewhere))
+        try:
+            async with conn.transaction(), PostgresEventStore(url) as store:
+                await conn.fetchval("SELECT pg_current_xact_id()")  # running, with an id
+                store.held_back_wait_s = 20.0
+                await store.append("s", [chunk(1)], expected_seq=0)
+                with anyio.fail_after(10):
+                    assert [r.stream_id for r in await store.read_all()] == ["s"]
+                assert store.held_back_reads == 0
+        finally:
+            await conn.close()
 
 
 async def test_a_lock_wait_ends_with_a_clear_error_and_writes_nothing(url: str) -> None:
