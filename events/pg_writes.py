@@ -104,7 +104,7 @@ def wait_settings(timeout_s: float) -> dict[str, str]:
     """Server settings that bound every wait of a connection: for a lock, for a
     statement, and of a transaction left open by a client that stopped (its locks then
     go, and readers by position move on)."""
-    ms = str(max(1, round(timeout_s * 1000)))
+    ms = str(max(1, round(timeout_s * 1000))) if timeout_s > 0 else "0"  # 0: no bound
     return {
         "lock_timeout": ms,
         "statement_timeout": ms,
