@@ -4,6 +4,7 @@ other processes."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,8 +15,10 @@ from sqlalchemy import text
 
 from events.envelope import Recorded
 from events.errors import ConcurrencyError
+from events.factory import store_for_url
 from events.pg_writes import POSITION_SHIFT, DatabaseWaitTimeout, stream_lock_key, wait_settings
 from events.postgres import PostgresEventStore, asyncpg_dsn
+from navi.config import Settings
 from tests.chaos.pg import fresh_database
 from tests.events.store_contract import chunk
 
@@ -250,3 +253,13 @@ async def test_a_transaction_that_writes_nothing_notifies_no_one(url: str) -> No
                 await anyio.sleep(0.01)
         # The marker's came last: one from the transactions before it would be here.
         assert reader._foreign_notifies == 3
+
+
+async def test_the_bound_is_the_db_timeout_setting(url: str) -> None:
+    settings = Settings.from_env({**os.environ, "NAVI_DB_TIMEOUT_S": "2.5"})
+    assert settings.db_timeout_s == 2.5
+    store = store_for_url(url, db_timeout_s=settings.db_timeout_s)
+    assert isinstance(store, PostgresEventStore)
+    async with store, store.engine.connect() as conn:
+        for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout"):
+            assert (await conn.execute(text(f"SHOW {name}"))).scalar() == "2500ms"
