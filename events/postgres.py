@@ -189,6 +189,7 @@ class PostgresEventStore(SqlEventStore):
                 request.error = FencedError(request.stream_id, mine, epochs[request.stream_id])
                 log.warning("append.fenced", stream_id=request.stream_id, epoch=mine)
             else:
+                request.error = None  # from an attempt before a reconnect
                 kept.append(request)
         return kept
 
