@@ -3,8 +3,13 @@
 Writers of different streams never wait for each other: a transaction locks only the
 streams it writes, and an event's global position comes from its transaction's id;
 ``read_all`` reads only below the oldest running transaction, so it never skips an
-event committed late (``events.pg_writes`` says why this holds). After a commit, ``NOTIFY navi_events`` wakes subscribers in other processes; its payload only
-says which stream to re-read (and which node wrote, so a node ignores its own).
+event committed late (``events.pg_writes`` says why this holds). After a commit,
+``NOTIFY navi_events`` wakes subscribers in other processes; its payload only says
+which stream to re-read (and which node wrote, so a node ignores its own).
+
+A stream this node owns in a cluster is written only while the node's ownership epoch
+is current (``fence``, set by navi/cluster/ownership.py): a stale owner's appends fail
+with ``FencedError``.
 
 A database restart does not lose or double an append: a commit that fails because the
 connection broke is retried on a fresh one (with backoff, for up to ``retry_for_s``),
