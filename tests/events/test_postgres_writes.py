@@ -263,3 +263,13 @@ async def test_the_bound_is_the_db_timeout_setting(url: str) -> None:
     async with store, store.engine.connect() as conn:
         for name in ("lock_timeout", "statement_timeout", "idle_in_transaction_session_timeout"):
             assert (await conn.execute(text(f"SHOW {name}"))).scalar() == "2500ms"
+
+
+async def test_a_stream_id_never_reaches_the_sql_of_the_locks(url: str) -> None:
+    """The BEGIN with the streams' locks is one text message: only integer keys made
+    from the ids are in it, so an id written as SQL is just a name."""
+    hostile = "x'}'::bigint[]); DROP TABLE navi_events; --"
+    async with PostgresEventStore(url) as store:
+        await store.append(hostile, [chunk(1)], expected_seq=0)
+        await store.append("s", [chunk(1)], expected_seq=0)
+        assert [r.stream_id for r in await store.read_all()] == [hostile, "s"]
