@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -54,7 +54,9 @@ async def one_stream(store: BaseEventStore, total: int) -> float:
     return total / (time.perf_counter() - start)
 
 
-async def many_streams(store: BaseEventStore, total: int, streams: int = 50) -> float:
+async def many_streams(
+    store: BaseEventStore, total: int, streams: int = 50, prefix: str = "bench-many"
+) -> float:
     """Many writers, each awaiting small appends: the store's group commit batches them."""
     per = total // streams
 
@@ -62,7 +64,7 @@ async def many_streams(store: BaseEventStore, total: int, streams: int = 50) -> 
         seq = 0
         while seq < per:
             n = min(8, per - seq)
-            await store.append(f"bench-many-{i}", [CHUNK] * n, expected_seq=seq)
+            await store.append(f"{prefix}-{i}", [CHUNK] * n, expected_seq=seq)
             seq += n
 
     start = time.perf_counter()
@@ -70,6 +72,18 @@ async def many_streams(store: BaseEventStore, total: int, streams: int = 50) -> 
         for i in range(streams):
             tg.start_soon(writer, i)
     return per * streams / (time.perf_counter() - start)
+
+
+async def nodes_at_once(url: str, total: int, nodes: int = 3) -> float:
+    """``nodes`` stores on one database (as many nodes), each with 50 streams of its
+    own: what the database lets several nodes write together."""
+    async with AsyncExitStack() as stack:
+        stores = [await stack.enter_async_context(PostgresEventStore(url)) for _ in range(nodes)]
+        start = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for n, store in enumerate(stores):
+                tg.start_soon(many_streams, store, total // nodes, 50, f"bench-node{n}")
+        return total // nodes // 50 * 50 * nodes / (time.perf_counter() - start)
 
 
 async def wake_latency(store: BaseEventStore, samples: int = 1000) -> tuple[float, float]:
@@ -191,6 +205,9 @@ async def main() -> None:
                     f"{figures['raw_postgres_events_per_s']:>10,.0f} events/s (the ceiling)"
                 )
                 await run_store("postgres", lambda: PostgresEventStore(db), total, figures)
+                rate = await nodes_at_once(db, total)
+                print(f"{'postgres':10} 3 stores (nodes) at once:   {rate:>10,.0f} events/s")
+                figures["postgres_3_nodes_events_per_s"] = rate
         else:
             print("postgres   skipped: set NAVI_BENCH_POSTGRES_URL to measure it")
     if "sqlite" in only:

@@ -9,10 +9,15 @@ from events.batch import Clock, IdFactory, new_uuid
 
 
 def store_for_url(
-    url: str, *, clock: Clock = time.time, new_id: IdFactory = new_uuid
+    url: str,
+    *,
+    clock: Clock = time.time,
+    new_id: IdFactory = new_uuid,
+    db_timeout_s: float | None = None,
 ) -> BaseEventStore:
     """``sqlite:///navi.db`` (or ``sqlite+aiosqlite://``), ``postgresql://…`` (or
-    ``postgresql+asyncpg://``), or ``memory://``. Use the result as ``async with``."""
+    ``postgresql+asyncpg://``), or ``memory://``. Use the result as ``async with``.
+    ``db_timeout_s``: the bound of every PostgreSQL wait (default: the store's)."""
     scheme = url.split(":", 1)[0].lower()
     if scheme == "memory":
         from events.memory import InMemoryEventStore
@@ -26,9 +31,10 @@ def store_for_url(
             raise ValueError(f"a SQLite URL needs a path, like sqlite:///navi.db (got {url!r})")
         return SqliteEventStore(path, clock=clock, new_id=new_id)
     if scheme in {"postgresql", "postgres", "postgresql+asyncpg"}:
-        from events.postgres import PostgresEventStore
+        from events.postgres import DB_TIMEOUT_S, PostgresEventStore
 
-        return PostgresEventStore(url, clock=clock, new_id=new_id)
+        timeout = DB_TIMEOUT_S if db_timeout_s is None else db_timeout_s
+        return PostgresEventStore(url, clock=clock, new_id=new_id, wait_timeout_s=timeout)
     raise ValueError(
         f"unknown database URL {url!r}: use sqlite:///PATH, postgresql://USER@HOST/DB or memory://"
     )

@@ -1,9 +1,15 @@
 """The PostgreSQL event store (asyncpg through SQLAlchemy Core).
 
-Writers serialise on a transaction-scoped advisory lock, so positions are assigned
-in commit order and a global reader never skips an event committed late. After a
-commit, ``NOTIFY navi_events`` wakes subscribers in other processes; its payload only
-says which stream to re-read (and which node wrote, so a node ignores its own).
+Writers of different streams never wait for each other: a transaction locks only the
+streams it writes, and an event's global position comes from its transaction's id;
+``read_all`` reads only below the oldest running transaction, so it never skips an
+event committed late (``events.pg_writes`` says why this holds). After a commit,
+``NOTIFY navi_events`` wakes subscribers in other processes; its payload only says
+which stream to re-read (and which node wrote, so a node ignores its own).
+
+A stream this node owns in a cluster is written only while the node's ownership epoch
+is current (``fence``, set by navi/cluster/ownership.py): a stale owner's appends fail
+with ``FencedError``.
 
 A database restart does not lose or double an append: a commit that fails because the
 connection broke is retried on a fresh one (with backoff, for up to ``retry_for_s``),
@@ -12,8 +18,14 @@ and before a retry the store checks whether the failed attempt did commit after 
 had planned. The LISTEN connection reconnects too, and then forgets every cached
 stream head, since notifications sent meanwhile were missed.
 
-A write transaction is four round trips on one connection: BEGIN with the lock, the
-heads and last position (which also queues the NOTIFY), COPY of the rows, COMMIT.
+Every wait is bounded (``wait_timeout_s``, ``NAVI_DB_TIMEOUT_S``): a lock, a statement,
+and a transaction left open by a client that froze (SIGSTOP, a hung host) are ended by
+the server after it, so a frozen node holds up no other node for longer. An append that
+times out fails with its error and writes nothing.
+
+A write transaction is four round trips on one connection: BEGIN with the streams'
+locks, the heads and transaction id (which also queues the NOTIFY), COPY of the rows,
+COMMIT.
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ from __future__ import annotations
 import time
 import uuid
 import weakref
+from collections.abc import Collection
 from types import TracebackType
 from typing import Any
 
@@ -29,59 +42,35 @@ import asyncpg
 import structlog
 from anyio.abc import TaskStatus
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
-from events.pg_writes import BEGIN_LOCKED, CHANNEL, HEADS_AND_POSITION, WRITE_LOCK_KEY, roll_back
+from events.pg_connect import asyncpg_dsn, is_disconnect, sqlalchemy_url
+from events.pg_reads import HELD_BACK_WAIT_S, read_below_horizon
+from events.pg_writes import (
+    CHANNEL,
+    HEADS_AND_XID,
+    MAX_EVENTS_PER_TRANSACTION,
+    OWNERS_TABLE,
+    POSITION_SHIFT,
+    SCHEMA_LOCK_KEY,
+    FencedError,
+    as_wait_timeout,
+    begin_locked,
+    roll_back,
+    wait_settings,
+)
 from events.sql import INSERT_COLUMNS, SqlEventStore
+
+__all__ = ["PostgresEventStore", "asyncpg_dsn", "is_disconnect", "sqlalchemy_url"]
 
 log = structlog.get_logger(__name__)
 
 # A follower on this node reads its stream again after this long without a NOTIFY.
 RECHECK_S = 2.0
-
-
-def asyncpg_dsn(url: str) -> str:
-    """``postgresql+asyncpg://...`` (SQLAlchemy) → ``postgresql://...`` (asyncpg)."""
-    return make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-def is_disconnect(exc: BaseException) -> bool:
-    """True when ``exc`` says the connection to PostgreSQL broke or the server is not
-    accepting connections (a restart): worth retrying on a fresh connection."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(
-            current,
-            OSError
-            | TimeoutError
-            | asyncpg.PostgresConnectionError
-            | asyncpg.exceptions.OperatorInterventionError,
-        ):
-            return True
-        if isinstance(current, asyncpg.InterfaceError) and "closed" in str(current):
-            return True
-        if isinstance(current, asyncpg.exceptions.InternalClientError):
-            return True  # the protocol lost track on a dying connection: use a fresh one
-        if isinstance(current, DBAPIError) and current.connection_invalidated:
-            return True
-        orig = getattr(current, "orig", None)
-        current = (
-            orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
-        )
-    return False
-
-
-def sqlalchemy_url(url: str) -> str:
-    parsed = make_url(url)
-    if parsed.drivername in {"postgresql", "postgres"}:
-        parsed = parsed.set(drivername="postgresql+asyncpg")
-    return parsed.render_as_string(hide_password=False)
+# The default bound of every database wait (NAVI_DB_TIMEOUT_S).
+DB_TIMEOUT_S = 10.0
 
 
 class PostgresEventStore(SqlEventStore):
@@ -95,6 +84,7 @@ class PostgresEventStore(SqlEventStore):
         url: str,
         *,
         pool_size: int = 5,
+        wait_timeout_s: float = DB_TIMEOUT_S,
         clock: Clock = time.time,
         new_id: IdFactory = new_uuid,
     ) -> None:
@@ -104,6 +94,10 @@ class PostgresEventStore(SqlEventStore):
         # loses: followers read again after this long without one.
         self.recheck_s = RECHECK_S
         self._pool_size = pool_size
+        self.wait_timeout_s = wait_timeout_s
+        self.held_back_wait_s = HELD_BACK_WAIT_S
+        self._fences: dict[str, int] = {}  # stream → the owner epoch this node holds
+        self.held_back_reads = 0  # reads of the global log that waited for a transaction
         self._listener: asyncpg.Connection | None = None
         self._listen_scope: anyio.CancelScope | None = None
         self._down_since: float | None = None
@@ -117,25 +111,41 @@ class PostgresEventStore(SqlEventStore):
         self._writer: tuple[AsyncConnection, asyncpg.Connection] | None = None
 
     def _make_engines(self) -> tuple[AsyncEngine, AsyncEngine]:
-        writer = create_async_engine(self.url, pool_size=1, max_overflow=0, pool_pre_ping=True)
-        reader = create_async_engine(self.url, pool_size=self._pool_size, pool_pre_ping=True)
+        connect_args = {"server_settings": wait_settings(self.wait_timeout_s)}
+        writer = create_async_engine(
+            self.url, pool_size=1, max_overflow=0, pool_pre_ping=True, connect_args=connect_args
+        )
+        reader = create_async_engine(
+            self.url, pool_size=self._pool_size, pool_pre_ping=True, connect_args=connect_args
+        )
         return writer, reader
 
     async def _lock_for_write(self, conn: AsyncConnection) -> None:
-        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": WRITE_LOCK_KEY})
+        # Only the creation of the tables, at open: two nodes starting at once.
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+
+    async def _open(self) -> None:
+        await super()._open()
+        assert self._write_engine is not None
+        async with self._write_engine.begin() as conn:
+            await self._lock_for_write(conn)
+            await conn.execute(text(OWNERS_TABLE))
 
     async def _write_batch(
         self, conn: asyncpg.Connection, batch: list[AppendRequest]
     ) -> list[Planned]:
-        """Plan ``batch`` on the heads and position read under the lock, then write it:
-        BEGIN and the lock, this read, COPY (asyncpg sends the rows right behind the
+        """Plan ``batch`` on the heads read under the streams' locks, then write it:
+        BEGIN and the locks, this read, COPY (asyncpg sends the rows right behind the
         statement: one round trip) and COMMIT."""
-        await conn.execute(BEGIN_LOCKED)
+        if sum(len(r.events) for r in batch) > MAX_EVENTS_PER_TRANSACTION:
+            raise ValueError(f"more than {MAX_EVENTS_PER_TRANSACTION} events in one append")
+        streams = sorted({r.stream_id for r in batch})
+        await conn.execute(begin_locked(streams))
         try:
-            streams = sorted({r.stream_id for r in batch})
-            rows = await conn.fetch(HEADS_AND_POSITION, streams, CHANNEL, f"{self.node_id}:")
+            rows = await conn.fetch(HEADS_AND_XID, streams, CHANNEL, f"{self.node_id}:")
             heads = {row[0]: row[1] for row in rows}
-            position = rows[0][2]
+            position = rows[0][2] << POSITION_SHIFT
+            batch = self._within_fences(batch, {row[0]: row[3] for row in rows})
             batch = [r for r in batch if not await self._landed_before(conn, r)]
             used: dict[tuple[str, str], tuple[int, int]] = {}
             keyed = [r for r in batch if r.idempotency_key is not None]
@@ -165,6 +175,28 @@ class PostgresEventStore(SqlEventStore):
         except BaseException:
             await roll_back(conn)
             raise
+
+    def fence(self, stream_id: str, epoch: int) -> None:
+        """Write ``stream_id`` only while its owner epoch is ``epoch`` (events.pg_writes)."""
+        self._fences[stream_id] = epoch
+
+    def unfence(self, stream_id: str) -> None:
+        self._fences.pop(stream_id, None)
+
+    def _within_fences(
+        self, batch: list[AppendRequest], epochs: dict[str, int | None]
+    ) -> list[AppendRequest]:
+        """The requests this node may still write; the others get ``FencedError``."""
+        kept = []
+        for request in batch:
+            mine = self._fences.get(request.stream_id)
+            if mine is not None and epochs[request.stream_id] != mine:
+                request.error = FencedError(request.stream_id, mine, epochs[request.stream_id])
+                log.warning("append.fenced", stream_id=request.stream_id, epoch=mine)
+            else:
+                request.error = None  # from an attempt before a reconnect
+                kept.append(request)
+        return kept
 
     def _remember_attempt(self, planned: list[Planned]) -> None:
         # If the COMMIT's answer is lost, a retry looks for these ids (_landed_before).
@@ -219,6 +251,9 @@ class PostgresEventStore(SqlEventStore):
                 planned = await self._commit_once(batch)
             except Exception as exc:
                 if not is_disconnect(exc):
+                    timeout = as_wait_timeout(exc, self.wait_timeout_s)
+                    if timeout is not None:
+                        raise timeout from exc
                     raise
                 now = time.monotonic()
                 if self._down_since is None:
@@ -258,6 +293,25 @@ class PostgresEventStore(SqlEventStore):
         if to_seq is None and limit is None and self._foreign_notifies != before:
             self.notifier.invalidate(stream_id)
         return records
+
+    async def read_all(
+        self,
+        *,
+        after_position: int = 0,
+        limit: int | None = None,
+        skip_streams: Collection[str] = (),
+    ) -> list[Recorded]:
+        return await read_below_horizon(
+            self.engine,
+            after_position=after_position,
+            limit=limit,
+            skip_streams=skip_streams,
+            wait_s=self.held_back_wait_s,
+            on_held_back=self._held_back,
+        )
+
+    def _held_back(self) -> None:
+        self.held_back_reads += 1
 
     # ---------------------------------------------------------------- LISTEN
 

@@ -99,7 +99,7 @@ class Navi:
         the user-tool hot reload (the server does; one-shot CLI commands do not).
         ``users``: who may use which tools (default: those of the settings)."""
         users, profiles, tools = registries(settings, env or {}, users)
-        store = store or store_for_url(settings.database_url)
+        store = store or store_for_url(settings.database_url, db_timeout_s=settings.db_timeout_s)
         # The placement (navi/cluster) outlives the actors: on PostgreSQL it holds the
         # locks that say this node owns their sessions.
         async with (

@@ -91,6 +91,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     embedded_tools: bool = False
     # Several nodes on one PostgreSQL (navi/cluster, docs/deployment.md): how often each
     # node looks for sessions whose owner is gone, and when it lets go of an idle one.
+    # NAVI_DB_TIMEOUT_S: the longest any PostgreSQL wait may take (a lock, a statement, a
+    # transaction left open by a frozen node): docs/deployment.md, "Failures".
+    db_timeout_s: float = 10.0
     cluster_sweep_s: float = 1.0
     cluster_idle_release_s: float = 600.0
     llm: LLMSettings = msgspec.field(default_factory=LLMSettings)
@@ -162,6 +165,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             embedded_tools=get("NAVI_EMBEDDED_TOOLS", _bool, d.embedded_tools),
             tool_approval=get("NAVI_TOOL_APPROVAL", _choice("ask", "auto"), d.tool_approval),
             approval_timeout_s=get("NAVI_APPROVAL_TIMEOUT", _float, d.approval_timeout_s),
+            db_timeout_s=get("NAVI_DB_TIMEOUT_S", _float, d.db_timeout_s),
             cluster_sweep_s=get("NAVI_CLUSTER_SWEEP_S", _float, d.cluster_sweep_s),
             cluster_idle_release_s=get(
                 "NAVI_CLUSTER_IDLE_RELEASE_S", _float, d.cluster_idle_release_s

@@ -57,6 +57,7 @@ async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIter
         asyncpg_dsn(store.url),
         sweep_s=settings.cluster_sweep_s,
         idle_release_s=settings.cluster_idle_release_s,
+        db_timeout_s=store.wait_timeout_s,
     )
     async with node.open():
         yield NodePlacement(settings, node)

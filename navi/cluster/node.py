@@ -25,6 +25,8 @@ import structlog
 from anyio.abc import TaskGroup
 
 from events.base import BaseEventStore
+from events.pg_writes import wait_settings
+from events.postgres import PostgresEventStore
 from navi.cluster.delivery import InboxDelivery
 from navi.cluster.forward import Forwarder
 from navi.cluster.inbox import Inbox, RunIndex
@@ -47,13 +49,20 @@ class ClusterNode:
         sweep_s: float = 1.0,
         idle_release_s: float = 600.0,
         accept_wait_s: float = 5.0,
+        db_timeout_s: float = 10.0,
     ) -> None:
         self.store = store
         self.dsn = dsn
         self.node_id = uuid.uuid4().hex[:12]
         self.ownership = PostgresOwnership(
-            dsn, node_id=self.node_id, on_lost=self._lost, on_notify=self._notified
+            dsn,
+            node_id=self.node_id,
+            on_lost=self._lost,
+            on_notify=self._notified,
+            db_timeout_s=db_timeout_s,
+            fences=store if isinstance(store, PostgresEventStore) else None,
         )
+        self.db_timeout_s = db_timeout_s
         self._pool: asyncpg.Pool | None = None
         self._inbox: Inbox | None = None
         self._runs: RunIndex | None = None
@@ -75,7 +84,9 @@ class ClusterNode:
     @asynccontextmanager
     async def open(self) -> AsyncIterator[ClusterNode]:
         """Connect (the lock connection, a small pool) and create the inbox table."""
-        pool = await asyncpg.create_pool(self.dsn, min_size=1, max_size=4)
+        pool = await asyncpg.create_pool(
+            self.dsn, min_size=1, max_size=4, server_settings=wait_settings(self.db_timeout_s)
+        )
         try:
             self._pool = pool
             self._inbox = inbox = Inbox(pool, node_id=self.node_id)

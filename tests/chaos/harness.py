@@ -205,6 +205,20 @@ class NaviProcess:
             self.process.send_signal(signal.SIGKILL)
             self.process.wait()
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process hangs with its connections open (a hung node)."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGSTOP)
+
+    async def thaw_until_it_lets_go(self, wait_s: float = 30.0) -> None:
+        """SIGCONT, then wait until the node has found its sessions taken over."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGCONT)
+        log = Path(self.logs())
+        with anyio.fail_after(wait_s):
+            while "cluster.sessions_lost" not in log.read_text(errors="replace"):
+                await anyio.sleep(0.1)
+
     def terminate(self, wait_s: float = 15.0) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

@@ -288,8 +288,10 @@ async def takeover(
     sleep: float = 0.2,
     queued: bool = True,
     finish_timeout: float = 120.0,
+    freeze: bool = False,
 ) -> TakeoverResult:
-    """Two nodes; sessions made on A, messages sent to B, A killed mid-run."""
+    """Two nodes; sessions made on A, messages sent to B, A killed mid-run (with
+    ``freeze``: stopped by SIGSTOP instead, and woken once the runs ended on B)."""
     result = TakeoverResult()
     started = time.monotonic()
     a, b = NaviProcess(config, "a"), NaviProcess(config, "b")
@@ -315,7 +317,10 @@ async def takeover(
             if not await wait_for_moment(probe, ids, "mid-tool", 20):
                 raise AssertionError("no run got to a tool call on node A")
             result.b_watched_live = any(w.frames for w in on_b)
-            a.kill()
+            if freeze:
+                a.freeze()
+            else:
+                a.kill()
             killed_at = time.time()
             heads = await probe.heads()
             in_flight = await probe.open_runs(ids)
@@ -325,6 +330,8 @@ async def takeover(
             if takeover_s is not None:
                 result.takeovers.append(takeover_s)
             await wait_ended([*on_a, *on_b], finish_timeout)
+            if freeze:
+                await a.thaw_until_it_lets_go()
             tg.cancel_scope.cancel()
     finally:
         a.kill()

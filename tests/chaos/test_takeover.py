@@ -29,3 +29,23 @@ async def test_the_survivor_takes_over_and_finishes_the_runs(tmp_path: Path, cha
     assert result.b_watched_live, "the client on B saw nothing of the run on A"
     assert result.pids_a > 0 and result.pids_b > 0, "the runs did not move from A to B"
     assert result.takeovers and result.takeovers[0] > 0
+
+
+async def test_a_frozen_owner_is_replaced_and_refused_when_it_wakes(
+    tmp_path: Path, chaos_db: str
+) -> None:
+    """A SIGSTOPped owner keeps its connections open: the server drops its ownership
+    connection after the lease (NAVI_DB_TIMEOUT_S), B takes the runs over and ends them;
+    A, woken, finds its sessions taken, and its late writes are refused (the epoch)."""
+    tools, effects = install_tools(tmp_path)
+    with ChaosLLM() as llm:
+        config = ServerConfig(
+            tmp_path, chaos_db, llm.url, effects, tools, extra_env={"NAVI_DB_TIMEOUT_S": "3"}
+        )
+        with anyio.fail_after(120):
+            result = await takeover(config, sessions=3, steps=6, sleep=0.2, freeze=True)
+    findings = result.findings
+    assert findings.problems == [], findings.problems
+    assert findings.runs == findings.runs_finished == 7
+    assert findings.events_lost == 0 and findings.duplicate_effects == 0
+    assert result.takeovers and result.takeovers[0] < 10
