@@ -11,14 +11,11 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from actors import Actor, Supervision
-from navi.llm.stop import StopSignal
-from navi.run import resummary
+from actors import Actor
 from navi.run.driver import RunDriver
 from navi.run.state import RunState
 from navi.run.workers import run_workers
 from navi.session import messages as m
-from navi.session.errors import RunActive, SessionError
 
 if TYPE_CHECKING:
     from navi.session.actor import SessionActor
@@ -40,7 +37,7 @@ class RunActor(Actor[object]):
         self.queued = False  # waiting for a slot of the node (NAVI_MAX_LIVE_RUNS)
 
     async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
+        if not isinstance(message, m.Drive):
             return
         session = self.session
         driver = RunDriver(session, session.deps.run, resumed=message.resumed)
@@ -118,57 +115,10 @@ class JobActor(Actor[object]):
         self.job = job
 
     async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
+        if not isinstance(message, m.Drive):
             return
         try:
             await self.job(self.session)
             await self.session.commit()
         finally:
             self.stop("job ended")
-
-
-async def spawn_run(session: SessionActor, *, resumed: bool) -> None:
-    """Start the session's run (``resumed``: after a crash) in a child actor."""
-    session._runs += 1
-    name = f"run-{session._runs}"
-    session._run_child = name
-    ref = await session.spawn_child(RunActor(session), name, supervision=Supervision.stop())
-    await ref.tell(m._Drive(resumed=resumed))
-
-
-# ---------------------------------------------------------------- jobs at rest
-
-
-async def recompress(session: SessionActor, model: str | None) -> int | None:
-    """Start a re-summary in a child actor; answers the seq it starts after. Asked while
-    the last run winds down (post-turn workers), it starts when that ends (the session
-    keeps the deferred reply)."""
-    if session.state.run_active or session._pending_recompress is not None:
-        raise RunActive()
-    if session._run_child is not None:
-        session._pending_recompress = (model, session.defer_reply())
-        return None
-    records = await session.deps.store.read(session.session_id)
-    selection = resummary.recompress_selection(
-        session.state.context, records, session.deps.run.settings.compression_keep_recent
-    )
-    if selection is None:
-        raise SessionError("there is nothing to summarise in this session's context yet")
-    after = session.state.last_seq
-
-    async def job(session: SessionActor) -> None:
-        await resummary.resummarise(session, session.deps.run, selection, model)
-
-    await _spawn_job(session, "recompress", job)
-    return after
-
-
-async def _spawn_job(
-    session: SessionActor, kind: str, job: Callable[[SessionActor], Awaitable[None]]
-) -> None:
-    session._runs += 1
-    name = f"{kind}-{session._runs}"
-    session._run_child = name  # a message sent meanwhile waits, as during a run
-    session.stop_signal = StopSignal()  # the last run's stop is not this job's
-    ref = await session.spawn_child(JobActor(session, job), name, supervision=Supervision.stop())
-    await ref.tell(m._Drive())
