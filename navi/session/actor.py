@@ -65,7 +65,7 @@ from navi.session.errors import (
     SessionNotFound,
 )
 from navi.session.input import check_files, check_text, decode_images, store_images
-from navi.session.run_actor import JobActor, RunActor
+from navi.session.run_actor import JobActor, RunActor, Waits
 from navi.session.state import SessionState
 from navi.session.stream import SessionStream
 from profiles import UnknownProfile, profile_hash
@@ -103,6 +103,8 @@ class SessionActor(Actor[object]):
         self.stop_signal = StopSignal()
         # Set when a decision is recorded: the run's driver, waiting for it, goes on.
         self._decided: anyio.Event | None = None
+        # Where the run waits on someone else (a shutdown leaves it there at once).
+        self.waits = Waits()
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
@@ -500,7 +502,7 @@ class SessionActor(Actor[object]):
         self._decided = decided = anyio.Event()
         if self.state.run_state is not RunState.AWAITING_APPROVAL:
             return  # decided (or stopped) before the driver got here
-        with self.stop_signal.scope(deadline):
+        with self.waits.waiting(), self.stop_signal.scope(deadline):
             await decided.wait()
 
     # ------------------------------------------------------------------ writing

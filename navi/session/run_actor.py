@@ -5,8 +5,8 @@ hears of it as ``ChildStopped`` (or ``ChildFailed``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
 import anyio
@@ -19,7 +19,6 @@ from navi.session import messages as m
 
 if TYPE_CHECKING:
     from navi.session.actor import SessionActor
-    from navi.session.state import SessionState
 
 
 class RunActor(Actor[object]):
@@ -34,7 +33,6 @@ class RunActor(Actor[object]):
 
     def __init__(self, session: SessionActor) -> None:
         self.session = session
-        self.queued = False  # waiting for a slot of the node (NAVI_MAX_LIVE_RUNS)
 
     async def receive(self, message: object) -> None:
         if not isinstance(message, m.Drive):
@@ -67,10 +65,8 @@ class RunActor(Actor[object]):
         if session.parent is not None:
             yield
             return
-        self.queued = True
-        with session.stop_signal.scope() as wait:
+        with session.waits.waiting(), session.stop_signal.scope() as wait:
             await limiter.acquire(session.session_id)
-        self.queued = False
         if wait.cancelled_caught:
             yield
             return
@@ -81,28 +77,35 @@ class RunActor(Actor[object]):
 
     async def _leave_if_waiting(self, scope: anyio.CancelScope) -> None:
         await self.stop_requested()
-        # A step in hand (an LLM call, a tool) is finished first; looked at a few times a
-        # second, the run is left as soon as it waits (for a person, or in line).
-        while True:
-            if self.queued or _waits(self.session.state):
-                scope.cancel()
-                return
-            await anyio.sleep(LEAVE_POLL_S)
+        # A step in hand (an LLM call, a tool) is finished first; the run is left as
+        # soon as it waits (for a person, a subagent, or in line).
+        await self.session.waits.until_waiting()
+        scope.cancel()
 
 
-# After a stop request, how often a run that is busy looks whether it now waits.
-LEAVE_POLL_S = 0.1
+class Waits:
+    """Where a run waits on someone else: a person's decision, a slot of the node, a
+    subagent's work. Each wait is marked while it lasts, so that a run asked to leave
+    (Navi shuts down) leaves the moment it waits, woken by the mark."""
 
+    def __init__(self) -> None:
+        self._count = 0
+        self._entered: anyio.Event | None = None
 
-def _waits(state: SessionState) -> bool:
-    """The run waits for a person (its own call), or for a subagent still working."""
-    if state.run_state is RunState.AWAITING_APPROVAL:
-        return True
-    progress = state.progress
-    finished = {s.call_id for s in progress.subagents_finished}
-    return state.run_state is RunState.EXECUTING_TOOLS and any(
-        s.call_id not in finished for s in progress.subagents
-    )
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        self._count += 1
+        if self._entered is not None:
+            self._entered.set()
+        try:
+            yield
+        finally:
+            self._count -= 1
+
+    async def until_waiting(self) -> None:
+        while self._count == 0:
+            self._entered = entered = anyio.Event()
+            await entered.wait()
 
 
 class JobActor(Actor[object]):
