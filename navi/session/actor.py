@@ -143,6 +143,12 @@ class SessionActor(Actor[object]):
         self.stop_signal = StopSignal()
         if self.state.run_state is RunState.STOPPING:
             self.stop_signal.set("user")
+        # Recovery continues what the log shows open (a crash, a restart, a takeover):
+        # the one way a run resumes. A subagent's run resumes under its parent's run,
+        # which re-attaches to it; opened on its own, it only answers.
+        if self.state.run_active and not self.is_orphaned_subagent:
+            log.info("run.resuming", session_id=self.session_id, run_id=self.stream.run_id)
+            await self.spawn_run(resumed=True)
 
     async def on_stop(self) -> None:
         await self.stream.close()
@@ -271,17 +277,6 @@ class SessionActor(Actor[object]):
         await self.spawn_run(resumed=False)
         return m.RunStartedReply(run_id=run_id, after_seq=after)
 
-    async def _resume(self, message: m.Resume | None = None) -> bool:
-        if self.is_orphaned_subagent:
-            # Its parent's run resumes it (re-attaching to it as its child actor).
-            self.stop("a subagent session resumes under its parent")
-            return False
-        if not self.state.run_active or self._run_child is not None:
-            return False
-        log.info("run.resuming", session_id=self.session_id, run_id=self.stream.run_id)
-        await self.spawn_run(resumed=True)
-        return True
-
     # ------------------------------------------------------------------ subagents
 
     @property
@@ -396,7 +391,7 @@ class SessionActor(Actor[object]):
         return await self.spawn_child(child, message.child_id, supervision=Supervision.stop())
 
     async def _start_subtask(self, message: m.StartSubtask) -> m.SubtaskStarted:
-        """Run the subagent's task; after a crash, go on with the run the log shows."""
+        """Run the subagent's task; after a crash, its run goes on (``on_start``)."""
         if self.parent is not None and self.parent.stop_signal.is_set():
             raise SessionError("the parent's run is stopping: the subagent does not start")
         if self.state.created is None:
@@ -417,8 +412,7 @@ class SessionActor(Actor[object]):
             return m.SubtaskStarted(
                 run_id=progress.run_id, after_seq=after, ended_seq=self.state.last_seq
             )
-        await self._resume()
-        return m.SubtaskStarted(run_id=progress.run_id, after_seq=after)
+        return m.SubtaskStarted(run_id=progress.run_id, after_seq=after)  # going on since on_start
 
     def _subagents(self) -> list[ActorRef[object]]:
         """The running subagents' actors (children other than the run's)."""
@@ -539,7 +533,6 @@ COMMANDS: dict[type, Command] = {
     m.StopRun:        Command(S._stop_run),
     m.Decide:         Command(S.decide),
     m.WaitingOn:      Command(S._waiting_on),
-    m.Resume:         Command(S._resume),
     m.SpawnSubagent:  Command(S._spawn_subagent),
     m.Recompress:     Command(S._recompress),
     m.SwitchProfile:  Command(S._switch_profile),

@@ -63,11 +63,6 @@ class Delete:
 
 
 @dataclass(frozen=True)
-class Resume:
-    """Continue a run the log shows as unfinished (after a crash)."""
-
-
-@dataclass(frozen=True)
 class RunStartedReply:
     """What ``Send`` answers: the run's id and the seq just before its first event."""
 

@@ -35,7 +35,6 @@ SAMPLES: dict[type, Any] = {
     m.StopRun: m.StopRun(),
     m.Decide: m.Decide(call_id="nope", approved=True),
     m.WaitingOn: m.WaitingOn(call_id="nope"),
-    m.Resume: m.Resume(),
     m.SpawnSubagent: m.SpawnSubagent(child_id="00000000-0000-4000-8000-000000000001"),
     m.Recompress: m.Recompress(),
     m.SwitchProfile: m.SwitchProfile(profile_id="secretary"),
@@ -59,7 +58,9 @@ def test_every_request_type_has_a_command() -> None:
 
 
 async def _actor(navi: Navi, session_id: str) -> Any:
-    return await navi.sessions.system.spawn(SessionActor(session_id, navi.sessions.deps), session_id)
+    return await navi.sessions.system.spawn(
+        SessionActor(session_id, navi.sessions.deps), session_id
+    )
 
 
 @pytest.mark.parametrize("kind", list(SAMPLES), ids=lambda k: k.__name__)
@@ -96,7 +97,6 @@ LIVE_ANSWERS: dict[type, Any] = {
     m.StopRun: lambda r: r is False,  # no run is going
     m.Decide: lambda r: isinstance(r, m.Refusal) and isinstance(r.error, ApprovalNotFound),
     m.WaitingOn: lambda r: r == (),
-    m.Resume: lambda r: r is False,
     m.SpawnSubagent: lambda r: r.name == SAMPLES[m.SpawnSubagent].child_id,
     m.Recompress: lambda r: isinstance(r, m.Refusal) and "nothing to summarise" in str(r.error),
     m.SwitchProfile: lambda r: r == "secretary",
@@ -109,7 +109,9 @@ LIVE_ANSWERS: dict[type, Any] = {
 }
 
 
-@pytest.mark.parametrize("kind", [k for k in SAMPLES if k is not m.StartSubtask], ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "kind", [k for k in SAMPLES if k is not m.StartSubtask], ids=lambda k: k.__name__
+)
 async def test_a_live_session_answers_every_request(tmp_path: Path, kind: type) -> None:
     async with FakeLLM() as fake, open_navi(navi_settings(tmp_path, fake.url), llm=fake) as navi:
         fake.script(Reply(text="Hi."))
