@@ -277,7 +277,7 @@ class SessionActor(Actor[object]):
         await self.spawn_run(resumed=False)
         return m.RunStartedReply(run_id=run_id, after_seq=after)
 
-    # ------------------------------------------------------------------ subagents
+    # ------------------------------------------------------------------ the run's life
 
     @property
     def data_owner(self) -> SessionActor:
