@@ -26,8 +26,7 @@ class NodePlacement:
     """What ``Navi.open`` holds: the cluster node (PostgreSQL), or nothing (a single
     node)."""
 
-    def __init__(self, settings: Settings, node: ClusterNode | None) -> None:
-        self.settings = settings
+    def __init__(self, node: ClusterNode | None) -> None:
         self.node = node
 
     def attach(self, manager: SessionManager) -> None:
@@ -47,7 +46,7 @@ async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIter
     from events.postgres import PostgresEventStore, asyncpg_dsn
 
     if not isinstance(store, PostgresEventStore):
-        yield NodePlacement(settings, None)
+        yield NodePlacement(None)
         return
     node = ClusterNode(
         store,
@@ -56,4 +55,4 @@ async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIter
         idle_release_s=settings.cluster_idle_release_s,
     )
     async with node.open():
-        yield NodePlacement(settings, node)
+        yield NodePlacement(node)
