@@ -120,7 +120,10 @@ class Spawner:
         else:
             self.log.info("subagent.reattaching", child=spawned.child_stream_id)
         try:
-            outcome = await self._run_child(spawned)
+            # The parent waits on its subagent (which may wait for a person): a shutdown
+            # leaves the parent's run here, to re-attach on resume.
+            with self.parent.waits.waiting():
+                outcome = await self._run_child(spawned)
         except Exception as exc:  # the child could not be started or followed
             self.log.exception("subagent.failed", child=spawned.child_stream_id)
             outcome = SubagentOutcome(f"The subagent could not run: {exc}", False, failed=True)

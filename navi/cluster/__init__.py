@@ -3,7 +3,8 @@ that keep runs going (docs/deployment.md).
 
 ``open_placement`` is what ``Navi.open`` uses: on PostgreSQL a ``ClusterNode`` (any
 number of ``navi serve`` processes may share the database); on any other store a
-single node, whose watchdog restarts a run left without a driver.
+single node, with nothing to place: its session actors are restarted by their
+supervision, and their recovery continues an open run.
 """
 
 from __future__ import annotations
@@ -15,23 +16,20 @@ import anyio
 
 from events.base import BaseEventStore
 from navi.cluster.node import ClusterNode
-from navi.cluster.sweep import LocalWatchdog
 from navi.config import Settings
 from navi.session.manager import SessionManager
 
-__all__ = ["ClusterNode", "LocalWatchdog", "NodePlacement", "open_placement"]
+__all__ = ["ClusterNode", "NodePlacement", "open_placement"]
 
 
 class NodePlacement:
-    """What ``Navi.open`` holds: the cluster node (PostgreSQL) or nothing but the
-    watchdog (a single node)."""
+    """What ``Navi.open`` holds: the cluster node (PostgreSQL), or nothing (a single
+    node)."""
 
-    def __init__(self, settings: Settings, node: ClusterNode | None) -> None:
-        self.settings = settings
+    def __init__(self, node: ClusterNode | None) -> None:
         self.node = node
 
     def attach(self, manager: SessionManager) -> None:
-        self._manager = manager
         if self.node is not None:
             self.node.attach(manager)
 
@@ -39,8 +37,6 @@ class NodePlacement:
         """Run until cancelled: the inbox delivery, and with ``background`` the sweeps."""
         if self.node is not None:
             await self.node.serve(background=background)
-        elif background:
-            await LocalWatchdog(self._manager, interval=self.settings.cluster_sweep_s).run()
         else:
             await anyio.sleep_forever()
 
@@ -50,7 +46,7 @@ async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIter
     from events.postgres import PostgresEventStore, asyncpg_dsn
 
     if not isinstance(store, PostgresEventStore):
-        yield NodePlacement(settings, None)
+        yield NodePlacement(None)
         return
     node = ClusterNode(
         store,
@@ -60,4 +56,4 @@ async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIter
         db_timeout_s=store.wait_timeout_s,
     )
     async with node.open():
-        yield NodePlacement(settings, node)
+        yield NodePlacement(node)

@@ -42,8 +42,6 @@ class Forwarder:
             waiter.set()
 
     async def forward(self, session_id: str, message: object, wait_s: float) -> Any:
-        if isinstance(message, m.Resume):
-            return False  # its owner drives its runs
         if await self.runs.last_seq(session_id) == 0:
             raise SessionNotFound(session_id)
         if isinstance(message, m.Send):

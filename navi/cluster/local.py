@@ -16,6 +16,11 @@ class LocalSessions(Protocol):
         """Ask the session's actor on this node (it must own the session)."""
         ...
 
+    async def start_here(self, session_id: str) -> bool:
+        """Start the session's actor on this node (it must own the session), which
+        continues a run its log shows open; False if it was running already."""
+        ...
+
     def idle_for(self, session_id: str, now: float) -> float:
         """Seconds since the session was last used here."""
         ...

@@ -191,6 +191,16 @@ class ClusterNode:
                 raise ClusterUnavailable(f"session {session_id!r} is no longer on this node")
             return await self.manager.ask(session_id, message, wait_s)
 
+    async def start_here(self, session_id: str) -> bool:
+        async with self.holding(session_id) as here:
+            if not here:
+                raise ClusterUnavailable(f"session {session_id!r} is no longer on this node")
+            running = self.manager.system.lookup(session_id)
+            if running is not None and not running.is_stopped:
+                return False
+            await self.manager.ref(session_id)
+            return True
+
     # ---------------------------------------------------------------- ownership
 
     def idle_for(self, session_id: str, now: float) -> float:

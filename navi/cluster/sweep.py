@@ -2,9 +2,9 @@
 
 ``Sweeper`` (several nodes on PostgreSQL), every ``interval`` on every node:
 
-1. sessions this node owns whose log shows an unfinished run get ``Resume`` — a no-op
-   while a run actor drives it, a restart of the run after its actor crashed (a store
-   outage, a bug);
+1. sessions this node owns whose log shows an unfinished run have their actor started —
+   a no-op while it lives; its recovery continues the run (navi/session/actor.py
+   ``on_start``) if it had stopped;
 2. sessions with an unfinished run, or with inbox rows waiting, that *no* node owns
    (their owner died: PostgreSQL dropped its locks with its connection) are taken
    over: claimed, resumed by the resume rules, their inbox delivered. A session must be
@@ -14,33 +14,26 @@
    lock released), so a node never holds more locks than it has live sessions;
 4. old finished inbox rows are deleted.
 
-``LocalWatchdog`` (one node, any store) does 1. for the sessions whose actors live in
-this process, with a growing pause for a session whose run keeps failing (a full disk).
+On one node (any store) there is no sweep: a session actor that fails is restarted
+with a growing back-off (navi/session/manager.py ``SUPERVISION``), and its recovery
+continues the run.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import anyio
 import structlog
 
-from actors import ActorSystem
 from events.base import BaseEventStore
 from navi.cluster.inbox import Inbox, RunIndex
 from navi.cluster.local import LocalSessions
 from navi.cluster.ownership import ClusterUnavailable, PostgresOwnership
-from navi.session import messages as m
-from navi.session.errors import SessionError
-
-if TYPE_CHECKING:
-    from navi.session.manager import SessionManager
 
 log = structlog.get_logger(__name__)
 
-RESUME_ASK_S = 5.0
 PRUNE_EVERY_S = 300.0
 KEEP_DONE_ROWS_S = 3600.0
 
@@ -109,7 +102,7 @@ class Sweeper:
 
     async def _resume(self, session_id: str) -> None:
         try:
-            if await self.sessions.ask_here(session_id, m.Resume(), wait_s=RESUME_ASK_S):
+            if await self.sessions.start_here(session_id):
                 node = self.ownership.node_id
                 log.warning("run.resumed_by_sweep", node=node, session_id=session_id)
         except Exception as exc:
@@ -131,46 +124,3 @@ class Sweeper:
         for session_id in sorted(self.ownership.held - busy):
             if self.sessions.idle_for(session_id, now) > self.idle_release_s:
                 await self.sessions.release(session_id)
-
-
-class LocalWatchdog:
-    """One node: restart the runs of this process's sessions whose run actor is gone."""
-
-    def __init__(self, manager: SessionManager, *, interval: float) -> None:
-        self.manager = manager
-        self.system: ActorSystem = manager.system
-        self.interval = interval
-        self._pause: dict[str, tuple[float, float]] = {}  # session → (next try, pause)
-        self._known: set[str] = set()
-
-    async def run(self) -> None:
-        while True:
-            await anyio.sleep(self.interval)
-            await self.sweep()
-
-    async def sweep(self) -> None:
-        live = {p for p in self.system.paths if "/" not in p}
-        # A session whose actor stopped for good (its restarts ran out) is asked too:
-        # the ask brings it back from the log.
-        self._known |= live
-        now = time.monotonic()
-        for session_id in sorted(self._known):
-            next_try, pause = self._pause.get(session_id, (0.0, self.interval))
-            if now < next_try:
-                continue
-            try:
-                resumed = await self.manager.ask(session_id, m.Resume(), wait_s=RESUME_ASK_S)
-            except SessionError:  # deleted, or never created
-                self._known.discard(session_id)
-                continue
-            except Exception as exc:
-                resumed = True  # it needs another try
-                log.warning("run.resume_failed", session_id=session_id, error=str(exc))
-            if resumed:
-                # A run that had no driver: again later, a little later each time in a row.
-                log.warning("run.resumed_by_watchdog", session_id=session_id)
-                self._pause[session_id] = (now + pause, min(pause * 2, 30.0))
-            else:
-                self._pause.pop(session_id, None)
-                if session_id not in live:
-                    self._known.discard(session_id)

@@ -10,14 +10,24 @@ and the tools, and ``stop.requested`` is recorded.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+import anyio
 import structlog
 
-from actors import Actor, ActorStopped, ChildFailed, ChildStopped, MailboxFull, Reply
+from actors import (
+    Actor,
+    ActorRef,
+    ActorStopped,
+    ChildFailed,
+    ChildStopped,
+    MailboxFull,
+    Reply,
+    Supervision,
+)
 from events.base import BaseEventStore
 from events.errors import EventDecodeError
 from events.types import (
@@ -38,13 +48,16 @@ from events.types import (
 from navi.blobs import BlobStore
 from navi.grants import check_entry
 from navi.llm.stop import StopSignal
-from navi.run import compression
+from navi.run import compression, resummary
 from navi.run.host import RunDeps
 from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
-from navi.session import approvals, run_actor, subtasks
+from navi.session import approvals
 from navi.session import messages as m
 from navi.session.errors import (
+    AlreadyDecided,
+    AmbiguousCall,
+    ApprovalNotFound,
     QueueFull,
     RunActive,
     SessionDamaged,
@@ -52,6 +65,7 @@ from navi.session.errors import (
     SessionNotFound,
 )
 from navi.session.input import check_files, check_text, decode_images, store_images
+from navi.session.run_actor import JobActor, RunActor, Waits
 from navi.session.state import SessionState
 from navi.session.stream import SessionStream
 from profiles import UnknownProfile, profile_hash
@@ -59,6 +73,7 @@ from profiles import UnknownProfile, profile_hash
 log = structlog.get_logger(__name__)
 
 MAX_QUEUED = 16
+ASK_CHILD_S = 10.0  # a subagent's answer to where a call waits
 
 
 @dataclass
@@ -86,7 +101,10 @@ class SessionActor(Actor[object]):
         self.parent = parent
         self.stream = SessionStream(deps.store, session_id, deps.clock)
         self.stop_signal = StopSignal()
-        self.decisions = approvals.DecisionWait()
+        # Set when a decision is recorded: the run's driver, waiting for it, goes on.
+        self._decided: anyio.Event | None = None
+        # Where the run waits on someone else (a shutdown leaves it there at once).
+        self.waits = Waits()
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
@@ -125,6 +143,12 @@ class SessionActor(Actor[object]):
         self.stop_signal = StopSignal()
         if self.state.run_state is RunState.STOPPING:
             self.stop_signal.set("user")
+        # Recovery continues what the log shows open (a crash, a restart, a takeover):
+        # the one way a run resumes. A subagent's run resumes under its parent's run,
+        # which re-attaches to it; opened on its own, it only answers.
+        if self.state.run_active and not self.is_orphaned_subagent:
+            log.info("run.resuming", session_id=self.session_id, run_id=self.stream.run_id)
+            await self.spawn_run(resumed=True)
 
     async def on_stop(self) -> None:
         await self.stream.close()
@@ -134,69 +158,50 @@ class SessionActor(Actor[object]):
     async def receive(self, message: object) -> Any:
         # A refused request is an answer, not a failure of the actor: it must not
         # restart the session (and with it a running run).
+        command = COMMANDS.get(type(message))
+        if command is None:
+            return m.Refusal(SessionError(f"unknown request {type(message).__name__}"))
         if self.damaged is not None:
-            if isinstance(message, ChildStopped | ChildFailed):
-                return None
-            return m.Refusal(self.damaged)
+            return None if command.notice else m.Refusal(self.damaged)
+        if command.needs_session and (self.state.created is None or self.state.deleted):
+            return None if command.notice else m.Refusal(SessionNotFound(self.session_id))
         try:
-            return await self._handle(message)
+            return await command.handle(self, message)
         except (SessionError, UnknownProfile, IllegalTransition) as refused:
             return m.Refusal(refused)
 
-    async def _handle(self, message: object) -> Any:
-        if isinstance(message, m.Create):
-            return await self._create(message)
-        if isinstance(message, m.StartSubtask):
-            return await subtasks.start_subtask(self, message)
-        if self.state.created is None or self.state.deleted:
-            if isinstance(message, ChildStopped | ChildFailed):
-                return None
-            raise SessionNotFound(self.session_id)
-        if isinstance(message, m.Send):
-            return await self._send(message)
-        if isinstance(message, m.StopRun):
-            return await self.request_stop(message.reason)
-        if isinstance(message, m.Decide):
-            return await approvals.decide(self, message)
-        if isinstance(message, m.WaitingOn):
-            return await approvals.waiting_streams(self, message.call_id)
-        if isinstance(message, m.Resume):
-            return await self._resume()
-        if isinstance(message, m.SpawnSubagent):
-            return await subtasks.spawn_subagent(self, message.child_id)
-        if isinstance(message, m.Recompress):
-            return await run_actor.recompress(self, message.model)
-        if isinstance(message, m.SwitchProfile):
-            profile = self.deps.run.profiles.get(message.profile_id)
-            check_entry(self.deps.run.users, self.state.user_id, profile)
-            await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
-            return profile.id
-        if isinstance(message, m.ChooseModel):
-            await self.record(SessionModelChosen(model=message.model))
-            return message.model
-        if isinstance(message, m.Pin):
-            pinned = message.pinned
-            if pinned is None:
-                pinned = not self.state.pinned
-            await self.record(SessionPinned(pinned=pinned))
-            return pinned
-        if isinstance(message, m.Rename):
-            await self.record(SessionRenamed(title=message.title.strip()[:200]))
-            return None
-        if isinstance(message, m.Delete):
-            if self.state.run_active:
-                await self.request_stop("deleted")
-            await self.record(SessionDeleted())
-            return None
-        if isinstance(message, ChildStopped):
-            return await self._run_ended(message.name)
-        if isinstance(message, ChildFailed):
-            if message.name != self._run_child:
-                # A subagent's session: its parent's tool call reports it as failed.
-                log.error("subagent.crashed", child=message.name, error=repr(message.error))
-                return None
-            return await self._run_crashed(message)
-        raise SessionError(f"unknown request {type(message).__name__}")
+    async def _switch_profile(self, message: m.SwitchProfile) -> str:
+        profile = self.deps.run.profiles.get(message.profile_id)
+        check_entry(self.deps.run.users, self.state.user_id, profile)
+        await self.record(ProfileSwitched(profile_id=profile.id, profile_name=profile.name))
+        return profile.id
+
+    async def _choose_model(self, message: m.ChooseModel) -> str:
+        await self.record(SessionModelChosen(model=message.model))
+        return message.model
+
+    async def _pin(self, message: m.Pin) -> bool:
+        pinned = not self.state.pinned if message.pinned is None else message.pinned
+        await self.record(SessionPinned(pinned=pinned))
+        return pinned
+
+    async def _rename(self, message: m.Rename) -> None:
+        await self.record(SessionRenamed(title=message.title.strip()[:200]))
+
+    async def _delete(self, message: m.Delete) -> None:
+        if self.state.run_active:
+            await self.request_stop("deleted")
+        await self.record(SessionDeleted())
+
+    async def _stop_run(self, message: m.StopRun) -> bool:
+        return await self.request_stop(message.reason)
+
+    async def _child_failed(self, message: ChildFailed) -> None:
+        if message.name != self._run_child:
+            # A subagent's session: its parent's tool call reports it as failed.
+            log.error("subagent.crashed", child=message.name, error=repr(message.error))
+            return
+        await self._run_crashed(message)
 
     async def _create(self, message: m.Create) -> str:
         if self.state.created is not None:
@@ -270,21 +275,10 @@ class SessionActor(Actor[object]):
                 call_options=call_options,
             ),
         )
-        await run_actor.spawn_run(self, resumed=False)
+        await self.spawn_run(resumed=False)
         return m.RunStartedReply(run_id=run_id, after_seq=after)
 
-    async def _resume(self) -> bool:
-        if self.is_orphaned_subagent:
-            # Its parent's run resumes it (re-attaching to it as its child actor).
-            self.stop("a subagent session resumes under its parent")
-            return False
-        if not self.state.run_active or self._run_child is not None:
-            return False
-        log.info("run.resuming", session_id=self.session_id, run_id=self.stream.run_id)
-        await run_actor.spawn_run(self, resumed=True)
-        return True
-
-    # ------------------------------------------------------------------ subagents
+    # ------------------------------------------------------------------ the run's life
 
     @property
     def data_owner(self) -> SessionActor:
@@ -298,15 +292,15 @@ class SessionActor(Actor[object]):
         created = self.state.created
         return self.parent is None and created is not None and created.parent_call_id is not None
 
-    async def _run_ended(self, name: str) -> None:
-        if name != self._run_child:
+    async def _run_ended(self, message: ChildStopped) -> None:
+        if message.name != self._run_child:
             return
         self._run_child = None
         if self._pending_recompress is not None:
             model, reply = self._pending_recompress
             self._pending_recompress = None
             try:
-                reply.set(await run_actor.recompress(self, model))
+                reply.set(await self.recompress(model))
                 return  # queued messages start when the re-summary has ended
             except (SessionError, IllegalTransition) as refused:
                 reply.set(m.Refusal(refused))
@@ -347,16 +341,164 @@ class SessionActor(Actor[object]):
                 await self.stream.record_locked([StopRequested(reason=reason)])
         return True
 
-    # ------------------------------------------------------------------ approvals
+    # ------------------------------------------------------------------ children at work
 
-    def approval_decided(self) -> None:
-        """A decision was recorded: the run's driver, waiting for it, goes on."""
-        self.decisions.wake()
+    async def spawn_run(self, *, resumed: bool) -> None:
+        """Start the session's run (``resumed``: after a crash) in a child actor."""
+        self._runs += 1
+        name = self._run_child = f"run-{self._runs}"
+        ref = await self.spawn_child(RunActor(self), name, supervision=Supervision.stop())
+        await ref.tell(m.Drive(resumed=resumed))
+
+    async def recompress(self, model: str | None) -> int | None:
+        """Start a re-summary in a child actor; answers the seq it starts after. Asked
+        while the last run winds down (post-turn workers), it starts when that ends (the
+        session keeps the deferred reply)."""
+        if self.state.run_active or self._pending_recompress is not None:
+            raise RunActive()
+        if self._run_child is not None:
+            self._pending_recompress = (model, self.defer_reply())
+            return None
+        records = await self.deps.store.read(self.session_id)
+        keep = self.deps.run.settings.compression_keep_recent
+        selection = resummary.recompress_selection(self.state.context, records, keep)
+        if selection is None:
+            raise SessionError("there is nothing to summarise in this session's context yet")
+        after = self.state.last_seq
+
+        async def job(session: SessionActor) -> None:
+            await resummary.resummarise(session, session.deps.run, selection, model)
+
+        self._runs += 1
+        name = self._run_child = f"recompress-{self._runs}"  # a message sent meanwhile waits
+        self.stop_signal = StopSignal()  # the last run's stop is not this job's
+        ref = await self.spawn_child(JobActor(self, job), name, supervision=Supervision.stop())
+        await ref.tell(m.Drive())
+        return after
+
+    async def _recompress(self, message: m.Recompress) -> int | None:
+        return await self.recompress(message.model)
+
+    # ------------------------------------------------------------------ subagents
+
+    async def _spawn_subagent(self, message: m.SpawnSubagent) -> ActorRef[object]:
+        """The actor of subagent stream ``child_id``, started as a child of this one."""
+        if self.stop_signal.is_set():
+            raise SessionError("the run is stopping: no subagent starts now")
+        existing = self.children.get(message.child_id)
+        if existing is not None and not existing.is_stopped:
+            return existing
+        child = SessionActor(message.child_id, self.deps, parent=self)
+        return await self.spawn_child(child, message.child_id, supervision=Supervision.stop())
+
+    async def _start_subtask(self, message: m.StartSubtask) -> m.SubtaskStarted:
+        """Run the subagent's task; after a crash, its run goes on (``on_start``)."""
+        if self.parent is not None and self.parent.stop_signal.is_set():
+            raise SessionError("the parent's run is stopping: the subagent does not start")
+        if self.state.created is None:
+            await self._create(
+                m.Create(
+                    profile_id=message.profile_id,
+                    user_id=message.user_id,
+                    parent_stream_id=message.parent_stream_id,
+                    parent_call_id=message.parent_call_id,
+                )
+            )
+        progress = self.state.progress
+        if progress.run_id is None:
+            reply = await self._start_run(message.task, (), (), "ephemeral")
+            return m.SubtaskStarted(run_id=reply.run_id, after_seq=reply.after_seq)
+        after = progress.started_seq - 1
+        if not self.state.run_active:
+            return m.SubtaskStarted(
+                run_id=progress.run_id, after_seq=after, ended_seq=self.state.last_seq
+            )
+        return m.SubtaskStarted(run_id=progress.run_id, after_seq=after)  # going on since on_start
+
+    def _subagents(self) -> list[ActorRef[object]]:
+        """The running subagents' actors (children other than the run's)."""
+        return [
+            child
+            for name, child in self.children.items()
+            if name != self._run_child and not child.is_stopped
+        ]
+
+    # ------------------------------------------------------------------ decisions
+
+    async def decide(self, message: m.Decide) -> str:
+        """Record the decision on the call it names, here or in a running subagent;
+        answers the stream id where it was recorded."""
+        approvals.check(message)
+        if message.stream_id:
+            return await self._decide_in(message)
+        streams = await self._waiting_on(m.WaitingOn(message.call_id))
+        if len(streams) > 1:
+            raise AmbiguousCall(
+                f"{len(streams)} calls {message.call_id!r} wait for approval (in streams "
+                f"{', '.join(streams)}): send the stream_id of the one you decide"
+            )
+        if streams:
+            return await self._decide_in(replace(message, stream_id=streams[0]))
+        return await self._not_waiting(message.call_id)
+
+    async def _waiting_on(self, message: m.WaitingOn) -> tuple[str, ...]:
+        """The streams of this session's tree where a call ``call_id`` waits."""
+        found = [self.session_id] if self._awaits(message.call_id) else []
+        for child in self._subagents():
+            try:
+                reply = await child.ask(message, ASK_CHILD_S)
+            except (ActorStopped, MailboxFull, TimeoutError):
+                continue
+            if isinstance(reply, tuple):
+                found.extend(reply)
+        return tuple(found)
+
+    async def _decide_in(self, message: m.Decide) -> str:
+        """Decide the call in the stream ``message.stream_id`` names: this one, or one
+        of its running subagents' (or theirs)."""
+        if message.stream_id == self.session_id:
+            async with self.stream.lock:
+                awaiting = self.state.progress.awaiting
+                if awaiting is not None and self._awaits(message.call_id):
+                    await self.stream.record_locked([approvals.decision(awaiting, message)])
+                    if self._decided is not None:
+                        self._decided.set()
+                    return self.session_id
+            return await self._not_waiting(message.call_id)
+        for child in self._subagents():
+            try:
+                reply = await child.ask(message, ASK_CHILD_S)
+            except (ActorStopped, MailboxFull, TimeoutError):
+                continue
+            if isinstance(reply, m.Refusal):
+                if isinstance(reply.error, ApprovalNotFound):
+                    continue  # not in that child's tree
+                raise reply.error
+            if isinstance(reply, str):
+                return reply
+        raise ApprovalNotFound(
+            f"no call {message.call_id!r} waits for approval in stream "
+            f"{message.stream_id!r} of this session"
+        )
+
+    def _awaits(self, call_id: str) -> bool:
+        awaiting = self.state.progress.awaiting
+        waiting = self.state.run_state is RunState.AWAITING_APPROVAL
+        return waiting and awaiting is not None and awaiting.call_id == call_id
+
+    async def _not_waiting(self, call_id: str) -> str:
+        if await approvals.was_asked(self.deps.store, self.session_id, call_id):
+            raise AlreadyDecided(f"call {call_id!r} was already decided or has ended")
+        raise ApprovalNotFound(f"no call {call_id!r} waits for approval in this session")
 
     async def wait_for_decision(self, deadline: float) -> None:
         """Until the waiting call is decided, the run is stopped, or ``deadline``
         (``anyio.current_time()``'s clock)."""
-        await self.decisions.wait(self, deadline)
+        self._decided = decided = anyio.Event()
+        if self.state.run_state is not RunState.AWAITING_APPROVAL:
+            return  # decided (or stopped) before the driver got here
+        with self.waits.waiting(), self.stop_signal.scope(deadline):
+            await decided.wait()
 
     # ------------------------------------------------------------------ writing
 
@@ -370,3 +512,36 @@ class SessionActor(Actor[object]):
 
     async def commit(self) -> None:
         await self.stream.commit()
+
+
+@dataclass(frozen=True)
+class Command:
+    """How the session takes one type of message: the method that handles it;
+    ``needs_session``: refused (``SessionNotFound``) before the session is created or
+    once deleted; ``notice``: a child's news, never refused, ignored when refused."""
+
+    handle: Callable[[SessionActor, Any], Awaitable[Any]]
+    needs_session: bool = True
+    notice: bool = False
+
+
+S = SessionActor
+# fmt: off
+COMMANDS: dict[type, Command] = {
+    m.Create:         Command(S._create, needs_session=False),
+    m.StartSubtask:   Command(S._start_subtask, needs_session=False),
+    m.Send:           Command(S._send),
+    m.StopRun:        Command(S._stop_run),
+    m.Decide:         Command(S.decide),
+    m.WaitingOn:      Command(S._waiting_on),
+    m.SpawnSubagent:  Command(S._spawn_subagent),
+    m.Recompress:     Command(S._recompress),
+    m.SwitchProfile:  Command(S._switch_profile),
+    m.ChooseModel:    Command(S._choose_model),
+    m.Pin:            Command(S._pin),
+    m.Rename:         Command(S._rename),
+    m.Delete:         Command(S._delete),
+    ChildStopped:     Command(S._run_ended, notice=True),
+    ChildFailed:      Command(S._child_failed, notice=True),
+}
+# fmt: on

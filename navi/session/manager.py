@@ -10,7 +10,7 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
-from actors import ActorRef, ActorSystem, Supervision
+from actors import ActorRef, ActorSystem, Backoff, Supervision
 from actors.errors import ActorNameTaken, ActorStopped
 from events.types import TERMINAL_RUN_EVENTS, SessionCreated, Unreadable
 from navi.replay.history import load_history
@@ -24,6 +24,12 @@ ASK_TIMEOUT = 30.0
 # Streams that are not sessions carry a prefix ("memory:local", …).
 NOT_A_SESSION = ":"
 NOT_RESUMABLE = frozenset({"session.created", "session.deleted", "session.pinned"})
+# A session whose actor fails (its store refuses writes: a full disk) is restarted, a
+# little later each time in a row, up to every 30 s; it never gives up, as at most 5 of
+# those fit in the window. Each restart recovers and continues the run the log shows.
+SUPERVISION = Supervision.restart(
+    max_restarts=10, within=120.0, backoff=Backoff(initial=0.5, maximum=30.0)
+)
 
 
 class Placement(Protocol):
@@ -67,7 +73,7 @@ class SessionManager:
                 return await self.system.spawn(
                     SessionActor(session_id, self.deps),
                     session_id,
-                    supervision=Supervision.restart(max_restarts=5, within=60.0),
+                    supervision=SUPERVISION,
                 )
             except ActorNameTaken:
                 return self.system.get(session_id)
@@ -121,8 +127,21 @@ class SessionManager:
             return reply
         return dataclasses.replace(reply, after_seq=max(0, reply.after_seq - offset))
 
+    async def start(self, session_id: str) -> bool:
+        """Start the session's actor on this node, if it runs here (``placement``: this
+        node owns it, claiming it if nobody does): its recovery continues a run the log
+        shows open. How every run resumes — at start-up, after a takeover."""
+        if self.placement is None:
+            await self.ref(session_id)
+            return True
+        async with self.placement.local(session_id, None) as here:
+            if here:
+                await self.ref(session_id)
+            return here
+
     async def resume_all(self) -> int:
-        """Resume every run the log shows as unfinished; returns how many."""
+        """Start the actor of every session whose log shows an unfinished run (not a
+        subagent's: its parent's run resumes it); returns how many."""
         heads = await self.deps.store.stream_heads()
         resumed = 0
         for stream_id, head in heads.items():
@@ -131,7 +150,11 @@ class SessionManager:
             if head.type in TERMINAL_RUN_EVENTS or head.type in NOT_RESUMABLE:
                 continue
             try:
-                if await self.ask(stream_id, m.Resume()):
+                first = await self.deps.store.read(stream_id, to_seq=1)
+                created = first[0].event if first else None
+                if isinstance(created, SessionCreated) and created.parent_call_id is not None:
+                    continue
+                if await self.start(stream_id):
                     resumed += 1
             except Exception as exc:
                 log.error("run.resume_failed", session_id=stream_id, error=str(exc))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from events.types import CallOptions, FileRef, RunMode
 
@@ -64,11 +64,6 @@ class Delete:
 
 
 @dataclass(frozen=True)
-class Resume:
-    """Continue a run the log shows as unfinished (after a crash)."""
-
-
-@dataclass(frozen=True)
 class RunStartedReply:
     """What ``Send`` answers: the run's id and the seq just before its first event."""
 
@@ -85,11 +80,10 @@ class Refusal:
 
 
 @dataclass(frozen=True)
-class _Drive:
-    """The run child's one message: drive the run to its end."""
+class Drive:
+    """A run or job child's one message: do the work to its end."""
 
     resumed: bool = False
-    workers: tuple[object, ...] = field(default=())
 
 
 @dataclass(frozen=True)

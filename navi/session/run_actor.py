@@ -5,24 +5,20 @@ hears of it as ``ChildStopped`` (or ``ChildFailed``)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING
 
 import anyio
 
-from actors import Actor, Supervision
-from navi.llm.stop import StopSignal
-from navi.run import resummary
+from actors import Actor
 from navi.run.driver import RunDriver
 from navi.run.state import RunState
 from navi.run.workers import run_workers
 from navi.session import messages as m
-from navi.session.errors import RunActive, SessionError
 
 if TYPE_CHECKING:
     from navi.session.actor import SessionActor
-    from navi.session.state import SessionState
 
 
 class RunActor(Actor[object]):
@@ -37,10 +33,9 @@ class RunActor(Actor[object]):
 
     def __init__(self, session: SessionActor) -> None:
         self.session = session
-        self.queued = False  # waiting for a slot of the node (NAVI_MAX_LIVE_RUNS)
 
     async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
+        if not isinstance(message, m.Drive):
             return
         session = self.session
         driver = RunDriver(session, session.deps.run, resumed=message.resumed)
@@ -70,10 +65,8 @@ class RunActor(Actor[object]):
         if session.parent is not None:
             yield
             return
-        self.queued = True
-        with session.stop_signal.scope() as wait:
+        with session.waits.waiting(), session.stop_signal.scope() as wait:
             await limiter.acquire(session.session_id)
-        self.queued = False
         if wait.cancelled_caught:
             yield
             return
@@ -84,28 +77,35 @@ class RunActor(Actor[object]):
 
     async def _leave_if_waiting(self, scope: anyio.CancelScope) -> None:
         await self.stop_requested()
-        # A step in hand (an LLM call, a tool) is finished first; looked at a few times a
-        # second, the run is left as soon as it waits (for a person, or in line).
-        while True:
-            if self.queued or _waits(self.session.state):
-                scope.cancel()
-                return
-            await anyio.sleep(LEAVE_POLL_S)
+        # A step in hand (an LLM call, a tool) is finished first; the run is left as
+        # soon as it waits (for a person, a subagent, or in line).
+        await self.session.waits.until_waiting()
+        scope.cancel()
 
 
-# After a stop request, how often a run that is busy looks whether it now waits.
-LEAVE_POLL_S = 0.1
+class Waits:
+    """Where a run waits on someone else: a person's decision, a slot of the node, a
+    subagent's work. Each wait is marked while it lasts, so that a run asked to leave
+    (Navi shuts down) leaves the moment it waits, woken by the mark."""
 
+    def __init__(self) -> None:
+        self._count = 0
+        self._entered: anyio.Event | None = None
 
-def _waits(state: SessionState) -> bool:
-    """The run waits for a person (its own call), or for a subagent still working."""
-    if state.run_state is RunState.AWAITING_APPROVAL:
-        return True
-    progress = state.progress
-    finished = {s.call_id for s in progress.subagents_finished}
-    return state.run_state is RunState.EXECUTING_TOOLS and any(
-        s.call_id not in finished for s in progress.subagents
-    )
+    @contextmanager
+    def waiting(self) -> Iterator[None]:
+        self._count += 1
+        if self._entered is not None:
+            self._entered.set()
+        try:
+            yield
+        finally:
+            self._count -= 1
+
+    async def until_waiting(self) -> None:
+        while self._count == 0:
+            self._entered = entered = anyio.Event()
+            await entered.wait()
 
 
 class JobActor(Actor[object]):
@@ -118,57 +118,10 @@ class JobActor(Actor[object]):
         self.job = job
 
     async def receive(self, message: object) -> None:
-        if not isinstance(message, m._Drive):
+        if not isinstance(message, m.Drive):
             return
         try:
             await self.job(self.session)
             await self.session.commit()
         finally:
             self.stop("job ended")
-
-
-async def spawn_run(session: SessionActor, *, resumed: bool) -> None:
-    """Start the session's run (``resumed``: after a crash) in a child actor."""
-    session._runs += 1
-    name = f"run-{session._runs}"
-    session._run_child = name
-    ref = await session.spawn_child(RunActor(session), name, supervision=Supervision.stop())
-    await ref.tell(m._Drive(resumed=resumed))
-
-
-# ---------------------------------------------------------------- jobs at rest
-
-
-async def recompress(session: SessionActor, model: str | None) -> int | None:
-    """Start a re-summary in a child actor; answers the seq it starts after. Asked while
-    the last run winds down (post-turn workers), it starts when that ends (the session
-    keeps the deferred reply)."""
-    if session.state.run_active or session._pending_recompress is not None:
-        raise RunActive()
-    if session._run_child is not None:
-        session._pending_recompress = (model, session.defer_reply())
-        return None
-    records = await session.deps.store.read(session.session_id)
-    selection = resummary.recompress_selection(
-        session.state.context, records, session.deps.run.settings.compression_keep_recent
-    )
-    if selection is None:
-        raise SessionError("there is nothing to summarise in this session's context yet")
-    after = session.state.last_seq
-
-    async def job(session: SessionActor) -> None:
-        await resummary.resummarise(session, session.deps.run, selection, model)
-
-    await _spawn_job(session, "recompress", job)
-    return after
-
-
-async def _spawn_job(
-    session: SessionActor, kind: str, job: Callable[[SessionActor], Awaitable[None]]
-) -> None:
-    session._runs += 1
-    name = f"{kind}-{session._runs}"
-    session._run_child = name  # a message sent meanwhile waits, as during a run
-    session.stop_signal = StopSignal()  # the last run's stop is not this job's
-    ref = await session.spawn_child(JobActor(session, job), name, supervision=Supervision.stop())
-    await ref.tell(m._Drive())

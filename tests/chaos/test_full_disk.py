@@ -1,6 +1,6 @@
 """A full disk under a real ``navi serve`` whose database *and* log (its stderr) share
 a small tmpfs: ``/health`` says the storage is full, a REST message answers 507 with a
-clear message (not silence, not 500), the server and its watchdog live on, and once
+clear message (not silence, not 500), the server lives on (its session actors restarted with back-off), and once
 space is freed ``/health`` is ok again and a new message runs."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ async def test_a_full_disk_is_said_and_passes_once_space_is_freed(tmp_path: Path
                 assert again.status_code == 507, again.text
                 filler.unlink()
                 assert (await _health(http))["storage"] == "ok"
-                # The refused run resumes (the watchdog); then a new message runs.
+                # The refused run resumes (its actor restarted, recovery continues it); then a new message runs.
                 with anyio.fail_after(60):
                     while True:
                         done = await http.post(post, json={"content": spec_line("d3", steps=1)})

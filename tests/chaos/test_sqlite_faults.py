@@ -1,8 +1,8 @@
 """SQLite refusing writes under a real ``navi serve``: the database locked by another
 process for longer than the busy timeout, and the disk full. The error is logged
 clearly, the run stops writing, the file is never corrupted, and once the database
-takes writes again the watchdog resumes the run by the resume rules: nothing a client
-saw is lost, no non-idempotent call runs twice."""
+takes writes again the session actor, restarted with back-off, continues the run by
+the resume rules: nothing a client saw is lost, no non-idempotent call runs twice."""
 
 from __future__ import annotations
 
