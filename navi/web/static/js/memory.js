@@ -106,7 +106,7 @@ export async function openMemory() {
   const dialog = h('dialog', { class: 'dialog settings-dialog memory-dialog', 'data-testid': 'memory-page', 'aria-label': 'Memory' },
     h('div', { class: 'settings-head' }, h('h2', { text: 'Memory' }),
       h('button', { type: 'button', class: 'icon-button small', 'aria-label': 'Close memory', onclick: () => dialog.close('cancel') }, icon('close'))),
-    h('p', { class: 'settings-hint', text: 'What Navi remembers about you across chats. Navi learns these from your chats a couple of minutes after each answer.' }),
+    h('p', { class: 'settings-hint', text: 'What Navi remembers about you across chats: what you ask it to remember (“remember that …”), and what it learns from your chats a couple of minutes after each answer.' }),
     status?.cannot_extract ? h('p', { class: 'memory-cannot', text: CANNOT }) : null,
     facts.length ? list : h('p', { class: 'memory-empty', text: 'Nothing remembered yet.' }),
     error);
