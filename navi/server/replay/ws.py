@@ -4,7 +4,7 @@ It plays a recorded session again in the live protocol: the frames the live sock
 sent (the same ``FrameTranslator``, primed with the events before ``from``; subagents'
 frames interleaved and marked ``is_subagent``), each with its ``seq``, paced by the
 recorded timestamps divided by ``speed`` (on the replay clock: idle time between runs
-is cut short, see replay_timeline.py). No LLM is called and nothing is written.
+is cut short, see timeline.py). No LLM is called and nothing is written.
 
 - ``from``: the first seq whose frames are sent (default 1); ``to``: the last (default
   the head); ``speed``: a factor (default 1) or ``max`` (no waiting).
@@ -31,7 +31,7 @@ from navi.replay.history import History, load_history
 from navi.replay.pacing import BadReplayRequest, parse_speed
 from navi.server.frames import Frame
 from navi.server.incoming import incoming
-from navi.server.replay_feed import ReplayFeed
+from navi.server.replay.feed import ReplayFeed
 from navi.server.state import ServerState, state_of
 from navi.server.ws import CLOSE_TOO_SLOW, SEND_TIMEOUT, accept_session
 
