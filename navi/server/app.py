@@ -34,6 +34,9 @@ from navi.server.bodies import BodyRule, guard_bodies
 from navi.server.files import FileStore, upload_file
 from navi.server.headers import SecurityHeadersMiddleware
 from navi.server.http import HTTPError, json_error
+from navi.server.openai import api as openai_api
+from navi.server.openai import edge as openai_edge
+from navi.server.openai import errors as openai_errors
 from navi.server.origins import (
     AllowedHosts,
     HostCheckMiddleware,
@@ -41,9 +44,6 @@ from navi.server.origins import (
     SiteOrigin,
 )
 from navi.server.rate import HourlyLimit
-from navi.server.openai import api as openai_api
-from navi.server.openai import edge as openai_edge
-from navi.server.openai import errors as openai_errors
 from navi.server.replay import routes as replay_routes
 from navi.server.replay.ws import replay_socket
 from navi.server.state import ServerState, state_of
