@@ -1,8 +1,10 @@
 """The frame translator's table: one small function per event type (or small family).
 
 Each function takes the translator's state, the record and its event, updates the
-state and returns the frames the event makes (often none). ``TABLE`` maps an event's
-exact type to its function; an event type it does not name makes no frame.
+state and returns the frames the event makes (often none), typed (protocol.py).
+``TABLE`` maps an event's exact type to its function; an event type it does not name
+makes no frame. Which calls wait for a decision is not kept here: the translator
+folds ``projections/waiting.py``, as every other view of it does.
 """
 
 from __future__ import annotations
