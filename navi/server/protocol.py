@@ -346,14 +346,3 @@ _encoder = msgspec.json.Encoder()
 
 def encode(frame: Frame) -> str:
     return _encoder.encode(frame).decode()
-
-
-def frame_types() -> list[type[Frame]]:
-    """Every frame type, the protocol's whole vocabulary (for its tests and docs)."""
-    found: list[type[Frame]] = []
-    pending = list(Frame.__subclasses__())
-    while pending:
-        kind = pending.pop(0)
-        found.append(kind)
-        pending.extend(kind.__subclasses__())
-    return found
