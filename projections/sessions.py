@@ -20,9 +20,8 @@ One ``SessionSummary`` per session stream (a stream that starts with ``session.c
   ``llm.completed``; 0 after a compression, as in the original Navi (the ``context``
   projection of the session has a better estimate).
 - ``pending_approvals``: how many tool calls wait for a person's decision, in the
-  session's run and in its subagents' (``tool.approval_requested``, until the call's
-  ``tool.approval_decided``, ``tool.completed`` or ``tool.failed``, or the run's end): the
-  web client marks such a session in its list, including one that is not open.
+  session's run and in its subagents' (the ``waiting`` projection): the web client
+  marks such a session in its list, including one that is not open.
 
 Subagent streams (``session.created`` with ``parent_stream_id``) are not listed; their
 approval events count in their top-level session's ``pending_approvals`` (nothing else
@@ -69,14 +68,12 @@ from events.types import (
     SessionModelChosen,
     SessionPinned,
     SessionRenamed,
-    SubagentFinished,
-    ToolApprovalDecided,
-    ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
     Unreadable,
     UserMessage,
 )
+from projections import waiting
 from projections.fold import Projection
 from projections.types import iso_time
 
@@ -127,8 +124,8 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
     had_partial: bool = False  # a retry superseded a partial answer (messages keeps it aside)
     run_answered: bool = False  # a tool-loop llm.completed came in the run going on
     answer_last: bool = False  # the last message shown is the model's answer
-    # The calls waiting for a person, as "<stream id>/<call id>" (subagents' included).
-    awaiting: frozenset[str] = frozenset()
+    # The calls waiting for a person (subagents' included).
+    awaiting: waiting.Waiting = waiting.NONE
 
 
 class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
@@ -199,30 +196,14 @@ def _counted(entry: SessionEntry, text: str) -> SessionEntry:
     )
 
 
-def _awaiting(entry: SessionEntry, awaiting: frozenset[str]) -> SessionEntry:
-    if awaiting == entry.awaiting:
+def _approval_event(entry: SessionEntry, record: Recorded) -> SessionEntry:
+    """A call of ``record``'s stream (the session's or a subagent's) starts or stops
+    waiting for a person (projections/waiting.py says when)."""
+    awaiting = waiting.evolve(entry.awaiting, record, root=entry.summary.session_id)
+    if awaiting is entry.awaiting:
         return entry
     summary = replace(entry.summary, pending_approvals=len(awaiting))
     return replace(entry, awaiting=awaiting, summary=summary)
-
-
-def _approval_event(entry: SessionEntry, record: Recorded) -> SessionEntry:
-    """A call of ``record``'s stream (the session's or a subagent's) starts or stops
-    waiting for a person; the end of a run ends its stream's waits."""
-    event = record.event
-    if isinstance(event, ToolApprovalRequested):
-        return _awaiting(entry, entry.awaiting | {f"{record.stream_id}/{event.call_id}"})
-    if isinstance(event, ToolApprovalDecided | ToolCompleted | ToolFailed):
-        return _awaiting(entry, entry.awaiting - {f"{record.stream_id}/{event.call_id}"})
-    if isinstance(event, SubagentFinished):
-        ended = f"{event.child_stream_id}/"
-    elif isinstance(event, RunCompleted | RunStopped | RunFailed):
-        if record.stream_id == entry.summary.session_id:
-            return _awaiting(entry, frozenset())  # the session's run ends its subagents too
-        ended = f"{record.stream_id}/"
-    else:
-        return entry
-    return _awaiting(entry, frozenset(k for k in entry.awaiting if not k.startswith(ended)))
 
 
 def _on_user_message(entry: SessionEntry, record: Recorded) -> SessionEntry:

@@ -24,10 +24,6 @@ from navi.server import (
     approvals,
     bodies,
     llm_routes,
-    openai_api,
-    openai_edge,
-    openai_errors,
-    replay_routes,
     routes,
     settings_routes,
 )
@@ -38,6 +34,9 @@ from navi.server.bodies import BodyRule, guard_bodies
 from navi.server.files import FileStore, upload_file
 from navi.server.headers import SecurityHeadersMiddleware
 from navi.server.http import HTTPError, json_error
+from navi.server.openai import api as openai_api
+from navi.server.openai import edge as openai_edge
+from navi.server.openai import errors as openai_errors
 from navi.server.origins import (
     AllowedHosts,
     HostCheckMiddleware,
@@ -45,7 +44,8 @@ from navi.server.origins import (
     SiteOrigin,
 )
 from navi.server.rate import HourlyLimit
-from navi.server.replay_ws import replay_socket
+from navi.server.replay import routes as replay_routes
+from navi.server.replay.ws import replay_socket
 from navi.server.state import ServerState, state_of
 from navi.server.views import SessionsView
 from navi.server.ws import session_socket

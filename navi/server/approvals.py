@@ -20,9 +20,11 @@ from starlette.routing import Route
 from events.base import BaseEventStore
 from events.envelope import Recorded
 from navi.replay.history import load_history
-from navi.server.frames import Frame, FrameTranslator, running_subagents
+from navi.server.frames import running_subagents, waiting_frame
 from navi.server.http import body_as, json_response, user_of
+from navi.server.protocol import Frame
 from navi.server.state import state_of
+from projections import waiting
 
 MAX_DEPTH = 8  # subagents of subagents: far more than any profile nests
 
@@ -41,23 +43,21 @@ async def awaiting(store: BaseEventStore, session_id: str) -> list[Frame]:
     and in its running subagents (with their seqs)."""
     history = await load_history(store, session_id)
     records = await history.read()
-    translator = FrameTranslator(max_context_tokens=0)
-    translator.prime(records)
-    frames = translator.awaiting_frames()
-    await _children(store, records, frames, depth=1)
-    return frames
+    calls = waiting.fold(records, root=session_id)
+    calls = await _children(store, records, calls, depth=1)
+    return [waiting_frame(call, is_subagent=call.stream_id != session_id) for call in calls]
 
 
 async def _children(
-    store: BaseEventStore, records: list[Recorded], frames: list[Frame], *, depth: int
-) -> None:
+    store: BaseEventStore, records: list[Recorded], calls: waiting.Waiting, *, depth: int
+) -> waiting.Waiting:
+    """``calls`` with those of the subagents running in ``records`` (and theirs)."""
     for child in running_subagents(records):
         child_records = await store.read(child)
-        translator = FrameTranslator(max_context_tokens=0, is_subagent=True)
-        translator.prime(child_records)
-        frames.extend(translator.awaiting_frames())
+        calls = waiting.fold(child_records, calls)
         if depth < MAX_DEPTH:
-            await _children(store, child_records, frames, depth=depth + 1)
+            calls = await _children(store, child_records, calls, depth=depth + 1)
+    return calls
 
 
 async def list_approvals(request: Request) -> Response:

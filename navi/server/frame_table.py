@@ -1,8 +1,10 @@
 """The frame translator's table: one small function per event type (or small family).
 
 Each function takes the translator's state, the record and its event, updates the
-state and returns the frames the event makes (often none). ``TABLE`` maps an event's
-exact type to its function; an event type it does not name makes no frame.
+state and returns the frames the event makes (often none), typed (protocol.py).
+``TABLE`` maps an event's exact type to its function; an event type it does not name
+makes no frame. Which calls wait for a decision is not kept here: the translator
+folds ``projections/waiting.py``, as every other view of it does.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from events.envelope import Recorded
 from events.types import (
     ContextCompressed,
     Event,
+    FileRef,
     LLMCompleted,
     LLMFailed,
     LLMRequested,
@@ -36,10 +39,11 @@ from events.types import (
     ToolRequested,
     UserMessage,
 )
+from navi.server import protocol as p
+from navi.server.protocol import Frame
 from projections import messages as messages_projection
+from projections import waiting as waiting_projection
 from projections.tool_results import shown_images
-
-Frame = dict[str, Any]
 
 
 @dataclass
@@ -55,15 +59,15 @@ class FrameState:
     tokens: int = 0
     context_tokens: int = 0
     messages: messages_projection.MessagesState = messages_projection.INITIAL
-    # ``approval_required`` frames of calls still waiting for a decision, by call id.
-    awaiting: dict[str, Frame] = field(default_factory=dict)
+    # The calls of this stream still waiting for a decision.
+    waiting: waiting_projection.Waiting = waiting_projection.NONE
     llm_call: LLMRequested = field(default_factory=LLMRequested)  # the last one
 
 
 def _end_thinking(s: FrameState) -> list[Frame]:
     if s.thinking:
         s.thinking = False
-        return [{"type": "thinking_end"}]
+        return [p.ThinkingEnd()]
     return []
 
 
@@ -73,7 +77,7 @@ def _end_thinking(s: FrameState) -> list[Frame]:
 def _llm_text(s: FrameState, record: Recorded, e: LLMText) -> list[Frame]:
     out = _end_thinking(s)
     if not s.is_subagent:  # a subagent's text is its result, shown in its tool card
-        out.append({"type": "stream_delta", "delta": e.text})
+        out.append(p.StreamDelta(delta=e.text))
     return out
 
 
@@ -81,7 +85,7 @@ def _llm_thinking(s: FrameState, record: Recorded, e: LLMThinking) -> list[Frame
     if s.is_subagent:
         return []
     s.thinking = True
-    return [{"type": "thinking_delta", "delta": e.text}]
+    return [p.ThinkingDelta(delta=e.text)]
 
 
 def _llm_tool_calls(s: FrameState, record: Recorded, e: LLMToolCalls) -> list[Frame]:
@@ -93,7 +97,7 @@ def _llm_requested(s: FrameState, record: Recorded, e: LLMRequested) -> list[Fra
     if e.purpose == "loop" and e.attempt > 1 and not s.is_subagent:
         # An interrupted call is asked again: drop the partial answer shown so far.
         out = _end_thinking(s)
-        out.append({"type": "stream_retry", "attempt": e.attempt, "max_attempts": e.max_attempts})
+        out.append(p.StreamRetry(attempt=e.attempt, max_attempts=e.max_attempts))
         return out
     return []
 
@@ -107,13 +111,12 @@ def _llm_failed(s: FrameState, record: Recorded, e: LLMFailed) -> list[Frame]:
     out = _end_thinking(s)
     left = call.max_attempts == 0 or call.attempt < call.max_attempts
     out.append(
-        {
-            "type": "llm_failed",
-            "error": e.error,
-            "attempt": call.attempt,
-            "max_attempts": call.max_attempts,
-            "retrying": e.retryable and left,
-        }
+        p.LLMFailedFrame(
+            error=e.error,
+            attempt=call.attempt,
+            max_attempts=call.max_attempts,
+            retrying=e.retryable and left,
+        )
     )
     return out
 
@@ -123,7 +126,7 @@ def _llm_completed(s: FrameState, record: Recorded, e: LLMCompleted) -> list[Fra
     s.tokens += e.completion_tokens
     s.context_tokens = e.prompt_tokens + e.completion_tokens
     if s.is_subagent and e.thinking:
-        out.append({"type": "turn_thinking", "thinking": e.thinking, "is_subagent": True})
+        out.append(p.TurnThinking(thinking=e.thinking, is_subagent=True))
     return out
 
 
@@ -134,89 +137,75 @@ def _tool_requested(s: FrameState, record: Recorded, e: ToolRequested) -> list[F
     s.calls[e.call_id] = (e.name, e.arguments)
     s.tool_calls += 1
     return [
-        {
-            "type": "tool_started",
-            "tool": e.name,
-            "args": e.arguments,
-            "is_subagent": s.is_subagent,
-            "call_id": e.call_id,
-        }
+        p.ToolStarted(tool=e.name, args=e.arguments, is_subagent=s.is_subagent, call_id=e.call_id)
     ]
 
 
 def _approval_requested(s: FrameState, record: Recorded, e: ToolApprovalRequested) -> list[Frame]:
-    waiting = approval_required(e, record.stream_id, is_subagent=s.is_subagent)
-    s.awaiting[e.call_id] = waiting
-    return [waiting]
+    return [approval_required(e, record.stream_id, is_subagent=s.is_subagent)]
 
 
 def _approval_decided(s: FrameState, record: Recorded, e: ToolApprovalDecided) -> list[Frame]:
-    s.awaiting.pop(e.call_id, None)
     return [
-        {
-            "type": "approval_decided",
-            "call_id": e.call_id,
-            "stream_id": record.stream_id,
-            "approved": e.approved,
-            "scope": e.scope,
-            "scope_label": e.scope_label,
-            "by": e.by,
-            "reason": e.reason,
-            "is_subagent": s.is_subagent,
-        }
+        p.ApprovalDecided(
+            call_id=e.call_id,
+            stream_id=record.stream_id,
+            approved=e.approved,
+            scope=e.scope,
+            scope_label=e.scope_label,
+            by=e.by,
+            reason=e.reason,
+            is_subagent=s.is_subagent,
+        )
     ]
 
 
 def _tool_ended(s: FrameState, record: Recorded, e: ToolCompleted | ToolFailed) -> list[Frame]:
-    s.awaiting.pop(e.call_id, None)  # a stop ended the wait
     name, args = s.calls.pop(e.call_id, (e.name, {}))
-    ok = isinstance(e, ToolCompleted) and e.success
-    result = e.output if isinstance(e, ToolCompleted) else e.error
-    frame: Frame = {
-        "type": "tool_call",
-        "tool": name,
-        "args": args,
-        "result": result,
-        "success": ok,
-        "is_subagent": s.is_subagent,
-        "call_id": e.call_id,
-    }
+    frame = p.ToolCall(
+        tool=name,
+        args=args,
+        result=e.output if isinstance(e, ToolCompleted) else e.error,
+        success=isinstance(e, ToolCompleted) and e.success,
+        is_subagent=s.is_subagent,
+        call_id=e.call_id,
+    )
     if isinstance(e, ToolFailed):
-        frame["reason"] = e.reason
-    if isinstance(e, ToolCompleted) and e.metadata.get("is_image"):
-        frame["is_image"] = True
+        frame.reason = e.reason
+    elif e.metadata.get("is_image"):
+        frame.is_image = True
         # The image as the user sees it: a reference to the blob store.
-        if images := shown_images(e):
-            frame["images"] = list(images)
+        frame.images = list(shown_images(e))
     return [frame]
 
 
-def approval_required(e: ToolApprovalRequested, stream_id: str, *, is_subagent: bool) -> Frame:
+def approval_required(
+    e: ToolApprovalRequested, stream_id: str, *, is_subagent: bool
+) -> p.ApprovalRequired:
     """A waiting call as a client shows it and answers it: ``call_id`` and ``stream_id``
     name it in a decision; ``summary``, ``target``, ``risk`` and ``asked_by`` say what it
     does, where, and who asked; ``session_scope`` (``{"key", "label"}``, or null: it can
     only be approved once) what "for this session" would approve. A request of an older
     log (described by nothing but its tool) offered the whole tool, as it then did."""
     described = bool(e.asked_by or e.scope_key or e.once_only)
-    scope: dict[str, str] | None = None
+    scope: p.SessionScope | None = None
     if e.scope_key:
-        scope = {"key": e.scope_key, "label": e.scope_label}
+        scope = p.SessionScope(key=e.scope_key, label=e.scope_label)
     elif not described:
-        scope = {"key": e.name, "label": f"Allow every {e.name} call in this chat"}
-    return {
-        "type": "approval_required",
-        "call_id": e.call_id,
-        "stream_id": stream_id,
-        "tool": e.name,
-        "args": e.arguments,
-        "policy": e.policy,
-        "summary": e.summary or f"Run the tool {e.name} with the arguments shown",
-        "target": e.target or e.name,
-        "risk": e.risk,
-        "asked_by": e.asked_by or e.policy,
-        "session_scope": scope,
-        "is_subagent": is_subagent,
-    }
+        scope = p.SessionScope(key=e.name, label=f"Allow every {e.name} call in this chat")
+    return p.ApprovalRequired(
+        call_id=e.call_id,
+        stream_id=stream_id,
+        tool=e.name,
+        args=e.arguments,
+        policy=e.policy,
+        summary=e.summary or f"Run the tool {e.name} with the arguments shown",
+        target=e.target or e.name,
+        risk=e.risk,
+        asked_by=e.asked_by or e.policy,
+        session_scope=scope,
+        is_subagent=is_subagent,
+    )
 
 
 # --- the conversation around the run -------------------------------------------------
@@ -225,43 +214,30 @@ def approval_required(e: ToolApprovalRequested, stream_id: str, *, is_subagent: 
 def _user_message(s: FrameState, record: Recorded, e: UserMessage) -> list[Frame]:
     if s.is_subagent:
         return []
-    files = [{"name": f.name, "path": f.path} for f in e.files]
-    return [{"type": "user_message", "content": e.text, "images": list(e.images), "files": files}]
+    files = [FileRef(name=f.name, path=f.path) for f in e.files]
+    return [p.UserMessageFrame(content=e.text, images=list(e.images), files=files)]
 
 
 def _plan_status(s: FrameState, record: Recorded, e: PlanStatus) -> list[Frame]:
-    return [
-        {
-            "type": "planning_status",
-            "phase": e.phase,
-            "label": e.label,
-            "is_subagent": s.is_subagent,
-        }
-    ]
+    return [p.PlanningStatus(phase=e.phase, label=e.label, is_subagent=s.is_subagent)]
 
 
 def _plan_ready(s: FrameState, record: Recorded, e: PlanReady) -> list[Frame]:
-    return [{"type": "plan_ready", "plan": e.plan, "is_subagent": s.is_subagent}]
+    return [p.PlanReadyFrame(plan=e.plan, is_subagent=s.is_subagent)]
 
 
 def _todo_updated(s: FrameState, record: Recorded, e: TodoUpdated) -> list[Frame]:
-    items = [{"id": i.id, "text": i.text, "status": i.status} for i in e.items]
-    return [{"type": "todo_updated", "items": items, "is_subagent": s.is_subagent}]
+    items = [p.TodoEntry(id=i.id, text=i.text, status=i.status) for i in e.items]
+    return [p.TodoUpdatedFrame(items=items, is_subagent=s.is_subagent)]
 
 
 def _profile_switched(s: FrameState, record: Recorded, e: ProfileSwitched) -> list[Frame]:
-    return [
-        {"type": "profile_switched", "profile_id": e.profile_id, "profile_name": e.profile_name}
-    ]
+    return [p.ProfileSwitchedFrame(profile_id=e.profile_id, profile_name=e.profile_name)]
 
 
 def _context_compressed(s: FrameState, record: Recorded, e: ContextCompressed) -> list[Frame]:
     return [
-        {
-            "type": "context_compressed",
-            "messages_before": e.messages_before,
-            "messages_after": e.messages_after,
-        }
+        p.ContextCompressedFrame(messages_before=e.messages_before, messages_after=e.messages_after)
     ]
 
 
@@ -272,7 +248,7 @@ def _run_started(s: FrameState, record: Recorded, e: RunStarted) -> list[Frame]:
     s.run_started = record.timestamp
     s.tool_calls = 0
     s.tokens = 0
-    return [] if s.is_subagent else [{"type": "stream_start", "run_id": record.run_id}]
+    return [] if s.is_subagent else [p.StreamStart(run_id=record.run_id)]
 
 
 def _run_completed(s: FrameState, record: Recorded, e: RunCompleted) -> list[Frame]:
@@ -287,7 +263,7 @@ def _run_stopped(s: FrameState, record: Recorded, e: RunStopped) -> list[Frame]:
     if s.is_subagent:
         return []
     out = _end_thinking(s)
-    out.append({"type": "stream_stopped"})
+    out.append(p.StreamStopped())
     return out
 
 
@@ -295,25 +271,24 @@ def _run_failed(s: FrameState, record: Recorded, e: RunFailed) -> list[Frame]:
     if s.is_subagent:
         return []
     out = _end_thinking(s)
-    out.append({"type": "error", "message": e.error, "fatal": True})
+    out.append(p.ErrorFrame(message=e.error, fatal=True))
     # Clients of the original unlock their input at stream_end.
     out.append(_stream_end(s, record, "", False))
     return out
 
 
-def _stream_end(s: FrameState, record: Recorded, content: str, normally: bool) -> Frame:
+def _stream_end(s: FrameState, record: Recorded, content: str, normally: bool) -> p.StreamEnd:
     count = len(s.messages.messages(with_streaming=False))
-    return {
-        "type": "stream_end",
-        "content": content,
-        "context_tokens": s.context_tokens,
-        "max_context_tokens": s.max_context_tokens,
-        "elapsed_seconds": round(max(0.0, record.timestamp - s.run_started), 3),
-        "tool_call_count": s.tool_calls,
-        "token_count": s.tokens,
-        "message_index": max(0, count - 1),
-        "completed_normally": normally,
-    }
+    return p.StreamEnd(
+        content=content,
+        context_tokens=s.context_tokens,
+        max_context_tokens=s.max_context_tokens,
+        elapsed_seconds=round(max(0.0, record.timestamp - s.run_started), 3),
+        tool_call_count=s.tool_calls,
+        token_count=s.tokens,
+        message_index=max(0, count - 1),
+        completed_normally=normally,
+    )
 
 
 Handler = Callable[[FrameState, Recorded, Any], list[Frame]]

@@ -9,24 +9,28 @@ have got live.
 
 from __future__ import annotations
 
+from msgspec.structs import replace
+
 from events.envelope import Recorded
 from events.types import (
-    TERMINAL_RUN_EVENTS,
     LLMText,
     LLMThinking,
     LLMToolCalls,
     SubagentFinished,
     SubagentSpawned,
 )
-from navi.server.frame_table import TABLE, Frame, FrameState, approval_required
+from navi.server.frame_table import TABLE, FrameState, approval_required
+from navi.server.protocol import DELTAS, Frame
 from projections import messages as messages_projection
+from projections import waiting as waiting_projection
+from projections.waiting import WaitingCall
 
 __all__ = [
     "Frame",
     "FrameTranslator",
-    "approval_required",
     "coalesce",
     "running_subagents",
+    "waiting_frame",
 ]
 
 _CHUNKS = frozenset({LLMText, LLMThinking, LLMToolCalls})
@@ -54,22 +58,30 @@ class FrameTranslator:
     def awaiting_frames(self) -> list[Frame]:
         """The ``approval_required`` frames of calls that still wait: sent again to a
         client that connects while they wait (it may have missed them, or lost its page)."""
-        return [dict(frame) for frame in self._state.awaiting.values()]
+        return [waiting_frame(call, is_subagent=self.is_subagent) for call in self._state.waiting]
 
     def frames(self, record: Recorded) -> list[Frame]:
         state = self._state
         if type(record.event) not in _CHUNKS:  # chunks never change the message count
             state.messages = messages_projection.evolve(state.messages, record)
-        if record.type in TERMINAL_RUN_EVENTS:
-            state.awaiting.clear()
+            state.waiting = waiting_projection.evolve(state.waiting, record)
         handler = TABLE.get(type(record.event))
         out = handler(state, record, record.event) if handler is not None else []
         for frame in out:
-            frame["seq"] = record.seq
+            frame.seq = record.seq
             if state.is_subagent:
-                frame["is_subagent"] = True
-                frame["subagent_id"] = record.stream_id
+                frame.is_subagent = True
+                frame.subagent_id = record.stream_id
         return out
+
+
+def waiting_frame(call: WaitingCall, *, is_subagent: bool) -> Frame:
+    """The ``approval_required`` frame of a call that waits, as it was sent live."""
+    frame = approval_required(call.request, call.stream_id, is_subagent=is_subagent)
+    frame.seq = call.seq
+    if is_subagent:
+        frame.subagent_id = call.stream_id
+    return frame
 
 
 def running_subagents(records: list[Recorded]) -> list[str]:
@@ -83,9 +95,6 @@ def running_subagents(records: list[Recorded]) -> list[str]:
     return list(running)
 
 
-_DELTAS = frozenset({"stream_delta", "thinking_delta"})
-
-
 def coalesce(frames: list[Frame]) -> list[Frame]:
     """Merge runs of consecutive deltas of one kind (and one stream) into one frame
     carrying their text and the last one's seq. Used only when a client lags behind:
@@ -93,25 +102,21 @@ def coalesce(frames: list[Frame]) -> list[Frame]:
     resumes exactly (every merged event is at or before the seq)."""
     out: list[Frame] = []
     run: list[str] = []  # the texts of the run of deltas that out[-1] starts
-    seq = 0
+    seq: int | None = None
     for frame in frames:
-        if (
-            run
-            and frame["type"] == out[-1]["type"]
-            and frame.get("subagent_id") == out[-1].get("subagent_id")
-        ):
-            run.append(frame["delta"])
-            seq = frame["seq"]
+        if run and type(frame) is type(out[-1]) and frame.subagent_id == out[-1].subagent_id:
+            run.append(frame.delta)  # type: ignore[attr-defined]
+            seq = frame.seq
             continue
         _merge_run(out, run, seq)
         out.append(frame)
-        run = [frame["delta"]] if frame["type"] in _DELTAS else []
-        seq = frame.get("seq", 0)
+        run = [frame.delta] if isinstance(frame, DELTAS) else []
+        seq = frame.seq
     _merge_run(out, run, seq)
     return out
 
 
-def _merge_run(out: list[Frame], run: list[str], seq: int) -> None:
+def _merge_run(out: list[Frame], run: list[str], seq: int | None) -> None:
     # Joined once at the end of the run: a lagging client's run may hold thousands.
     if len(run) > 1:
-        out[-1] = {**out[-1], "delta": "".join(run), "seq": seq}
+        out[-1] = replace(out[-1], delta="".join(run), seq=seq)

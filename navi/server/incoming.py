@@ -1,7 +1,8 @@
-"""Reading a client's WebSocket messages: JSON text decoded into a msgspec Struct.
+"""Reading a client's WebSocket messages: JSON text read by one of protocol.py's readers.
 
 Shared by the live and the replay sockets. A bad message (binary, too large, not JSON,
-wrong fields) is answered through ``error`` and skipped: the connection lives on.
+wrong fields, an unknown type) is answered through ``error`` and skipped: the
+connection lives on.
 """
 
 from __future__ import annotations
@@ -9,21 +10,21 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-import msgspec
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from navi.server.protocol import BadMessage
 
 T = TypeVar("T")
 
 
 async def incoming(
     websocket: WebSocket,
-    kind: type[T],
+    read: Callable[[str], T],
     *,
     max_bytes: int,
     error: Callable[[str], Awaitable[None]],
 ) -> AsyncIterator[T]:
     """The client's messages, decoded, until it disconnects."""
-    decoder = msgspec.json.Decoder(kind)
     while True:
         try:
             message = await websocket.receive()
@@ -39,8 +40,8 @@ async def incoming(
             await error(f"frame too large ({len(text)} bytes; the limit is {max_bytes})")
             continue
         try:
-            yield decoder.decode(text)
-        except msgspec.ValidationError as exc:
-            await error(f"malformed frame: {exc}")
-        except msgspec.DecodeError:
-            await error("malformed frame: not valid JSON")
+            message_read = read(text)
+        except BadMessage as exc:
+            await error(str(exc))
+            continue
+        yield message_read

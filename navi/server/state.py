@@ -27,7 +27,7 @@ class ServerState:
     navi: Navi
     sessions: SessionsView
     files: FileStore
-    # NAVI_USER_IMPORTS_PER_HOUR, per user (replay_routes.import_export).
+    # NAVI_USER_IMPORTS_PER_HOUR, per user (replay/routes.py, import_export).
     import_rate: HourlyLimit = field(default_factory=lambda: HourlyLimit(0))
     session_created_hooks: list[Callable[[], None]] = field(default_factory=list)
     slow_clients_dropped: int = 0

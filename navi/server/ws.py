@@ -10,14 +10,17 @@ closed (4008) while the run goes on.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
 import anyio
-import msgspec
 import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from events.types import TERMINAL_RUN_EVENTS, FileRef, SubagentFinished, SubagentSpawned
+from events.types import TERMINAL_RUN_EVENTS, SubagentFinished, SubagentSpawned
 from navi.accounts import User
 from navi.replay.history import History, follow_history, load_history
+from navi.server import protocol as p
 from navi.server.frames import Frame, FrameTranslator, coalesce, running_subagents
 from navi.server.http import user_of
 from navi.server.incoming import incoming
@@ -45,21 +48,6 @@ PING_INTERVAL_S = 20.0
 PING_TIMEOUT_S = 60.0
 CLOSE_NOT_FOUND = 4004
 CLOSE_TOO_SLOW = 4008
-
-_encode = msgspec.json.Encoder().encode
-
-
-class ClientMessage(msgspec.Struct, kw_only=True):
-    type: str
-    content: str = ""
-    images: list[str] = []
-    files: list[FileRef] = []
-    queue: bool = False
-    # approve / deny
-    call_id: str = ""
-    stream_id: str = ""
-    scope: str = "once"
-    reason: str = ""
 
 
 def _int_param(websocket: WebSocket, name: str) -> int | None:
@@ -189,7 +177,7 @@ class Connection:
                 with anyio.move_on_after(SEND_TIMEOUT) as timer:
                     try:
                         for out in batch:
-                            await self.websocket.send_text(_encode(out).decode())
+                            await self.websocket.send_text(p.encode(out))
                     except (WebSocketDisconnect, RuntimeError, OSError):
                         self._scope.cancel()
                         return
@@ -233,10 +221,10 @@ class Connection:
         async for ahead in self.server.navi.live_runs.watch(self.session_id):
             if ahead is not None:
                 queued = True
-                await self.push([{"type": "run_queued", "ahead": ahead}])
+                await self.push([p.RunQueued(ahead=ahead)])
             elif queued:
                 queued = False
-                await self.push([{"type": "run_dequeued"}])
+                await self.push([p.RunDequeued()])
 
     async def _follow_child(self, child: str, after: int, done: anyio.Event) -> None:
         translator = FrameTranslator(
@@ -270,40 +258,13 @@ class Connection:
 
     async def _receive_loop(self) -> None:
         async for request in incoming(
-            self.websocket, ClientMessage, max_bytes=MAX_FRAME_BYTES, error=self._error
+            self.websocket, p.read_live_message, max_bytes=MAX_FRAME_BYTES, error=self._error
         ):
             await self._handle(request)
 
-    async def _handle(self, request: ClientMessage) -> None:
-        navi = self.server.navi
+    async def _handle(self, request: p.LiveMessage) -> None:
         try:
-            if request.type == "message":
-                await navi.send(
-                    self.session_id,
-                    request.content,
-                    tuple(request.images),
-                    tuple(request.files),
-                    queue=request.queue,
-                )
-            elif request.type == "stop":
-                await navi.stop(self.session_id)
-            elif request.type in ("approve", "deny"):
-                await navi.decide(
-                    self.session_id,
-                    request.call_id,
-                    approved=request.type == "approve",
-                    scope=request.scope,
-                    by=self.user.id,
-                    reason=request.reason,
-                    stream_id=request.stream_id,
-                )
-            elif request.type == "ping":
-                await self.push([{"type": "pong"}])
-            else:
-                await self._error(
-                    f"unknown message type {request.type!r}: "
-                    "send 'message', 'stop', 'approve', 'deny' or 'ping'"
-                )
+            await self._HANDLERS[type(request)](self, request)
         except SessionError as exc:
             await self._error(exc.message)
         except Exception as exc:  # the connection and the session live on
@@ -311,4 +272,43 @@ class Connection:
             await self._error(f"internal error: {exc}")
 
     async def _error(self, message: str) -> None:
-        await self.push([{"type": "error", "message": message}])
+        await self.push([p.ErrorFrame(message=message)])
+
+    # ---------------------------------------------------------- one per message type
+
+    async def _message(self, request: p.SendMessage) -> None:
+        await self.server.navi.send(
+            self.session_id,
+            request.content,
+            tuple(request.images),
+            tuple(request.files),
+            queue=request.queue,
+        )
+
+    async def _stop(self, request: p.Stop) -> None:
+        await self.server.navi.stop(self.session_id)
+
+    async def _ping(self, request: p.Ping) -> None:
+        await self.push([p.Pong()])
+
+    async def _decide(self, request: p.Approve | p.Deny) -> None:
+        approved = isinstance(request, p.Approve)
+        await self.server.navi.decide(
+            self.session_id,
+            request.call_id,
+            approved=approved,
+            scope=request.scope if isinstance(request, p.Approve) else "once",
+            by=self.user.id,
+            reason=request.reason,
+            stream_id=request.stream_id,
+        )
+
+    _HANDLERS: ClassVar[
+        dict[type[p.ClientMessage], Callable[[Connection, Any], Awaitable[None]]]
+    ] = {
+        p.SendMessage: _message,
+        p.Stop: _stop,
+        p.Ping: _ping,
+        p.Approve: _decide,
+        p.Deny: _decide,
+    }

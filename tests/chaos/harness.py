@@ -40,8 +40,9 @@ from events.types import (
     ToolFailed,
     ToolRequested,
 )
-from navi.server.frames import FrameTranslator, coalesce
+from navi.server.frames import FrameTranslator
 from tests.chaos.llm import NUM_CTX
+from tests.support.frames import coalesce, wire
 from tests.support.helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -531,7 +532,7 @@ def _check_frames(watcher: Watcher, logs: dict[str, list[Recorded]], found: Find
     translator = FrameTranslator(max_context_tokens=NUM_CTX)
     # A client that lags gets runs of deltas merged (navi.server.frames.coalesce): compare
     # the text with runs merged on both sides.
-    expected = coalesce([frame for record in records for frame in translator.frames(record)])
+    expected = coalesce(wire(frame for record in records for frame in translator.frames(record)))
     got = coalesce(watcher.frames)
     found.frames_checked += len(got)
     expected_keys = Counter(_key(f) for f in expected)

@@ -31,6 +31,7 @@ from navi.server.frames import FrameTranslator
 from projections.fold import fold
 from projections.messages import MESSAGES, MessagesState
 from tests.projections.logs import records
+from tests.support.frames import wire
 
 CALL = ToolCall(id="c1", name="web_search", arguments={"query": "navi"})
 
@@ -60,7 +61,7 @@ def test_a_completed_run_carries_the_figures_its_stream_end_showed() -> None:
     assert not answer.stopped and answer.error is None
 
     frames = FrameTranslator(max_context_tokens=100)
-    end = [f for r in log for f in frames.frames(r) if f["type"] == "stream_end"][-1]
+    end = [f for r in log for f in wire(frames.frames(r)) if f["type"] == "stream_end"][-1]
     assert (end["elapsed_seconds"], end["tool_call_count"], end["token_count"]) == (
         answer.elapsed_seconds,
         answer.tool_call_count,
@@ -196,7 +197,7 @@ def test_failed_attempts_become_llm_failed_frames_saying_whether_a_retry_follows
     )
     frames = FrameTranslator(max_context_tokens=100)
     wanted = ("llm_failed", "stream_retry", "error")
-    out = [f for r in log for f in frames.frames(r) if f["type"] in wanted]
+    out = [f for r in log for f in wire(frames.frames(r)) if f["type"] in wanted]
     assert [(f["type"], f.get("attempt"), f.get("retrying")) for f in out] == [
         ("llm_failed", 1, True),
         ("stream_retry", 2, None),

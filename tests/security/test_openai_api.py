@@ -3,7 +3,7 @@ it on a real ``navi serve``: a conversation is continued only in the caller's ow
 session, a run offers only the tools the caller may use, bodies are bounded, and Navi
 fetches no remote image for a client.
 
-Each test failed before ``/v1`` existed (navi/server/openai_api.py): every request
+Each test failed before ``/v1`` existed (navi/server/openai/api.py): every request
 there was a 404 (``GET``) or 405 (``POST``)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A page of another origin listed in ``NAVI_ALLOWED_ORIGINS`` calls ``/v1`` from
-Chromium (CORS, navi/server/openai_edge.py): the preflight passes, the answer is read,
+Chromium (CORS, navi/server/openai/edge.py): the preflight passes, the answer is read,
 and an unknown ``/v1`` URL answers a 404 the page can read too."""
 
 from __future__ import annotations

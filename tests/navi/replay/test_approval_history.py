@@ -15,7 +15,7 @@ from events.types import (
     ToolRequested,
 )
 from navi.replay.approvals import approval_lines, fold_approvals
-from navi.server.replay_timeline import _spans_of
+from navi.server.replay.timeline import _spans_of
 
 
 def _log(*timed: tuple[float, Event]) -> list[Recorded]:

@@ -34,6 +34,7 @@ from projections.fold import fold, fold_until
 from projections.types import Message
 from tests.support.fake_backend import FakeLLM
 from tests.support.fake_llm import FakeToolCall, RecordedRequest, Reply
+from tests.support.frames import wire
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
 
@@ -227,7 +228,7 @@ async def test_compression_before_an_llm_call_at_the_threshold(tmp_path: Path) -
         assert not any(m.is_summary for m in shown)
         # The client is told.
         translator = FrameTranslator(max_context_tokens=8192)
-        frames = translator.frames(seen[at + 3])
+        frames = wire(translator.frames(seen[at + 3]))
         assert frames[0]["type"] == "context_compressed"
         assert (frames[0]["messages_before"], frames[0]["messages_after"]) == (7, 4)
     request = fake.requests[3]

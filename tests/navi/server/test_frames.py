@@ -4,47 +4,48 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any
 
 import msgspec
+from msgspec.structs import replace
 
 from events.envelope import Recorded
 from events.types import ImageRef, ToolCompleted
+from navi.server import protocol as p
 from navi.server.frames import FrameTranslator, coalesce
+from navi.server.protocol import Frame
 
 
 def test_coalesce_merges_runs_of_one_delta_kind_only() -> None:
-    frames = [
-        {"type": "thinking_delta", "delta": "a", "seq": 1},
-        {"type": "thinking_delta", "delta": "b", "seq": 2},
-        {"type": "thinking_end", "seq": 3},
-        {"type": "stream_delta", "delta": "x", "seq": 3},
-        {"type": "stream_delta", "delta": "y", "seq": 4},
-        {"type": "stream_delta", "delta": "z", "seq": 5, "is_subagent": True, "subagent_id": "c"},
-        {"type": "stream_end", "content": "xy", "seq": 6},
+    frames: list[Frame] = [
+        p.ThinkingDelta(delta="a", seq=1),
+        p.ThinkingDelta(delta="b", seq=2),
+        p.ThinkingEnd(seq=3),
+        p.StreamDelta(delta="x", seq=3),
+        p.StreamDelta(delta="y", seq=4),
+        p.StreamDelta(delta="z", seq=5, is_subagent=True, subagent_id="c"),
+        p.StreamStopped(seq=6),
     ]
     assert coalesce(frames) == [
-        {"type": "thinking_delta", "delta": "ab", "seq": 2},
-        {"type": "thinking_end", "seq": 3},
-        {"type": "stream_delta", "delta": "xy", "seq": 4},
-        {"type": "stream_delta", "delta": "z", "seq": 5, "is_subagent": True, "subagent_id": "c"},
-        {"type": "stream_end", "content": "xy", "seq": 6},
+        p.ThinkingDelta(delta="ab", seq=2),
+        p.ThinkingEnd(seq=3),
+        p.StreamDelta(delta="xy", seq=4),
+        p.StreamDelta(delta="z", seq=5, is_subagent=True, subagent_id="c"),
+        p.StreamStopped(seq=6),
     ]
     assert coalesce([]) == []
 
 
-def _merged_one_by_one(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merged_one_by_one(frames: list[Frame]) -> list[Frame]:
     """The definition of the merge, one frame at a time."""
-    out: list[dict[str, Any]] = []
+    out: list[Frame] = []
     for frame in frames:
         last = out[-1] if out else None
         if (
-            last is not None
-            and frame["type"] in ("stream_delta", "thinking_delta")
-            and last["type"] == frame["type"]
-            and last.get("subagent_id") == frame.get("subagent_id")
+            isinstance(last, p.StreamDelta | p.ThinkingDelta)
+            and type(frame) is type(last)
+            and last.subagent_id == frame.subagent_id
         ):
-            out[-1] = {**last, "delta": last["delta"] + frame["delta"], "seq": frame["seq"]}
+            out[-1] = replace(last, delta=last.delta + frame.delta, seq=frame.seq)
         else:
             out.append(frame)
     return out
@@ -53,14 +54,18 @@ def _merged_one_by_one(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_coalesce_is_the_one_by_one_merge_and_leaves_its_input_alone() -> None:
     rng = random.Random(6)
     for _ in range(300):
-        frames: list[dict[str, Any]] = []
+        frames: list[Frame] = []
         for seq in range(1, rng.randint(0, 40)):
             kind = rng.choice(["stream_delta", "stream_delta", "thinking_delta", "tool_started"])
-            frame: dict[str, Any] = {"type": kind, "seq": seq}
-            if kind.endswith("_delta"):
-                frame["delta"] = rng.choice(["a", "bc", "", "é"])
+            frame: Frame
+            if kind == "tool_started":
+                frame = p.ToolStarted(tool="t", args={}, is_subagent=False, call_id="c", seq=seq)
+            else:
+                delta = rng.choice(["a", "bc", "", "é"])
+                kind_type = p.StreamDelta if kind == "stream_delta" else p.ThinkingDelta
+                frame = kind_type(delta=delta, seq=seq)
             if rng.random() < 0.2:
-                frame.update(is_subagent=True, subagent_id=rng.choice(["c1", "c2"]))
+                frame.is_subagent, frame.subagent_id = True, rng.choice(["c1", "c2"])
             frames.append(frame)
         before = copy.deepcopy(frames)
         assert coalesce(frames) == _merged_one_by_one(copy.deepcopy(frames))

@@ -20,10 +20,10 @@ import pytest
 from events.memory import InMemoryEventStore
 from navi.blobs import BlobStore
 from navi.run.state import RunState, state_at
-from navi.server import openai_runs
-from navi.server.openai_errors import OpenAIError
-from navi.server.openai_history import seed_session, session_turns, turn_key
-from navi.server.openai_wire import SYSTEM_NOTE, ChatMessageIn, conversation
+from navi.server.openai import runs as openai_runs
+from navi.server.openai.errors import OpenAIError
+from navi.server.openai.history import seed_session, session_turns, turn_key
+from navi.server.openai.wire import SYSTEM_NOTE, ChatMessageIn, conversation
 from profiles import ProfileRegistry
 from tests.security.conftest import (
     NaviServerProcess,

@@ -14,8 +14,8 @@ import openai
 import pytest
 
 from events.types import CallOptions
-from navi.server.openai_errors import OpenAIError
-from navi.server.openai_options import answer_mismatch, refuse_unshapeable
+from navi.server.openai.errors import OpenAIError
+from navi.server.openai.options import answer_mismatch, refuse_unshapeable
 from tests.security.conftest import (
     NaviServerProcess,
     StartNavi,

@@ -1,4 +1,4 @@
-"""Following a ``/v1`` run (navi/server/openai_runs.py, openai_ledger.py) against a
+"""Following a ``/v1`` run (navi/server/openai/runs.py, ledger.py) against a
 real ``navi serve``: a client of the official ``openai`` package whose first attempt
 times out retries into the same run (one session, one run), an ``Idempotency-Key``
 gives the same run again, and a stream says where a waiting call is approved."""

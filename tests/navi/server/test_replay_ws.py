@@ -12,8 +12,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from navi.server.frames import coalesce
 from tests.support.fake_llm import FakeToolCall, Reply
+from tests.support.frames import coalesce
 from tests.support.navi_server import RunningServer
 
 pytestmark = pytest.mark.anyio

@@ -19,7 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from navi.server.openai_errors import OpenAIError, is_v1
+from navi.server.openai.errors import OpenAIError, is_v1
 from navi.server.origins import SiteOrigin
 
 # What an OpenAI client in a browser sends (the SDK's x-stainless-* headers among them).

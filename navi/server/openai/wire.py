@@ -14,7 +14,7 @@ only orchestrates:
   refused (Navi does not fetch it on a client's behalf), as is anything over the limits
   of a message's images (navi/session/input.py).
 
-Errors are openai_errors.py's.
+Errors are errors.py's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from navi.server.openai_errors import invalid
+from navi.server.openai.errors import invalid
 from navi.session.input import MAX_IMAGE_BYTES, MAX_IMAGES, MAX_TEXT_CHARS
 
 MODEL_PREFIX = "navi/"
@@ -70,7 +70,7 @@ class ChatRequest(msgspec.Struct, kw_only=True):
     """The fields Navi reads; others (``top_p``, ``seed``, ``user``…) are accepted and
     ignored: the profile decides how its model is called. ``temperature``,
     ``max_tokens`` (or ``max_completion_tokens``), ``stop`` and ``response_format``
-    reach every tool-loop LLM call of the run (openai_options.py)."""
+    reach every tool-loop LLM call of the run (options.py)."""
 
     model: str
     messages: list[ChatMessageIn]
@@ -192,7 +192,7 @@ SYSTEM_NOTE = "[System message from the client]\n"
 
 
 def conversation(messages: list[ChatMessageIn]) -> list[Turn]:
-    """The request's messages as turns (see the module doc of openai_history for why
+    """The request's messages as turns (see the module doc of history.py for why
     this shape): system messages before the first user or assistant message are the
     conversation's system prompt; a later one goes into the next user message, marked
     ``SYSTEM_NOTE``; consecutive messages of one role merge; empty answers are left out.

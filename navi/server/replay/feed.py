@@ -1,6 +1,6 @@
 """What a replay plays: a session's recorded events from a seq on, as live frames, with
 its subagents' events interleaved as the live socket interleaves them, each placed on
-the replay clock (replay_timeline.py).
+the replay clock (timeline.py).
 
 ``ReplayFeed(store, history, start, to)`` primes a ``FrameTranslator`` with the events
 before ``start`` (so the frames after it are the ones a live client connected there

@@ -4,7 +4,7 @@ comments while it is silent), and how a run that did not keep its word is answer
 
 A client that hangs up stops the run, as the Stop button does
 (``stop.requested(reason="client_disconnected")``), unless a retry of the same request
-follows the run within the ledger's grace (openai_ledger.py).
+follows the run within the ledger's grace (ledger.py).
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from events.types import CallOptions
-from navi.server.openai_errors import OpenAIError
-from navi.server.openai_events import RunReader, merged
-from navi.server.openai_ledger import Entry, RunLedger, stop_unless_retried
-from navi.server.openai_options import answer_mismatch, mismatch_error
-from navi.server.openai_wire import SSE_DONE, SSE_KEEPALIVE, chunk, sse
+from navi.server.openai.errors import OpenAIError
+from navi.server.openai.events import RunReader, merged
+from navi.server.openai.ledger import Entry, RunLedger, stop_unless_retried
+from navi.server.openai.options import answer_mismatch, mismatch_error
+from navi.server.openai.wire import SSE_DONE, SSE_KEEPALIVE, chunk, sse
 
 if TYPE_CHECKING:
     from navi.app import Navi

@@ -33,7 +33,7 @@ from navi.replay.import_ import ParsedExport, import_parsed, parse_export
 from navi.replay.inspect import llm_request, state_at
 from navi.replay.verify import verify_session
 from navi.server.http import HTTPError, body_as, json_error, json_response, user_of
-from navi.server.replay_timeline import build_timeline
+from navi.server.replay.timeline import build_timeline
 from navi.server.state import ServerState, state_of
 from navi.session.errors import TooManyImports
 from projections.sessions import cut_title

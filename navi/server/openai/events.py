@@ -7,7 +7,7 @@ the answer through the main agent, as in the web client. The text of every tool-
 LLM call of the run streams (a call that ends in tool calls may say something first,
 as the web client shows it); texts of successive calls are separated by a blank line.
 What streamed is also what the conversation index recognises as the answer when a
-client sends it back (openai_history.py), next to the run's final answer alone, which
+client sends it back (history.py), next to the run's final answer alone, which
 is the ``content`` of a non-streamed completion.
 """
 
@@ -28,7 +28,7 @@ from events.types import (
     ToolApprovalRequested,
     ToolStarted,
 )
-from navi.server.openai_wire import Usage
+from navi.server.openai.wire import Usage
 
 Ending = Literal["completed", "stopped", "failed"]
 

@@ -5,13 +5,13 @@
   subagents) on the server; the answer is the assistant message, streamed as
   ``chat.completion.chunk``s with ``stream``. Each request is a real session
   (``X-Navi-Session``), continued when a request extends one the caller already has
-  (openai_history.py).
+  (history.py).
 
-Following the run, streamed or not, is openai_runs.py's. A retry (the same
+Following the run, streamed or not, is runs.py's. A retry (the same
 ``Idempotency-Key``, or the same body soon after) follows the run the first request
-started instead of starting another (openai_ledger.py).
+started instead of starting another (ledger.py).
 
-Every error of ``/v1`` is in OpenAI's shape (openai_errors.py): the routes answer
+Every error of ``/v1`` is in OpenAI's shape (errors.py): the routes answer
 their own, ``OpenAIErrorShape`` those of the edge.
 """
 
@@ -36,18 +36,18 @@ from navi.run.state import IllegalTransition
 from navi.server.auth import User
 from navi.server.bodies import BodyError
 from navi.server.http import HTTPError, body_as, user_of
-from navi.server.openai_errors import OpenAIError, invalid
-from navi.server.openai_history import ConversationIndex, seed_session
-from navi.server.openai_ledger import (
+from navi.server.openai.errors import OpenAIError, invalid
+from navi.server.openai.history import ConversationIndex, seed_session
+from navi.server.openai.ledger import (
     KEY_TTL_S,
     MAX_KEY_CHARS,
     REPEAT_WINDOW_S,
     Entry,
     RunLedger,
 )
-from navi.server.openai_options import call_options, refuse_unshapeable
-from navi.server.openai_runs import RunStream, collect, no_retry, run_error
-from navi.server.openai_wire import (
+from navi.server.openai.options import call_options, refuse_unshapeable
+from navi.server.openai.runs import RunStream, collect, no_retry, run_error
+from navi.server.openai.wire import (
     ChatRequest,
     Turn,
     completion,

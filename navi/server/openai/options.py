@@ -20,8 +20,8 @@ from jsonschema import SchemaError, ValidationError
 from jsonschema.validators import validator_for
 
 from events.types import CallOptions
-from navi.server.openai_errors import OpenAIError, invalid
-from navi.server.openai_wire import ChatRequest
+from navi.server.openai.errors import OpenAIError, invalid
+from navi.server.openai.wire import ChatRequest
 
 MAX_STOP = 4  # as OpenAI
 NOT_SUPPORTED = "response_format_not_supported"

@@ -2,7 +2,7 @@
 session's history, and a request that extends a session the caller already has
 continues it.
 
-A conversation is a list of turns (openai_wire.Turn): the system prompt, user messages
+A conversation is a list of turns (wire.Turn): the system prompt, user messages
 and answers. A session's log says the same thing:
 
 - a system prompt is ``context.injected(kind="client_system", role="system")`` inside a
@@ -10,12 +10,12 @@ and answers. A session's log says the same thing:
   ``run.completed`` with no answer): the LLM sees it as a system message after the
   profile's own prompt, and the web client does not show it (it shows no system
   message). A system message later in a conversation goes into the next user message
-  (openai_wire.SYSTEM_NOTE): a run cannot start without one after the first;
+  (wire.SYSTEM_NOTE): a run cannot start without one after the first;
 - a user message is ``user.message``;
 - an answer of the history is a run with ``backend="client"`` (nothing was asked of an
   LLM: the client says the assistant answered this): ``run.started`` → ``llm.completed``
   → ``run.completed``. A live run's answer is its ``run.completed``; a client may send
-  back either that or everything that streamed (openai_events.py), and both are
+  back either that or everything that streamed (events.py), and both are
   recognised.
 
 The history is written as the new session's first events in one append (as a fork
@@ -53,8 +53,8 @@ from navi.blobs import BlobStore
 from navi.ids import new_id
 from navi.run.state import INITIAL, transition
 from navi.server.auth import User
-from navi.server.openai_events import RunReader
-from navi.server.openai_wire import Turn
+from navi.server.openai.events import RunReader
+from navi.server.openai.wire import Turn
 from navi.server.views import SessionsView, load_log
 from navi.session.errors import SessionError
 from navi.session.input import store_images

@@ -4,7 +4,7 @@ It plays a recorded session again in the live protocol: the frames the live sock
 sent (the same ``FrameTranslator``, primed with the events before ``from``; subagents'
 frames interleaved and marked ``is_subagent``), each with its ``seq``, paced by the
 recorded timestamps divided by ``speed`` (on the replay clock: idle time between runs
-is cut short, see replay_timeline.py). No LLM is called and nothing is written.
+is cut short, see timeline.py). No LLM is called and nothing is written.
 
 - ``from``: the first seq whose frames are sent (default 1); ``to``: the last (default
   the head); ``speed``: a factor (default 1) or ``max`` (no waiting).
@@ -19,19 +19,17 @@ is cut short, see replay_timeline.py). No LLM is called and nothing is written.
 
 from __future__ import annotations
 
-from typing import Any
-
 import anyio
 import anyio.lowlevel
-import msgspec
 import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from navi.replay.history import History, load_history
 from navi.replay.pacing import BadReplayRequest, parse_speed
-from navi.server.frames import Frame
+from navi.server import protocol as p
 from navi.server.incoming import incoming
-from navi.server.replay_feed import ReplayFeed
+from navi.server.protocol import Frame
+from navi.server.replay.feed import ReplayFeed
 from navi.server.state import ServerState, state_of
 from navi.server.ws import CLOSE_TOO_SLOW, SEND_TIMEOUT, accept_session
 
@@ -39,14 +37,6 @@ log = structlog.get_logger(__name__)
 
 CLOSE_BAD_REQUEST = 4400
 MAX_MESSAGE_BYTES = 64 * 1024
-
-_encode = msgspec.json.Encoder().encode
-
-
-class ControlMessage(msgspec.Struct, kw_only=True):
-    type: str
-    seq: int | None = None
-    speed: float | str | None = None
 
 
 def _seq_param(websocket: WebSocket, name: str) -> int | None:
@@ -76,7 +66,7 @@ async def replay_socket(websocket: WebSocket) -> None:
                 f"(got from={start}, to={to})"
             )
     except BadReplayRequest as exc:
-        await websocket.send_text(_encode({"type": "error", "message": str(exc)}).decode())
+        await websocket.send_text(p.encode(p.ErrorFrame(message=str(exc))))
         await websocket.close(code=CLOSE_BAD_REQUEST, reason="bad replay request")
         return
     player = ReplayPlayer(server, websocket, history, start=start, to=to, speed=speed)
@@ -146,8 +136,8 @@ class ReplayPlayer:
                 self.next_seq = step.seq + 1
             if finished and generation == self.generation:
                 self.ended = True
-                await self._send([{"type": "replay_end", "seq": self.to, "from": self.start,
-                                   "to": self.to, "head": self.history.head}])  # fmt: skip
+                end = p.ReplayEnd(seq=self.to, from_=self.start, to=self.to, head=self.history.head)
+                await self._send([end])
             while generation == self.generation:  # until a seek plays again
                 wake = self._wake
                 await wake.wait()
@@ -181,7 +171,7 @@ class ReplayPlayer:
             for frame in frames:
                 with anyio.move_on_after(SEND_TIMEOUT) as timer:
                     try:
-                        await self.websocket.send_text(_encode(frame).decode())
+                        await self.websocket.send_text(p.encode(frame))
                     except (WebSocketDisconnect, RuntimeError, OSError):
                         self._scope.cancel()
                         return
@@ -196,27 +186,26 @@ class ReplayPlayer:
         state = "paused" if self.paused else "ended" if self.ended else "playing"
         await self._send(
             [
-                {
-                    "type": "replay_status",
-                    "state": state,
-                    "seq": self.next_seq - 1,
-                    "next_seq": self.next_seq,
-                    "from": self.start,
-                    "to": self.to,
-                    "head": self.history.head,
-                    "speed": "max" if self.speed is None else self.speed,
-                }
+                p.ReplayStatus(
+                    state=state,
+                    seq=self.next_seq - 1,
+                    next_seq=self.next_seq,
+                    from_=self.start,
+                    to=self.to,
+                    head=self.history.head,
+                    speed="max" if self.speed is None else self.speed,
+                )
             ]
         )
 
     async def _error(self, message: str) -> None:
-        await self._send([{"type": "error", "message": message}])
+        await self._send([p.ErrorFrame(message=message)])
 
     # ------------------------------------------------------------------ receiving
 
     async def _receive_loop(self) -> None:
         async for request in incoming(
-            self.websocket, ControlMessage, max_bytes=MAX_MESSAGE_BYTES, error=self._error
+            self.websocket, p.read_replay_message, max_bytes=MAX_MESSAGE_BYTES, error=self._error
         ):
             try:
                 self._handle(request)
@@ -225,23 +214,17 @@ class ReplayPlayer:
                 continue
             await self._status()
 
-    def _handle(self, request: ControlMessage) -> Any:
-        if request.type == "pause":
-            self.paused = True
-        elif request.type == "resume":
-            self.paused = False
-        elif request.type == "speed":
+    def _handle(self, request: p.ReplayMessage) -> None:
+        if isinstance(request, p.Pause | p.Resume):
+            self.paused = isinstance(request, p.Pause)
+        elif isinstance(request, p.Speed):
             if request.speed is None:
                 raise BadReplayRequest("a speed message needs 'speed': a number or 'max'")
             self.speed = parse_speed(request.speed)
-        elif request.type == "seek":
+        else:
             if request.seq is None or not 1 <= request.seq <= self.to:
                 raise BadReplayRequest(f"a seek needs 'seq' from 1 to {self.to}")
             self.next_seq = request.seq
             self.ended = False
             self.generation += 1
-        else:
-            raise BadReplayRequest(
-                f"unknown message type {request.type!r}: send pause, resume, seek or speed"
-            )
         self._changed()
