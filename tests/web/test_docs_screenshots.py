@@ -83,7 +83,8 @@ def test_settings_connection(navi_page: NaviPage, size: str) -> None:
     expect(dialog).to_be_visible()
     expect(dialog.locator("select[name=backend_type]")).to_have_value("ollama")
     dialog.locator("[data-action=verify-connection]").click()
-    expect(dialog).to_contain_text(MODELS[1])  # the models Verify found
+    result = dialog.get_by_test_id("connection-result")
+    expect(result).to_contain_text(MODELS[1])  # the models Verify found
     picture(ui, "settings-connection", size)
 
 
