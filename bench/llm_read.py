@@ -216,9 +216,7 @@ MODULES = {"httpx_aiohttp": "httpx_aiohttp", "httpx2": "httpx2", "aiohttp": "aio
 # ---------------------------------------------------------------- the measurement
 
 
-async def measure(
-    name: str, url: str, chunks: int, calls: int
-) -> tuple[float, float, float]:
+async def measure(name: str, url: str, chunks: int, calls: int) -> tuple[float, float, float]:
     """(CPU ms per 100 streamed chunks, CPU ms per call, reads per chunk)."""
     async with CLIENTS[name]() as read:
         await read(f"{url}/one/api/chat")  # connect, warm up
@@ -276,8 +274,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         port_file = os.path.join(directory, "port")
         server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", port_file, "--chunks", str(args.chunks),
-             "--pace-us", str(args.pace_us)],
+            [
+                sys.executable,
+                __file__,
+                "--serve",
+                port_file,
+                "--chunks",
+                str(args.chunks),
+                "--pace-us",
+                str(args.pace_us),
+            ],
             cwd=ROOT,
         )
         try:
