@@ -91,3 +91,9 @@ def _route_stdlib_logging(level: int, formatter: logging.Formatter) -> None:
         library.setLevel(logging.NOTSET)
         library.propagate = True
         library.disabled = False
+    # httpx writes an INFO line per request ("HTTP Request: POST …"): every LLM call's, a
+    # detail for DEBUG, not a line per call at INFO.
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(
+            logging.DEBUG if level <= logging.DEBUG else logging.WARNING
+        )

@@ -17,6 +17,7 @@ from typing import ClassVar
 __all__ = [
     "EmbeddedUnavailable",
     "IncompleteStream",
+    "LLMBusy",
     "LLMError",
     "LLMRedirected",
     "LLMServerError",
@@ -94,6 +95,22 @@ class ServerUnreachable(LLMError):
         super().__init__(
             f"Cannot reach the LLM server at {url}. Is it running?"
             + (f" ({detail})" if detail else "")
+        )
+        self.url = redact_url(url)
+
+
+class LLMBusy(LLMError):
+    """Every connection Navi may open to the LLM server was busy for the pool timeout:
+    the node runs as many calls as it is allowed to. Another try may find one free."""
+
+    kind = "busy"
+    retryable = True
+
+    def __init__(self, url: str, *, connections: int, waited: float) -> None:
+        super().__init__(
+            f"All {connections} connections to the LLM server at {url} were busy for "
+            f"{waited:g} s (NAVI_LLM_MAX_CONNECTIONS, NAVI_LLM_POOL_TIMEOUT): too many calls "
+            "at once; try again shortly."
         )
         self.url = redact_url(url)
 

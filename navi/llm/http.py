@@ -2,10 +2,13 @@
 server, for its chat streams and its small requests, the errors both map to, and
 :class:`HTTPBackend`, what both backends hold and do alike (their wire formats differ).
 
+The client is httpx on aiohttp's connection pool, with a bounded wait for a connection
+(:mod:`navi.llm.transport`).
+
 Stop and timeouts are not here: the stream guard (:mod:`navi.llm.guard`) awaits every
 read of a stream inside one cancel scope, and a cancelled read unwinds the ``async
 with`` of :meth:`LLMServer.stream`, which closes the connection (so the server stops
-generating). The client itself has a connect and a write timeout, no read timeout.
+generating). The client itself has a connect timeout, no read timeout.
 """
 
 from __future__ import annotations
@@ -29,6 +32,13 @@ from navi.llm.errors import (
 from navi.llm.guard import RawBatches, guard_stream
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
+from navi.llm.transport import (
+    ConnectionSlots,
+    describe,
+    failure_kind,
+    is_transport_error,
+    pooled_client,
+)
 from navi.llm.types import ChatMessage, StreamChunk
 from navi.llm.windows import WindowCache
 from navi.llm.wire_parts import WireParts
@@ -36,8 +46,9 @@ from navi.llm.wire_parts import WireParts
 __all__ = ["HTTPBackend", "LLMServer", "cut_lines", "error_detail", "error_text", "line_blocks"]
 
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json"}
-# As httpx's default: a write that makes no progress for a minute is a dead server.
-WRITE_TIMEOUT = 60.0
+# LLMSettings' defaults, for a server made without settings (probes, tests).
+MAX_CONNECTIONS = LLMSettings().max_connections
+POOL_TIMEOUT = LLMSettings().pool_timeout
 
 # Turns an HTTP error answer (status, body) into the error a user understands.
 OnErrorStatus = Callable[[int, bytes], LLMError]
@@ -52,23 +63,30 @@ class LLMServer:
     ``setting`` names the variable that holds the base URL (``OLLAMA_HOST``): a redirect
     error tells the user to set it to the final address."""
 
-    __slots__ = ("client", "setting", "url")
+    __slots__ = ("client", "setting", "slots", "url")
 
     def __init__(
-        self, base_url: str, *, setting: str, connect_timeout: float, api_key: str = ""
+        self,
+        base_url: str,
+        *,
+        setting: str,
+        connect_timeout: float,
+        api_key: str = "",
+        max_connections: int = MAX_CONNECTIONS,
+        pool_timeout: float = POOL_TIMEOUT,
     ) -> None:
         self.url = redact_url(base_url)
         self.setting = setting
         headers = dict(JSON_HEADERS)
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
-        # Redirects are not followed (httpx's default): see ``_refusal``.
-        self.client = httpx.AsyncClient(
-            base_url=base_url,
+        self.slots = ConnectionSlots(self.url, connections=max_connections, timeout=pool_timeout)
+        self.client = pooled_client(
+            base_url,
             headers=headers,
-            timeout=httpx.Timeout(
-                connect=connect_timeout, read=None, write=WRITE_TIMEOUT, pool=None
-            ),
+            connect_timeout=connect_timeout,
+            max_connections=max_connections,
+            pool_timeout=pool_timeout,
         )
 
     def endpoint(self, path: str) -> httpx.URL:
@@ -88,13 +106,16 @@ class LLMServer:
         transport failures, including those while the body is read inside the block.
         Cancellation passes through untouched; leaving the block closes the answer (and
         its connection if unread)."""
-        try:
-            async with self.client.stream("POST", target, content=body) as response:
-                if response.status_code >= 300:
-                    raise self._refusal(response, await response.aread(), on_error_status)
-                yield response
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc) from exc
+        async with self.slots.held():
+            try:
+                async with self.client.stream("POST", target, content=body) as response:
+                    if response.status_code >= 300:
+                        raise self._refusal(response, await response.aread(), on_error_status)
+                    yield response
+            except Exception as exc:
+                if not is_transport_error(exc):
+                    raise
+                raise self._transport_error(exc) from exc
 
     def root(self, path: str) -> httpx.URL:
         """``path`` at the server's root, outside the base URL's path (llama.cpp's
@@ -121,12 +142,16 @@ class LLMServer:
         time_limit: float,
         on_error_status: OnErrorStatus,
     ) -> bytes:
-        try:
-            response = await self.client.request(method, path, content=body, timeout=time_limit)
-        except httpx.TimeoutException as exc:
-            raise ServerUnreachable(self.url, detail=f"no answer within {time_limit:g} s") from exc
-        except httpx.HTTPError as exc:
-            raise ServerUnreachable(self.url, detail=_describe(exc)) from exc
+        async with self.slots.held():
+            try:
+                response = await self.client.request(method, path, content=body, timeout=time_limit)
+            except Exception as exc:
+                if not is_transport_error(exc):
+                    raise
+                if failure_kind(exc) == "timeout":
+                    detail = f"no answer within {time_limit:g} s"
+                    raise ServerUnreachable(self.url, detail=detail) from exc
+                raise ServerUnreachable(self.url, detail=describe(exc)) from exc
         if response.status_code >= 300:
             raise self._refusal(response, response.content, on_error_status)
         return response.content
@@ -145,14 +170,14 @@ class LLMServer:
         target = str(response.request.url.join(location)) if location else "nowhere"
         return LLMRedirected(response.status_code, target, url=self.url, setting=self.setting)
 
-    def _transport_error(self, exc: httpx.HTTPError) -> LLMError:
-        if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
-            return ServerUnreachable(self.url, detail=_describe(exc))
-        if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
-            return IncompleteStream(f"the connection dropped ({_describe(exc)})", url=self.url)
-        if isinstance(exc, httpx.TimeoutException):  # write or pool timeout: reads have none
-            return ServerUnreachable(self.url, detail=_describe(exc))
-        return LLMError(f"HTTP error talking to the LLM server at {self.url}: {_describe(exc)}")
+    def _transport_error(self, exc: Exception) -> LLMError:
+        kind = failure_kind(exc)
+        detail = describe(exc)
+        if kind == "dropped":
+            return IncompleteStream(f"the connection dropped ({detail})", url=self.url)
+        if kind in ("refused", "timeout"):  # connect, write or pool: reads have none
+            return ServerUnreachable(self.url, detail=detail)
+        return LLMError(f"HTTP error talking to the LLM server at {self.url}: {detail}")
 
 
 class HTTPBackend(CompletesFromStream):
@@ -173,7 +198,12 @@ class HTTPBackend(CompletesFromStream):
     ) -> None:
         self._settings = settings
         self._server = LLMServer(
-            base_url, setting=setting, connect_timeout=settings.connect_timeout, api_key=api_key
+            base_url,
+            setting=setting,
+            connect_timeout=settings.connect_timeout,
+            api_key=api_key,
+            max_connections=settings.max_connections,
+            pool_timeout=settings.pool_timeout,
         )
         self._url = self._server.url  # (credentials hidden: for messages and logs)
         self._model = model
@@ -238,11 +268,6 @@ async def line_blocks(response: httpx.Response) -> AsyncIterator[bytes]:
         yield block
     if tail.strip():
         yield tail + b"\n"
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def error_detail(body: bytes) -> str:

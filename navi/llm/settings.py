@@ -22,6 +22,10 @@
 | ``LLM_STREAM_FIRST_CHUNK_TIMEOUT`` | ``120`` | seconds to wait for the first chunk |
 | ``LLM_STREAM_CHUNK_TIMEOUT`` | ``60`` | seconds allowed between chunks |
 | ``LLM_CONNECT_TIMEOUT`` | ``10`` | seconds to open a connection |
+| ``NAVI_LLM_MAX_CONNECTIONS`` | ``512`` | connections to one LLM server at once (each |
+| | | streaming call holds one; see docs/llm.md) |
+| ``NAVI_LLM_POOL_TIMEOUT`` | ``60`` | seconds a call waits for one of them before it |
+| | | fails with a clear (retryable) error |
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True):
     first_chunk_timeout: float = 120.0
     chunk_timeout: float = 60.0
     connect_timeout: float = 10.0
+    # As many as Ollama queues before it answers 503 (OLLAMA_MAX_QUEUE's default).
+    max_connections: int = 512
+    # Below the first-chunk timeout, so that a full pool is the error a user sees.
+    pool_timeout: float = 60.0
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str]) -> LLMSettings:
@@ -107,6 +115,10 @@ class LLMSettings(msgspec.Struct, frozen=True, kw_only=True):
             ),
             chunk_timeout=get("LLM_STREAM_CHUNK_TIMEOUT", _positive_float, defaults.chunk_timeout),
             connect_timeout=get("LLM_CONNECT_TIMEOUT", _positive_float, defaults.connect_timeout),
+            max_connections=get(
+                "NAVI_LLM_MAX_CONNECTIONS", _positive_int, defaults.max_connections
+            ),
+            pool_timeout=get("NAVI_LLM_POOL_TIMEOUT", _positive_float, defaults.pool_timeout),
         )
 
 

@@ -14,6 +14,7 @@ import structlog
 
 from navi.log_redaction import hide_values, redact_text
 from navi.logs import configure_logging
+from tests.support.fake_llm import FakeLLMServer
 
 
 @pytest.fixture(autouse=True)
@@ -124,3 +125,22 @@ def test_known_secret_values_are_hidden_in_text() -> None:
     hide_values({"tok-7f3a9c2e": "${A_TOKEN}", "tok-7f3a9c2e-long": "${LONGER}"})
     text = "GET http://127.0.0.1/tok-7f3a9c2e/mcp and tok-7f3a9c2e-long"
     assert redact_text(text) == "GET http://127.0.0.1/${A_TOKEN}/mcp and ${LONGER}"
+
+
+@pytest.mark.parametrize(("level", "shown"), [("INFO", False), ("DEBUG", True)])
+def test_httpx_request_lines_are_debug_lines(
+    level: str, shown: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    library = logging.getLogger("httpx")
+    before = library.level
+    try:
+        configure_logging(level, json=True)
+        with FakeLLMServer.in_thread() as fake:
+            assert httpx.get(f"{fake.url}/api/tags").status_code == 200
+        library.warning("a real problem")
+        events = [line["event"] for line in _lines(capsys.readouterr().err)]
+    finally:
+        library.setLevel(before)
+    requests = [e for e in events if e.startswith("HTTP Request: GET ")]
+    assert bool(requests) is shown
+    assert "a real problem" in events

@@ -9,17 +9,26 @@ from collections.abc import AsyncIterator
 import anyio
 import anyio.abc
 import httpx
+import msgspec
 import pytest
 
 from navi.llm.base import LLMBackend
-from navi.llm.errors import LLMError, LLMRedirected, ServerUnreachable, redact_url
+from navi.llm.errors import (
+    IncompleteStream,
+    LLMBusy,
+    LLMError,
+    LLMRedirected,
+    ServerUnreachable,
+    redact_url,
+)
 from navi.llm.http import LLMServer, error_detail, line_blocks
 from navi.llm.ollama import OllamaBackend
 from navi.llm.openai_compat import OpenAICompatibleBackend
 from navi.llm.settings import LLMSettings
 from navi.llm.stop import StopSignal
-from navi.llm.types import ChatMessage, FinalChunk, TextPiece
-from tests.navi.llm.raw_server import redirecting_server
+from navi.llm.transport import environment_proxy
+from navi.llm.types import ChatMessage, FinalChunk, StreamChunk, TextPiece
+from tests.navi.llm.raw_server import dropping_server, forward_proxy, redirecting_server
 from tests.support.fake_llm import FakeLLMServer, Reply
 from tests.support.helpers import drain
 
@@ -210,3 +219,121 @@ async def test_a_cancelled_consumer_closes_the_connection(fake: FakeLLMServer) -
     with anyio.fail_after(5):
         await fake.wait_for_disconnects(1)
     await backend.aclose()
+
+
+# ---------------------------------------------------------------- the transport's failures
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"",  # closed before any answer (a kept-alive connection the server dropped)
+        b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"a"\r\n',
+        b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"message":',
+    ],
+    ids=["before-answer", "chunked", "content-length"],
+)
+@WIRES
+async def test_a_dropped_stream_is_incomplete_not_unreachable(wire: str, answer: bytes) -> None:
+    # (The aiohttp transport maps a dropped connection to httpx's ConnectTimeout.)
+    async with dropping_server(answer) as url:
+        backend = make_backend(wire, url)
+        with pytest.raises(IncompleteStream) as caught:
+            await drain(backend.stream_complete(HELLO))
+        assert "dropped" in caught.value.message and caught.value.retryable
+        assert "Cannot reach" not in caught.value.message
+        await backend.aclose()
+
+
+async def test_a_refused_connection_is_unreachable_not_a_timeout() -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")  # a closed port
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+    await listener.aclose()
+    server = LLMServer(f"http://127.0.0.1:{port}", setting="X", connect_timeout=5.0)
+    with pytest.raises(ServerUnreachable) as caught:
+        await server.get("/api/tags", time_limit=5.0, on_error_status=lambda *_: LLMError("?"))
+    assert "no answer within" not in caught.value.message
+    assert "ClientConnectorError" in caught.value.message
+    await server.aclose()
+
+
+# ---------------------------------------------------------------- the pool
+
+
+async def test_a_call_waits_for_a_free_connection_then_gets_a_clear_error(
+    fake: FakeLLMServer,
+) -> None:
+    settings = msgspec.structs.replace(SETTINGS, max_connections=1, pool_timeout=1.0)
+    backend = OllamaBackend(settings, url=fake.url, model="m")
+    fake.script(Reply(text="a b c", stall_after=1), Reply(text="later"), Reply(text="fine"))
+    first = backend.stream_complete(HELLO)
+    assert await anext(first) == TextPiece("a ")  # holds the only connection
+    with pytest.raises(LLMBusy) as caught:
+        await drain(backend.stream_complete(HELLO))
+    assert "All 1 connections to the LLM server" in caught.value.message
+    assert "NAVI_LLM_MAX_CONNECTIONS" in caught.value.message
+    assert caught.value.kind == "busy" and caught.value.retryable
+    assert len(fake.requests) == 1  # the second call never reached the server
+    # A waiting call goes on as soon as the connection is free.
+    async with anyio.create_task_group() as tg:
+        results: list[list[StreamChunk]] = []
+
+        async def waiting_call() -> None:
+            results.append(await drain(backend.stream_complete(HELLO)))
+
+        tg.start_soon(waiting_call)
+        await anyio.wait_all_tasks_blocked()  # (it waits for the connection)
+        await first.aclose()
+    assert [c for c in results[0] if isinstance(c, TextPiece)] == [TextPiece("later")]
+    await backend.aclose()
+
+
+# ---------------------------------------------------------------- proxies
+
+
+async def test_the_proxy_of_the_environment_is_used_unless_no_proxy_names_the_host(
+    fake: FakeLLMServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    fake.script(Reply(text="via the proxy"), Reply(text="direct"))
+    async with forward_proxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        backend = make_backend("ollama", fake.url)
+        assert await text_of(backend) == "via the proxy"
+        assert proxy.requested == [f"POST {fake.url}/api/chat HTTP/1.1"]
+        await backend.aclose()
+
+        monkeypatch.setenv("NO_PROXY", "localhost,127.0.0.1")
+        backend = make_backend("ollama", fake.url)
+        assert await text_of(backend) == "direct"
+        assert len(proxy.requested) == 1  # (the call above is over: it went direct)
+        await backend.aclose()
+
+
+def test_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert environment_proxy("http://127.0.0.1:11434") is None
+    monkeypatch.setenv("HTTPS_PROXY", f"http://user:{SECRET}@proxy.test:3128")
+    monkeypatch.setenv("ALL_PROXY", "http://all.test:8080")
+    chosen = environment_proxy("https://llm.example/v1")
+    assert (
+        chosen is not None and chosen.url.host == "proxy.test" and chosen.auth == ("user", SECRET)
+    )
+    http_proxy = environment_proxy("http://llm.example/v1")
+    assert http_proxy is not None and http_proxy.url.host == "all.test"
+    monkeypatch.setenv("NO_PROXY", ".example")
+    assert environment_proxy("https://llm.example/v1") is None
+    monkeypatch.setenv("HTTPS_PROXY", f"socks5://user:{SECRET}@proxy.test:1080")
+    monkeypatch.setenv("NO_PROXY", "")
+    with pytest.raises(LLMError) as caught:
+        environment_proxy("https://llm.example/v1")
+    assert "not an HTTP proxy" in caught.value.message and SECRET not in caught.value.message
+
+
+async def text_of(backend: LLMBackend) -> str:
+    chunks = await drain(backend.stream_complete(HELLO))
+    return "".join(c.text for c in chunks if isinstance(c, TextPiece))

@@ -13,6 +13,7 @@ def test_defaults_match_the_original_navi() -> None:
     assert settings.num_ctx == 65536
     assert settings.think is True
     assert settings.first_chunk_timeout == 120 and settings.chunk_timeout == 60
+    assert settings.max_connections == 512 and settings.pool_timeout == 60
 
 
 def test_everything_from_the_environment() -> None:
@@ -32,6 +33,8 @@ def test_everything_from_the_environment() -> None:
             "LLM_STREAM_FIRST_CHUNK_TIMEOUT": "300",
             "LLM_STREAM_CHUNK_TIMEOUT": "30.5",
             "LLM_CONNECT_TIMEOUT": "3",
+            "NAVI_LLM_MAX_CONNECTIONS": "64",
+            "NAVI_LLM_POOL_TIMEOUT": "5",
         }
     )
     assert settings == LLMSettings(
@@ -50,6 +53,8 @@ def test_everything_from_the_environment() -> None:
         first_chunk_timeout=300,
         chunk_timeout=30.5,
         connect_timeout=3,
+        max_connections=64,
+        pool_timeout=5,
     )
 
 
@@ -88,6 +93,9 @@ def test_ollama_host_forms(raw: str, url: str) -> None:
         ("LLM_STREAM_CHUNK_TIMEOUT", "0"),
         ("LLM_STREAM_FIRST_CHUNK_TIMEOUT", "soon"),
         ("NAVI_EMBEDDED_THREADS", "-2"),
+        ("NAVI_LLM_MAX_CONNECTIONS", "0"),
+        ("NAVI_LLM_MAX_CONNECTIONS", "unbounded"),
+        ("NAVI_LLM_POOL_TIMEOUT", "-1"),
     ],
 )
 def test_a_bad_value_names_the_variable(name: str, raw: str) -> None:
