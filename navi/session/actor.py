@@ -29,7 +29,7 @@ from actors import (
     Supervision,
 )
 from events.base import BaseEventStore
-from events.errors import EventDecodeError
+from events.errors import EventDecodeError, is_storage_full
 from events.types import (
     CallOptions,
     Event,
@@ -317,6 +317,11 @@ class SessionActor(Actor[object]):
                 log.warning("queued_message.refused", session_id=self.session_id, error=str(exc))
 
     async def _run_crashed(self, message: ChildFailed) -> None:
+        if is_storage_full(message.error):
+            # Not the run's fault but the disk's: this actor fails with it, its
+            # supervision restarts it with back-off, and recovery continues the run once
+            # the store takes writes again (docs/deployment.md, "A full disk").
+            raise message.error
         log.error(
             "run.crashed",
             session_id=self.session_id,
