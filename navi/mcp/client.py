@@ -20,7 +20,6 @@ end of its stderr, read once it has stopped.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import tempfile
@@ -36,7 +35,7 @@ from navi.mcp.environment import passed_through
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
-from navi.mcp.status import ServerStatus, State, StartFailed, describe_error, stderr_tail
+from navi.mcp.status import ServerStatus, StartFailed, State, describe_error, stderr_tail
 from navi.mcp.tools import adapt
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
@@ -167,7 +166,11 @@ class ServerConnection:
                 except Exception as exc:
                     # bubblewrap's loopback now and then fails before the server starts
                     # (tools/sandbox.py): started once more at once, not after a backoff.
-                    if attempt == 1 and not self._connected and loopback_failed(stderr_tail(errlog)):
+                    if (
+                        attempt == 1
+                        and not self._connected
+                        and loopback_failed(stderr_tail(errlog))
+                    ):
                         continue
                     raise StartFailed(self._why(exc, errlog)) from exc
             return
@@ -364,9 +367,7 @@ class ServerConnection:
 
     async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
         """One of the server's prompts, filled in (for a client's prompt menu)."""
-        return cast(
-            "GetPromptResult", await self._request(lambda c: c.get_prompt(name, arguments))
-        )
+        return cast("GetPromptResult", await self._request(lambda c: c.get_prompt(name, arguments)))
 
     async def _request(self, send: Any) -> Any:
         """``send(client)``'s answer; a refusal is the server's, a broken connection is

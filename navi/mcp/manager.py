@@ -19,9 +19,10 @@ import anyio.abc
 import anyio.to_thread
 import structlog
 
-from navi.mcp.client import ServerConnection, ServerStatus
+from navi.mcp.client import ServerConnection
 from navi.mcp.config import McpConfig, ServerEntry, config_stamp, load_config
 from navi.mcp.sandbox import SandboxPlaces
+from navi.mcp.status import ServerStatus
 from tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)

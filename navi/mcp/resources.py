@@ -72,8 +72,7 @@ class ResourceIndex:
     def update(self, resources: list[Any], templates: list[Any]) -> None:
         self.resources = {str(r.uri): r.title or r.name for r in resources}
         self.templates = {
-            t.uri_template: (t.title or t.name, template_pattern(t.uri_template))
-            for t in templates
+            t.uri_template: (t.title or t.name, template_pattern(t.uri_template)) for t in templates
         }
 
     def saw_link(self, uri: str) -> None:
@@ -137,7 +136,9 @@ class ReadResourceTool(Tool):
         templates = list(self.index.templates.items())
         if templates:
             lines.append("URI templates (fill in the {…} parts):")
-            lines += [f"- {t} ({shorten(n, 80)})" for t, (n, _) in templates[:LISTED_IN_DESCRIPTION]]
+            lines += [
+                f"- {t} ({shorten(n, 80)})" for t, (n, _) in templates[:LISTED_IN_DESCRIPTION]
+            ]
         lines.append("Links to resources in this server's tool results can be read too.")
         return "\n".join(lines)
 

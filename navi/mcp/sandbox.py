@@ -291,7 +291,9 @@ def sandbox_spec(entry: ServerEntry, places: SandboxPlaces) -> tuple[str, Sandbo
         writable=mounts.writable,
         network=entry.network,
         # With the network, the proxy and CA variables too (navi/mcp/environment.py).
-        env=sandbox_env({**passed_through(), **entry.env} if entry.network else entry.env, home=home),
+        env=sandbox_env(
+            {**passed_through(), **entry.env} if entry.network else entry.env, home=home
+        ),
     )
     return found, spec
 

@@ -45,7 +45,11 @@ class ServerStatus:
                 offers += f", {self.resources} resource{'' if self.resources == 1 else 's'}"
             if self.prompts:
                 named = ", ".join(self.prompts[:PROMPTS_NAMED])
-                more = f" and {len(self.prompts) - PROMPTS_NAMED} more" if len(self.prompts) > PROMPTS_NAMED else ""
+                more = (
+                    f" and {len(self.prompts) - PROMPTS_NAMED} more"
+                    if len(self.prompts) > PROMPTS_NAMED
+                    else ""
+                )
                 offers += f", prompts: {named}{more}"
             return f"MCP server {self.name} ({where}): running, {count}{left_out}{offers}"
         why = f": {self.error}" if self.error else ""

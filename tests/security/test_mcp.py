@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, server_home
 from navi.mcp.environment import PASSED_THROUGH
+from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, server_home
 from tests.navi.mcp.support import BOX_SCRIPT, box_entry, calls, stdio_entry, write_config
 from tests.security.conftest import CANARY_ENV, NaviServerProcess, StartNavi
 from tests.support.fake_llm_script import FakeToolCall, Reply

@@ -105,7 +105,9 @@ async def test_resources_are_listed_and_read(tmp_path: Path) -> None:
         reader = registry.get("mcp__n__read_resource")
         assert reader is not None and reader.approval == "auto"
         assert "mem://readme" in reader.description and "docs://{name}" in reader.description
-        readme = await registry.execute("mcp__n__read_resource", {"uri": "mem://readme"}, ctx(tmp_path))
+        readme = await registry.execute(
+            "mcp__n__read_resource", {"uri": "mem://readme"}, ctx(tmp_path)
+        )
         assert readme.output == "Welcome to the notice server."
         intro = await registry.execute(
             "mcp__n__read_resource", {"uri": "docs://intro.txt"}, ctx(tmp_path)
