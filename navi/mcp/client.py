@@ -57,8 +57,8 @@ CHECK_INTERVAL_STDIO_S = 2.0
 CHECK_INTERVAL_HTTP_S = 15.0
 CHECK_TIMEOUT_S = 10.0
 REFRESH_GAP_S = 1.0
-# Pages of resources, templates or prompts read at most (100 tools pages likewise).
-PAGES_MAX = 20
+# Pages of a listing (tools, resources, templates, prompts) read at most.
+PAGES_MAX = 100
 # The registry's time limit ends a call first; the SDK's own is a backstop.
 CALL_TIMEOUT_SLACK_S = 5.0
 
@@ -249,14 +249,7 @@ class ServerConnection:
     async def _refresh(self, client: Client, *, force: bool = False) -> None:
         """List the tools (every page) and put them in the registry if they changed (or
         ``force``: the resources did, which the read_resource tool describes)."""
-        found: list[Any] = []
-        cursor: str | None = None
-        for _ in range(100):
-            page = await client.list_tools(cursor=cursor)
-            found.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        found = await _all_pages(client.list_tools, "tools")
         listed = tuple(
             (t.name, repr((t.description, t.input_schema, t.annotations))) for t in found
         )
@@ -281,7 +274,10 @@ class ServerConnection:
                 timeout_s=self.timeout_s,
             )
         reader = ReadResourceTool(self, self.resources, self.entry.approval)
-        if not self.resources.empty and reader.name not in tools:
+        # The entry's "tools" filter covers it as "read_resource"; the server's own
+        # tool of that name wins.
+        offered = self.entry.offers("read_resource")
+        if offered and not self.resources.empty and reader.name not in tools:
             tools[reader.name] = reader
         self.registry.set_external(self.source, tools.values(), profiles=self.entry.profiles)
 

@@ -184,3 +184,14 @@ async def test_the_manager_names_and_fills_in_prompts(tmp_path: Path) -> None:
         assert manager.prompts() == {"n": ("greet", "summarize")}
         assert await manager.prompt_text("n", "greet", {"who": "Ada"}) == "Say hello to Ada."
         tg.cancel_scope.cancel()
+
+
+async def test_the_tools_filter_covers_reading_resources(tmp_path: Path) -> None:
+    registry = ToolRegistry()
+    entry = notice_entry(tmp_path / "log", tools={"allow": ["work"]})
+    async with connected(entry, registry):
+        assert registry.external_names == ("mcp__n__work",)
+    entry = notice_entry(tmp_path / "log", tools={"deny": ["grow"]})
+    async with connected(entry, registry):
+        assert "mcp__n__read_resource" in registry.external_names
+        assert "mcp__n__grow" not in registry.external_names
