@@ -2,6 +2,7 @@
 lines, progress; and has resources, resource templates and prompts.
 
     python mcp_notice_server.py stdio
+    python mcp_notice_server.py sse <port>     # legacy SSE at http://127.0.0.1:<port>/sse
 
 What reaches it is appended to ``MCP_TEST_LOG`` (one JSON line per call or read). The
 resource template ``docs://{name}`` reads ``MCP_TEST_DOCS/<name>`` as a careless server
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -44,6 +46,9 @@ async def grow(name: str, ctx: Context) -> str:
 
     server.add_tool(added, name=name, description="A tool added at run time.")
     await ctx.notify_tools_changed()
+    # A 2025-era connection (legacy SSE) hears it as a notification sent unasked.
+    with contextlib.suppress(Exception):
+        await ctx.session.send_tool_list_changed()
     return "grown"
 
 
@@ -122,4 +127,7 @@ def summarize() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    if sys.argv[1] == "sse":
+        server.run("sse", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run("stdio")

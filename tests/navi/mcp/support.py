@@ -37,12 +37,12 @@ def calls(log: Path) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def http_server(log: Path, transport: str = "http") -> Iterator[str]:
-    """The test server on Streamable HTTP (or legacy SSE: ``transport="sse"``) at
-    127.0.0.1 (a subprocess); yields its URL."""
+def http_server(log: Path, transport: str = "http", script: Path = SERVER_SCRIPT) -> Iterator[str]:
+    """The test server (or ``script``) on Streamable HTTP (or legacy SSE:
+    ``transport="sse"``) at 127.0.0.1 (a subprocess); yields its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVER_SCRIPT), transport, str(port)],
+        [sys.executable, str(script), transport, str(port)],
         env={"MCP_TEST_LOG": str(log), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -19,8 +19,9 @@ from navi.mcp import client as client_module
 from navi.mcp.client import ServerConnection
 from navi.mcp.config import parse_config
 from navi.mcp.environment import passed_through
+from navi.mcp.notices import ServerNotices
 from navi.mcp.tools import MESSAGES_HEAD
-from tests.navi.mcp.support import SERVER_SCRIPT, calls
+from tests.navi.mcp.support import SERVER_SCRIPT, calls, http_server
 from tests.support.helpers import wait_until
 from tools import ToolContext, ToolRegistry
 
@@ -68,6 +69,33 @@ async def test_a_tool_the_server_adds_is_offered_once_it_says_so(
         await wait_until(lambda: "mcp__n__fresh" in registry.external_names, limit_s=10)
         fresh = await registry.execute("mcp__n__fresh", {}, ctx(tmp_path))
         assert fresh.output == "fresh here"
+
+
+async def test_over_legacy_sse_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_module, "CHECK_INTERVAL_HTTP_S", 3600.0)
+    registry = ToolRegistry()
+    with http_server(tmp_path / "log", "sse", script=NOTICE_SCRIPT) as url:
+        async with connected({"type": "sse", "url": url}, registry):
+            worked = await registry.execute("mcp__n__work", {"steps": 1}, ctx(tmp_path))
+            assert worked.metadata["server_messages"] == [
+                "progress 1/1: step 1",
+                "info: did step 1",
+            ]
+            await registry.execute("mcp__n__grow", {"name": "fresh"}, ctx(tmp_path))
+            await wait_until(lambda: "mcp__n__fresh" in registry.external_names, limit_s=10)
+
+
+async def test_a_list_changed_sent_unasked_wakes_the_connection() -> None:
+    """What a 2025-era server does (no subscriptions/listen there)."""
+    from mcp_types import PromptListChangedNotification, ToolListChangedNotification
+
+    notices = ServerNotices("old")
+    await notices.on_message(ToolListChangedNotification())
+    await notices.on_message(PromptListChangedNotification())
+    await notices.on_message(RuntimeError("a transport's error is no change"))
+    assert notices.wake.is_set()
+    assert notices.take_changes() == {"tools", "others"}
+    assert not notices.wake.is_set() and notices.take_changes() == set()
 
 
 async def test_progress_and_log_lines_come_back_with_the_result(tmp_path: Path) -> None:
