@@ -31,6 +31,8 @@ log = structlog.get_logger(__name__)
 LINE_MAX = 300
 CALL_LINES = 20
 LOG_LINES_PER_S = 20
+# A listen stream that ended is opened again after this long.
+RELISTEN_S = 5.0
 # MCP's levels (RFC 5424's) → the standard library's names structlog logs at.
 _LEVELS = {
     "debug": "debug",
@@ -146,8 +148,14 @@ def _level_number(name: str) -> int:
 
 async def listen_for_changes(client: Any, notices: ServerNotices) -> None:
     """Keep a 2026-07-28 server's ``subscriptions/listen`` stream open for the list
-    changes it says it sends; each event wakes the watch loop. Ends quietly where the
-    protocol has none (a 2025-era server sends them unasked) or the server refuses."""
+    changes it says it sends; each event wakes the watch loop. A stream that ends or
+    drops is opened again after ``RELISTEN_S`` (and the lists re-read: nothing is
+    replayed). Ends where the protocol has none (a 2025-era server sends them unasked)
+    or the server refuses it: the periodic check still re-reads the tools."""
+    from mcp import MCPError
+    from mcp.client.subscriptions import ListenNotSupportedError
+    from mcp.shared.subscriptions import ToolsListChanged
+
     caps = client.server_capabilities
     wanted = {
         "tools_list_changed": bool(caps.tools and caps.tools.list_changed),
@@ -156,11 +164,17 @@ async def listen_for_changes(client: Any, notices: ServerNotices) -> None:
     }
     if not any(wanted.values()):
         return
-    from mcp.shared.subscriptions import ToolsListChanged
-
-    try:
-        async with client.listen(**wanted) as subscription:
-            async for event in subscription:
-                notices.note_change("tools" if isinstance(event, ToolsListChanged) else "others")
-    except Exception as exc:  # no listen in this protocol, or refused: polling remains
-        log.info("mcp.no_listen", server=notices.server, error=one_line(str(exc), 200))
+    while True:
+        try:
+            async with client.listen(**wanted) as subscription:
+                async for event in subscription:
+                    kind = "tools" if isinstance(event, ToolsListChanged) else "others"
+                    notices.note_change(kind)
+        except (ListenNotSupportedError, MCPError) as exc:
+            log.info("mcp.no_listen", server=notices.server, error=one_line(str(exc), 200))
+            return
+        except Exception as exc:  # the stream dropped (a read timeout, say)
+            log.info("mcp.listen_lost", server=notices.server, error=one_line(str(exc), 200))
+        await anyio.sleep(RELISTEN_S)
+        notices.note_change("tools")
+        notices.note_change("others")
