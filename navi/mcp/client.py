@@ -35,7 +35,15 @@ from navi.mcp.environment import passed_through
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
-from navi.mcp.status import ServerStatus, StartFailed, State, describe_error, stderr_tail
+from navi.mcp.status import (
+    SIGN_IN_NEEDED,
+    ServerStatus,
+    StartFailed,
+    State,
+    answered_401,
+    describe_error,
+    stderr_tail,
+)
 from navi.mcp.tools import adapt
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
@@ -94,6 +102,8 @@ class ServerConnection:
         # What mcp__<server>__read_resource may read (navi/mcp/resources.py).
         self.resources = ResourceIndex()
         self._prompts: tuple[str, ...] = ()
+        # The HTTP server's last answer was 401 (it wants a sign-in).
+        self._unauthorized = False
         # What the server listed last, as published in the registry (None: nothing yet).
         self._listed: tuple[tuple[str, str], ...] | None = None
         self.state: State = "starting"
@@ -180,6 +190,7 @@ class ServerConnection:
         from mcp_types import Implementation
 
         self.notices = ServerNotices(self.server)
+        self._unauthorized = False
         async with AsyncExitStack() as stack:
             transport = await self._transport(stack, errlog)
             client = Client(
@@ -225,6 +236,8 @@ class ServerConnection:
         )
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
+        elif self._unauthorized or answered_401(exc):
+            why = SIGN_IN_NEEDED
         elif timed_out:
             waited = (self.entry.timeout or CHECK_TIMEOUT_S) if self._connected else None
             why = f"it did not answer in {waited or self._start_timeout_s:g} s"
@@ -306,7 +319,10 @@ class ServerConnection:
 
             http = await stack.enter_async_context(
                 httpx2.AsyncClient(
-                    headers=dict(entry.headers), timeout=httpx2.Timeout(30.0, read=300.0)
+                    headers=dict(entry.headers),
+                    timeout=httpx2.Timeout(30.0, read=300.0),
+                    # The SDK reports a 401 as "an error response": Navi says what it is.
+                    event_hooks={"response": [self._note_status]},
                 )
             )
             return streamable_http_client(entry.url, http_client=http)
@@ -328,6 +344,9 @@ class ServerConnection:
         params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
         # The SDK only passes the file on to the child as its stderr (its fileno).
         return stdio_client(params, errlog=cast(TextIO, errlog))
+
+    async def _note_status(self, response: Any) -> None:
+        self._unauthorized = response.status_code == 401
 
     # ------------------------------------------------------------------ calls
 

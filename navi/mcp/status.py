@@ -9,6 +9,12 @@ from typing import IO, Literal
 
 State = Literal["starting", "running", "restarting", "failed", "stopped"]
 PROMPTS_NAMED = 20
+# A remote server that answers 401: OAuth is not built (docs/mcp-clients.md).
+SIGN_IN_NEEDED = (
+    "it answered 401 Unauthorized: it wants a sign-in (OAuth), which Navi does not do yet; "
+    'give a token in the entry\'s "headers" ("Authorization": "Bearer ${TOKEN}") if the '
+    "server accepts one"
+)
 # How much of a stdio server's stderr a failure report quotes.
 STDERR_TAIL = 600
 
@@ -80,3 +86,9 @@ def stderr_tail(errlog: IO[bytes]) -> str:
         text = errlog.read().decode("utf-8", errors="replace")
         return " ".join(text.split())[-STDERR_TAIL:]
     return ""
+
+
+def answered_401(exc: BaseException) -> bool:
+    """Whether ``exc`` is an HTTP client's error for a 401 answer (legacy SSE's)."""
+    response = getattr(exc, "response", None)
+    return getattr(response, "status_code", None) == 401
