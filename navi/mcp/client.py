@@ -13,28 +13,25 @@ call of one fails at once, saying the server is down and why.
 
 A stdio server's environment is what its entry's ``env`` names plus ``PATH``,
 ``HOME``, ``LANG`` (and the SDK's own ``LOGNAME``, ``SHELL``, ``TERM``, ``USER``) and
-Navi's proxy and CA variables (navi/mcp/environment.py): never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox: what
+Navi's proxy and CA variables (navi/mcp/transports.py): never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox: what
 it sees there is navi/mcp/sandbox.py's. When it fails to start, the error quotes the
 end of its stderr, read once it has stopped.
 """
 
 from __future__ import annotations
 
-import functools
-import os
 import tempfile
 from contextlib import AsyncExitStack
-from typing import IO, TYPE_CHECKING, Any, TextIO, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import anyio
 import structlog
 
 from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
-from navi.mcp.environment import passed_through
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
-from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
+from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import (
     SIGN_IN_NEEDED,
     ServerStatus,
@@ -45,6 +42,7 @@ from navi.mcp.status import (
     stderr_tail,
 )
 from navi.mcp.tools import adapt
+from navi.mcp.transports import open_transport
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
 from tools.sandbox import loopback_failed
@@ -192,7 +190,9 @@ class ServerConnection:
         self.notices = ServerNotices(self.server)
         self._unauthorized = False
         async with AsyncExitStack() as stack:
-            transport = await self._transport(stack, errlog)
+            transport = await open_transport(
+                self.entry, stack, errlog, places=self.places, on_response=self._note_status
+            )
             client = Client(
                 transport,
                 cache=None,
@@ -304,46 +304,6 @@ class ServerConnection:
         if caps.prompts is not None:
             prompts = await _all_pages(client.list_prompts, "prompts")
             self._prompts = tuple(p.name for p in prompts)
-
-    async def _transport(self, stack: AsyncExitStack, errlog: IO[bytes]) -> Any:
-        from mcp.client.sse import sse_client
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-        from mcp.client.streamable_http import streamable_http_client
-
-        entry = self.entry
-        if entry.transport == "sse":
-            # The legacy transport (2024-11-05): a GET event stream and POSTed messages.
-            return sse_client(entry.url, headers=dict(entry.headers), timeout=30.0)
-        if entry.url:
-            import httpx2
-
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(
-                    headers=dict(entry.headers),
-                    timeout=httpx2.Timeout(30.0, read=300.0),
-                    # The SDK reports a 401 as "an error response": Navi says what it is.
-                    event_hooks={"response": [self._note_status]},
-                )
-            )
-            return streamable_http_client(entry.url, http_client=http)
-        # Proxy and CA variables pass (navi/mcp/environment.py); the entry's own win.
-        env = {**passed_through(), "LANG": os.environ.get("LANG") or "C.UTF-8", **entry.env}
-        command, args = entry.command, list(entry.args)
-        cwd: str | None = None
-        if entry.sandbox:
-            if self.places is None:
-                raise SandboxRefused("no data folder was given for the server's home")
-            argv, home, network = await sandboxed_launch(entry, self.places)
-            command, args, cwd = argv[0], argv[1:], str(home)
-            if network is not None:
-                stack.callback(network.close)
-                # Its bwrap starts when the client enters the transport; the server's
-                # command waits for the network, so initialize waits too.
-                tg = await stack.enter_async_context(anyio.create_task_group())
-                tg.start_soon(functools.partial(network.start, reopened=True))
-        params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
-        # The SDK only passes the file on to the child as its stderr (its fileno).
-        return stdio_client(params, errlog=cast(TextIO, errlog))
 
     async def _note_status(self, response: Any) -> None:
         self._unauthorized = response.status_code == 401
