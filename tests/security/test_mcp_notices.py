@@ -97,7 +97,6 @@ async def test_huge_and_many_log_lines_and_progress_messages_stay_bounded(
     lines = [e for e in logged if e["event"] == "mcp.server_log"]
     assert lines and all(len(e["line"]) <= LINE_MAX for e in lines)
     assert len(lines) <= LOG_LINES_PER_S * (elapsed + 2)
-    assert any(e["event"] == "mcp.server_log_dropped" for e in logged) or len(lines) == 300 + 1
 
 
 URIS_OUTSIDE = (
