@@ -13,8 +13,9 @@ call of one fails at once, saying the server is down and why.
 
 A stdio server's environment is what its entry's ``env`` names plus ``PATH``,
 ``HOME``, ``LANG`` (and the SDK's own ``LOGNAME``, ``SHELL``, ``TERM``, ``USER``) and
-Navi's proxy and CA variables (navi/mcp/transports.py): never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox: what
-it sees there is navi/mcp/sandbox.py's. When it fails to start, the error quotes the
+Navi's proxy and CA variables (navi/mcp/transports.py): never Navi's secrets. With
+``"sandbox": true`` the child runs in the tool sandbox: what it sees there is
+navi/mcp/sandbox.py's. When it fails to start, the error quotes the
 end of its stderr, read once it has stopped.
 """
 
@@ -295,7 +296,19 @@ class ServerConnection:
         self.registry.set_external(self.source, tools.values(), profiles=self.entry.profiles)
 
     async def _list_offers(self, client: Client) -> None:
-        """The server's resources, resource templates and prompts (when it has them)."""
+        """The server's resources, resource templates and prompts (when it has them). A
+        server that refuses a listing it announced keeps its tools: only that is missing."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
+
+        try:
+            await self._list_offers_of(client)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise
+            log.warning("mcp.listing_refused", server=self.server, error=redact_text(str(exc)))
+
+    async def _list_offers_of(self, client: Client) -> None:
         caps = client.server_capabilities
         if caps.resources is not None:
             resources = await _all_pages(client.list_resources, "resources")
