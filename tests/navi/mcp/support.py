@@ -59,7 +59,13 @@ def http_server(log: Path, transport: str = "http", script: Path = SERVER_SCRIPT
         yield url
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            # uvicorn waits for open requests: a client's listen stream (Navi still
+            # running) is one that never ends.
+            process.kill()
+            process.wait(10)
 
 
 def box_entry(**extra: Any) -> dict[str, Any]:
