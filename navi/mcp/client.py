@@ -1,48 +1,58 @@
 """One MCP server: its connection, kept alive, and its tools kept in the registry.
 
 :meth:`ServerConnection.run` connects (a stdio child process, or Streamable HTTP),
-lists the tools, puts them in the registry as the source ``mcp:<server>``, then checks
-every few seconds that the server still answers (``tools/list``: ping is gone from the
-protocol since 2026-07-28), which also picks up a changed tool list. When the server
+lists the tools (and its resources and prompts), puts them in the registry as the source
+``mcp:<server>``, then checks every few seconds that the server still answers
+(``tools/list``: ping is gone from the protocol since 2026-07-28). A server that says its
+tools changed (``notifications/tools/list_changed``) is listed again at once; its log
+lines and progress go where navi/mcp/notices.py says; its resources are read through
+``mcp__<server>__read_resource`` (navi/mcp/resources.py). When the server
 dies it is started again, after 0.5 s, then 1, 2, 4... up to 30 s (the wait starts
 over once a connection has lasted a minute). Meanwhile its tools stay listed and a
 call of one fails at once, saying the server is down and why.
 
 A stdio server's environment is what its entry's ``env`` names plus ``PATH``,
-``HOME``, ``LANG`` (and the SDK's own ``LOGNAME``, ``SHELL``, ``TERM``, ``USER``):
-never Navi's secrets. With ``"sandbox": true`` the child runs in the tool sandbox: what
-it sees there is navi/mcp/sandbox.py's. When it fails to start, the error quotes the
+``HOME``, ``LANG`` (and the SDK's own ``LOGNAME``, ``SHELL``, ``TERM``, ``USER``) and
+Navi's proxy and CA variables (navi/mcp/transports.py): never Navi's secrets. With
+``"sandbox": true`` the child runs in the tool sandbox: what it sees there is
+navi/mcp/sandbox.py's. When it fails to start, the error quotes the
 end of its stderr, read once it has stopped.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
 import tempfile
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Any, Literal, TextIO, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import anyio
 import structlog
 
 from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
-from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, sandboxed_launch
+from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
+from navi.mcp.resources import ReadResourceTool, ResourceIndex
+from navi.mcp.sandbox import SandboxPlaces
+from navi.mcp.status import (
+    SIGN_IN_NEEDED,
+    ServerStatus,
+    StartFailed,
+    State,
+    answered_401,
+    describe_error,
+    stderr_tail,
+)
 from navi.mcp.tools import adapt
+from navi.mcp.transports import open_transport
 from tools.base import Tool, ToolError
 from tools.registry import ToolRegistry
 from tools.sandbox import loopback_failed
 
 if TYPE_CHECKING:
     from mcp import Client
-    from mcp_types import CallToolResult
+    from mcp_types import CallToolResult, GetPromptResult, ReadResourceResult
 
 log = structlog.get_logger(__name__)
-
-State = Literal["starting", "running", "restarting", "failed", "stopped"]
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 30.0
@@ -53,42 +63,11 @@ START_TIMEOUT_S = 30.0
 CHECK_INTERVAL_STDIO_S = 2.0
 CHECK_INTERVAL_HTTP_S = 15.0
 CHECK_TIMEOUT_S = 10.0
+REFRESH_GAP_S = 1.0
+# Pages of a listing (tools, resources, templates, prompts) read at most.
+PAGES_MAX = 100
 # The registry's time limit ends a call first; the SDK's own is a backstop.
 CALL_TIMEOUT_SLACK_S = 5.0
-# How much of a stdio server's stderr a failure report quotes.
-STDERR_TAIL = 600
-
-
-@dataclass(frozen=True, kw_only=True)
-class ServerStatus:
-    """What ``navi doctor`` and the logs say about one server."""
-
-    name: str
-    transport: str
-    state: State
-    error: str = ""
-    tools: int = 0
-    restarts: int = 0
-    sandboxed: bool = False
-    # The server's tools its entry's "tools" filter left out.
-    dropped: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        where = self.transport + (", sandboxed" if self.sandboxed else "")
-        if self.state == "running":
-            left_out = (
-                f' (left out by its "tools" filter: {", ".join(self.dropped)})'
-                if self.dropped
-                else ""
-            )
-            count = f"{self.tools} tool{'' if self.tools == 1 else 's'}"
-            return f"MCP server {self.name} ({where}): running, {count}{left_out}"
-        why = f": {self.error}" if self.error else ""
-        return f"MCP server {self.name} ({where}): {self.state}{why}"
-
-
-class StartFailed(Exception):
-    """A server did not start, or stopped answering; the message says why."""
 
 
 class ServerDown(ToolError):
@@ -117,7 +96,13 @@ class ServerConnection:
         self.timeout_s = entry.timeout or timeout_s
         self._dropped: tuple[str, ...] = ()
         self._client: Client | None = None
-        self._broken = anyio.Event()
+        # List changes, log lines and progress the server sends (navi/mcp/notices.py).
+        self.notices = ServerNotices(self.server)
+        # What mcp__<server>__read_resource may read (navi/mcp/resources.py).
+        self.resources = ResourceIndex()
+        self._prompts: tuple[str, ...] = ()
+        # The HTTP server's last answer was 401 (it wants a sign-in).
+        self._unauthorized = False
         # What the server listed last, as published in the registry (None: nothing yet).
         self._listed: tuple[tuple[str, str], ...] | None = None
         self.state: State = "starting"
@@ -143,6 +128,8 @@ class ServerConnection:
             restarts=self.restarts,
             sandboxed=self.entry.sandbox and bool(self.entry.command),
             dropped=self._dropped,
+            resources=len(self.resources.resources) + len(self.resources.templates),
+            prompts=self._prompts,
         )
 
     # ------------------------------------------------------------------ life
@@ -188,7 +175,11 @@ class ServerConnection:
                 except Exception as exc:
                     # bubblewrap's loopback now and then fails before the server starts
                     # (tools/sandbox.py): started once more at once, not after a backoff.
-                    if attempt == 1 and not self._connected and loopback_failed(_tail(errlog)):
+                    if (
+                        attempt == 1
+                        and not self._connected
+                        and loopback_failed(stderr_tail(errlog))
+                    ):
                         continue
                     raise StartFailed(self._why(exc, errlog)) from exc
             return
@@ -197,17 +188,27 @@ class ServerConnection:
         from mcp import Client
         from mcp_types import Implementation
 
-        self._broken = anyio.Event()
+        self.notices = ServerNotices(self.server)
+        self._unauthorized = False
         async with AsyncExitStack() as stack:
-            transport = await self._transport(stack, errlog)
+            transport = await open_transport(
+                self.entry, stack, errlog, places=self.places, on_response=self._note_status
+            )
             client = Client(
                 transport,
                 cache=None,
                 read_timeout_seconds=self._start_timeout_s,
                 client_info=Implementation(name="navi", version="0.1.0"),
+                message_handler=self.notices.on_message,
+                logging_callback=self.notices.on_log,
+                # A 2026-07-28 server sends log lines only to requests that ask for them.
+                log_level="info",
             )
             await stack.enter_async_context(client)
+            await self._list_offers(client)
             await self._refresh(client)
+            tg = await stack.enter_async_context(anyio.create_task_group())
+            tg.start_soon(listen_for_changes, client, self.notices)
             self._client = client
             self._connected = True
             self.state, self.error, self._ran = "running", "", True
@@ -216,9 +217,15 @@ class ServerConnection:
             interval = CHECK_INTERVAL_STDIO_S if self.entry.command else CHECK_INTERVAL_HTTP_S
             while True:
                 with anyio.move_on_after(interval):
-                    await self._broken.wait()
+                    await self.notices.wake.wait()
+                changed = self.notices.take_changes()
                 with anyio.fail_after(self.entry.timeout or CHECK_TIMEOUT_S):
-                    await self._refresh(client)
+                    if "others" in changed:
+                        await self._list_offers(client)
+                    await self._refresh(client, force="others" in changed)
+                if changed:
+                    # A server flooding list_changed costs one listing a REFRESH_GAP_S.
+                    await anyio.sleep(REFRESH_GAP_S)
 
     def _why(self, exc: BaseException, errlog: IO[bytes]) -> str:
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -230,6 +237,8 @@ class ServerConnection:
         )
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
+        elif self._unauthorized or answered_401(exc):
+            why = SIGN_IN_NEEDED
         elif timed_out:
             waited = (self.entry.timeout or CHECK_TIMEOUT_S) if self._connected else None
             why = f"it did not answer in {waited or self._start_timeout_s:g} s"
@@ -237,7 +246,7 @@ class ServerConnection:
             why = describe_error(exc)
         if timed_out and not self._connected and self.entry.sandbox and not self.entry.network:
             why += ' (it has no network: one that downloads, npx or uvx, needs "network": true)'
-        tail = _tail(errlog)
+        tail = stderr_tail(errlog)
         if tail:
             why += f"; its stderr: {tail}"
         elif timed_out:
@@ -251,20 +260,14 @@ class ServerConnection:
         """For initialize and each listing: the entry's "timeout", else START_TIMEOUT_S."""
         return self.entry.timeout or START_TIMEOUT_S
 
-    async def _refresh(self, client: Client) -> None:
-        """List the tools (every page) and put them in the registry if they changed."""
-        found: list[Any] = []
-        cursor: str | None = None
-        for _ in range(100):
-            page = await client.list_tools(cursor=cursor)
-            found.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+    async def _refresh(self, client: Client, *, force: bool = False) -> None:
+        """List the tools (every page) and put them in the registry if they changed (or
+        ``force``: the resources did, which the read_resource tool describes)."""
+        found = await _all_pages(client.list_tools, "tools")
         listed = tuple(
             (t.name, repr((t.description, t.input_schema, t.annotations))) for t in found
         )
-        if listed == self._listed:
+        if listed == self._listed and not force:
             return
         self._listed = listed
         tools: dict[str, Tool] = {}
@@ -284,56 +287,84 @@ class ServerConnection:
                 approval=self.entry.approval,
                 timeout_s=self.timeout_s,
             )
+        reader = ReadResourceTool(self, self.resources, self.entry.approval)
+        # The entry's "tools" filter covers it as "read_resource"; the server's own
+        # tool of that name wins.
+        offered = self.entry.offers("read_resource")
+        if offered and not self.resources.empty and reader.name not in tools:
+            tools[reader.name] = reader
         self.registry.set_external(self.source, tools.values(), profiles=self.entry.profiles)
 
-    async def _transport(self, stack: AsyncExitStack, errlog: IO[bytes]) -> Any:
-        from mcp.client.sse import sse_client
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-        from mcp.client.streamable_http import streamable_http_client
+    async def _list_offers(self, client: Client) -> None:
+        """The server's resources, resource templates and prompts (when it has them). A
+        server that refuses a listing it announced keeps its tools: only that is missing."""
+        from mcp import MCPError
+        from mcp_types import CONNECTION_CLOSED
 
-        entry = self.entry
-        if entry.transport == "sse":
-            # The legacy transport (2024-11-05): a GET event stream and POSTed messages.
-            return sse_client(entry.url, headers=dict(entry.headers), timeout=30.0)
-        if entry.url:
-            import httpx2
+        try:
+            await self._list_offers_of(client)
+        except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                raise
+            log.warning("mcp.listing_refused", server=self.server, error=redact_text(str(exc)))
 
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(
-                    headers=dict(entry.headers), timeout=httpx2.Timeout(30.0, read=300.0)
-                )
-            )
-            return streamable_http_client(entry.url, http_client=http)
-        env = {"LANG": os.environ.get("LANG") or "C.UTF-8", **entry.env}
-        command, args = entry.command, list(entry.args)
-        cwd: str | None = None
-        if entry.sandbox:
-            if self.places is None:
-                raise SandboxRefused("no data folder was given for the server's home")
-            argv, home, network = await sandboxed_launch(entry, self.places)
-            command, args, cwd = argv[0], argv[1:], str(home)
-            if network is not None:
-                stack.callback(network.close)
-                # Its bwrap starts when the client enters the transport; the server's
-                # command waits for the network, so initialize waits too.
-                tg = await stack.enter_async_context(anyio.create_task_group())
-                tg.start_soon(functools.partial(network.start, reopened=True))
-        params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
-        # The SDK only passes the file on to the child as its stderr (its fileno).
-        return stdio_client(params, errlog=cast(TextIO, errlog))
+    async def _list_offers_of(self, client: Client) -> None:
+        caps = client.server_capabilities
+        if caps.resources is not None:
+            resources = await _all_pages(client.list_resources, "resources")
+            templates = await _all_pages(client.list_resource_templates, "resource_templates")
+            self.resources.update(resources, templates)
+        if caps.prompts is not None:
+            prompts = await _all_pages(client.list_prompts, "prompts")
+            self._prompts = tuple(p.name for p in prompts)
+
+    async def _note_status(self, response: Any) -> None:
+        self._unauthorized = response.status_code == 401
 
     # ------------------------------------------------------------------ calls
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], messages: CallMessages | None = None
+    ) -> CallToolResult:
+        """Call a tool; what the server says meanwhile (progress, log lines) goes into
+        ``messages``, and the resource links of its result become readable."""
+        from mcp_types import ResourceLink
+
+        messages = messages or CallMessages()
+        self.notices.calls.append(messages)
+        try:
+            # The registry's time limit and the run's stop cancel this await; the SDK
+            # then sends notifications/cancelled so the server stops working too.
+            result = await self._request(
+                lambda c: c.call_tool(
+                    name,
+                    arguments,
+                    read_timeout_seconds=self.timeout_s + CALL_TIMEOUT_SLACK_S,
+                    progress_callback=messages.progress,
+                ),
+            )
+        finally:
+            self.notices.calls.remove(messages)
+        for block in result.content:
+            if isinstance(block, ResourceLink):
+                self.resources.saw_link(str(block.uri))
+        return cast("CallToolResult", result)
+
+    async def read_resource(self, uri: str) -> ReadResourceResult:
+        return cast("ReadResourceResult", await self._request(lambda c: c.read_resource(uri)))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> GetPromptResult:
+        """One of the server's prompts, filled in (for a client's prompt menu)."""
+        return cast("GetPromptResult", await self._request(lambda c: c.get_prompt(name, arguments)))
+
+    async def _request(self, send: Any) -> Any:
+        """``send(client)``'s answer; a refusal is the server's, a broken connection is
+        restarted."""
         client = self._client
         if client is None:
             raise ServerDown(self._down_message())
         try:
-            # The registry's time limit and the run's stop cancel this await; the SDK
-            # then sends notifications/cancelled so the server stops working too.
-            return await client.call_tool(
-                name, arguments, read_timeout_seconds=self.timeout_s + CALL_TIMEOUT_SLACK_S
-            )
+            return await send(client)
         except Exception as exc:
             from mcp import MCPError
             from mcp_types import CONNECTION_CLOSED
@@ -343,7 +374,7 @@ class ServerConnection:
                     f"the MCP server '{self.server}' refused the call: "
                     + redact_text(exc.error.message)
                 ) from None
-            self._broken.set()
+            self.notices.wake.set()
             raise ServerDown(
                 f"the MCP server '{self.server}' failed during the call "
                 f"({redact_text(describe_error(exc))}); "
@@ -355,23 +386,14 @@ class ServerConnection:
         return f"the MCP server '{self.server}' is not running{why}; Navi is restarting it"
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for a failure, the first real one of an exception group."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    text = str(exc).strip()
-    name = type(exc).__name__
-    if isinstance(exc, StartFailed):
-        return text
-    return f"{name}: {text}" if text and name not in text else (text or name)
-
-
-def _tail(errlog: IO[bytes]) -> str:
-    """The last ``STDERR_TAIL`` characters of the child's stderr, on one line (bytes read
-    from the end: a cut character, or text not in UTF-8, is replaced, not a failure)."""
-    with contextlib.suppress(OSError, ValueError):
-        size = errlog.seek(0, os.SEEK_END)
-        errlog.seek(max(0, size - STDERR_TAIL * 4))
-        text = errlog.read().decode("utf-8", errors="replace")
-        return " ".join(text.split())[-STDERR_TAIL:]
-    return ""
+async def _all_pages(list_page: Any, field: str) -> list[Any]:
+    """Every item of a paginated listing (at most ``PAGES_MAX`` pages)."""
+    found: list[Any] = []
+    cursor: str | None = None
+    for _ in range(PAGES_MAX):
+        page = await list_page(cursor=cursor)
+        found.extend(getattr(page, field))
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return found

@@ -19,9 +19,10 @@ import anyio.abc
 import anyio.to_thread
 import structlog
 
-from navi.mcp.client import ServerConnection, ServerStatus
+from navi.mcp.client import ServerConnection
 from navi.mcp.config import McpConfig, ServerEntry, config_stamp, load_config
 from navi.mcp.sandbox import SandboxPlaces
+from navi.mcp.status import ServerStatus
 from tools.registry import ToolRegistry
 
 log = structlog.get_logger(__name__)
@@ -87,6 +88,21 @@ class McpManager:
         finally:
             for source in [f"mcp:{name}" for name in self._running]:
                 self.registry.remove_external(source)
+
+    def prompts(self) -> dict[str, tuple[str, ...]]:
+        """Per running server, the names of its prompts (for a client's prompt menu)."""
+        return {n: r.connection.status().prompts for n, r in self._running.items()}
+
+    async def prompt_text(self, server: str, name: str, arguments: dict[str, str]) -> str:
+        """A server's prompt filled in, its messages' text joined (a composer puts it in
+        the message box). Raises ``KeyError`` for a server not running, ``ToolError``
+        when the server refuses."""
+        from mcp_types import TextContent
+
+        result = await self._running[server].connection.get_prompt(name, arguments)
+        return "\n\n".join(
+            m.content.text for m in result.messages if isinstance(m.content, TextContent)
+        )
 
     async def wait_started(self, wait_s: float) -> None:
         """Wait until every server has connected or failed once, at most ``wait_s``."""

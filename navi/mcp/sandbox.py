@@ -43,6 +43,7 @@ import anyio.to_thread
 import structlog
 
 from navi.mcp.config import SERVER_NAME, ServerEntry
+from navi.mcp.environment import passed_through
 from tools.sandbox import SANDBOX_PATH, SandboxSpec, bwrap_command, require_sandbox, sandbox_env
 from tools.sandbox_net import UserNetwork, find_slirp4netns
 
@@ -289,7 +290,10 @@ def sandbox_spec(entry: ServerEntry, places: SandboxPlaces) -> tuple[str, Sandbo
         readonly=mounts.readonly,
         writable=mounts.writable,
         network=entry.network,
-        env=sandbox_env(entry.env, home=home),
+        # With the network, the proxy and CA variables too (navi/mcp/environment.py).
+        env=sandbox_env(
+            {**passed_through(), **entry.env} if entry.network else entry.env, home=home
+        ),
     )
     return found, spec
 

@@ -10,7 +10,10 @@ What comes back becomes one :class:`~tools.base.ToolResult`:
   attached; the output names the others;
 - a resource link → ``[resource: <name>] <uri>``; an embedded resource → its text,
   or its URI and type when it is binary; audio → a line saying it was left out;
-- ``isError`` → a failed call with the server's message (``tool.failed``).
+- ``isError`` → a failed call with the server's message (``tool.failed``);
+- what the server said while the call ran (progress, log lines: navi/mcp/notices.py)
+  → after the output, under "Messages from the MCP server", and in ``metadata``
+  (``server_messages``, a list of lines) for the tool's card.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from navi.mcp.config import Approval
+from navi.mcp.notices import CallMessages
 from tools.base import CallDescription, Reach, SessionScope, Tool, ToolError, ToolResult, ok
 from tools.context import ToolContext
 
@@ -26,12 +30,17 @@ if TYPE_CHECKING:
     from mcp_types import Tool as McpToolInfo
 
 
+MESSAGES_HEAD = "Messages from the MCP server during the call:"
+
+
 class ToolCaller(Protocol):
     """What an adapter calls: the live connection to its server (navi/mcp/client.py)."""
 
     server: str
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> CallToolResult: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], messages: CallMessages | None = None
+    ) -> CallToolResult: ...
 
 
 class McpTool(Tool):
@@ -92,8 +101,30 @@ class McpTool(Tool):
         )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        result = await self.caller.call_tool(self.remote_name, args)
-        return to_result(result, image_max_bytes=ctx.settings.image_max_bytes)
+        messages = CallMessages()
+        result = await self.caller.call_tool(self.remote_name, args, messages)
+        try:
+            done = to_result(result, image_max_bytes=ctx.settings.image_max_bytes)
+        except ToolError as exc:
+            said = messages.text()
+            if not said:
+                raise
+            raise ToolError(f"{exc}\n\n{MESSAGES_HEAD}\n{said}") from None
+        return with_messages(done, messages)
+
+
+def with_messages(result: ToolResult, messages: CallMessages) -> ToolResult:
+    """``result`` with what the server said during the call after its output."""
+    said = messages.text()
+    if not said:
+        return result
+    import msgspec
+
+    return msgspec.structs.replace(
+        result,
+        output=f"{result.output}\n\n{MESSAGES_HEAD}\n{said}",
+        metadata={**result.metadata, "server_messages": list(messages.lines)},
+    )
 
 
 def adapt(

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from navi.mcp.environment import PASSED_THROUGH
 from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, server_home
 from tests.navi.mcp.support import BOX_SCRIPT, box_entry, calls, stdio_entry, write_config
 from tests.security.conftest import CANARY_ENV, NaviServerProcess, StartNavi
@@ -67,6 +68,7 @@ def test_a_stdio_server_sees_only_its_entrys_environment(
     assert not set(CANARY_ENV) & set(env)
     assert server.leaked(result["content"]) == []
     allowed = {"MCP_SETTING", "MCP_TEST_LOG", "PATH", "HOME", "LANG", "LOGNAME", "SHELL", "TERM"}
+    allowed |= set(PASSED_THROUGH)  # proxy and CA variables, when Navi has them
     assert set(env) - {"USER", "LC_CTYPE"} <= allowed
 
 

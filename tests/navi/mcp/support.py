@@ -37,12 +37,12 @@ def calls(log: Path) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def http_server(log: Path, transport: str = "http") -> Iterator[str]:
-    """The test server on Streamable HTTP (or legacy SSE: ``transport="sse"``) at
-    127.0.0.1 (a subprocess); yields its URL."""
+def http_server(log: Path, transport: str = "http", script: Path = SERVER_SCRIPT) -> Iterator[str]:
+    """The test server (or ``script``) on Streamable HTTP (or legacy SSE:
+    ``transport="sse"``) at 127.0.0.1 (a subprocess); yields its URL."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, str(SERVER_SCRIPT), transport, str(port)],
+        [sys.executable, str(script), transport, str(port)],
         env={"MCP_TEST_LOG": str(log), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -59,7 +59,13 @@ def http_server(log: Path, transport: str = "http") -> Iterator[str]:
         yield url
     finally:
         process.terminate()
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            # uvicorn waits for open requests: a client's listen stream (Navi still
+            # running) is one that never ends.
+            process.kill()
+            process.wait(10)
 
 
 def box_entry(**extra: Any) -> dict[str, Any]:

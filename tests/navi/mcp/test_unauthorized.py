@@ -1,0 +1,59 @@
+"""A remote server that wants a sign-in (401): Navi says so, and what to do, instead of
+"Server returned an error response" (OAuth itself is not built: docs/mcp-clients.md)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import anyio
+import pytest
+
+from navi.mcp.client import ServerConnection
+from navi.mcp.config import parse_config
+from tools import ToolRegistry
+
+pytest.importorskip("mcp")
+
+
+class _SignInFirst(BaseHTTPRequestHandler):
+    def _refuse(self) -> None:
+        self.send_response(401)
+        self.send_header("WWW-Authenticate", 'Bearer realm="mcp"')
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_POST = _refuse
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def refusing_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _SignInFirst)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("kind", ["http", "sse"])
+async def test_a_server_that_answers_401_is_said_to_want_a_sign_in(
+    refusing_url: str, kind: str
+) -> None:
+    config = parse_config(json.dumps({"mcpServers": {"r": {"type": kind, "url": refusing_url}}}))
+    connection = ServerConnection(config.servers["r"], ToolRegistry(), timeout_s=10)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(connection.run)
+        await connection.first_attempt.wait()
+        status = connection.status().describe()
+        tg.cancel_scope.cancel()
+    assert "failed: it answered 401 Unauthorized: it wants a sign-in (OAuth)" in status
+    assert '"headers"' in status
