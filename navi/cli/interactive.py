@@ -79,9 +79,10 @@ async def interactive_chat(
     """Turns until the user leaves. ``session``: the one to continue, else a new one
     (of ``profile``) is made at the first message."""
     where = f"session {session}" if session else "a new session"
+    model = await client.model_of(session)
     console.print(
         Text(
-            f"Navi at {client.url} · {where}\n"
+            f"Navi at {client.url} · {where}" + (f" · model {model}" if model else "") + "\n"
             "Enter sends · Alt+Enter new line · Ctrl+C stops an answer · Ctrl+D leaves",
             style="dim",
         )

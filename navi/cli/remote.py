@@ -81,6 +81,15 @@ class NaviClient:
         created = await self._request("POST", "/sessions", json=body)
         return str(created["session_id"])
 
+    async def model_of(self, session_id: str | None) -> str:
+        """The model a turn would use: the session's own pick, else the server's."""
+        if session_id:
+            chosen = (await self._request("GET", f"/sessions/{session_id}")).get("model")
+            if chosen:
+                return str(chosen)
+        health = await self._request("GET", "/health")
+        return str(health.get("model") or "")
+
     async def check_profile(self, profile: str | None) -> None:
         """That Navi answers, and knows ``profile`` (when one is given)."""
         profiles = [str(p["id"]) for p in await self._request("GET", "/agents/profiles")]

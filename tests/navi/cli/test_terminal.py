@@ -32,7 +32,8 @@ def test_an_interactive_session_renders_markdown_after_a_spinner(world: CliWorld
     )
     term = Terminal(world.env, "chat")
     try:
-        term.expect(r"Ctrl\+D leaves\n>")
+        banner = term.expect(r"Ctrl\+D leaves\n>")
+        assert "a new session · model fake-model" in banner  # the model it will answer with
         term.type("hello\x1b\rsecond line\r")  # Esc Enter: a new line; Enter: send
         screen = term.expect(r"\d+ tokens")
         assert "waiting for the model…" in screen  # the silent prefill
@@ -110,7 +111,7 @@ def test_ctrl_c_in_an_interactive_session_stops_the_answer_and_keeps_the_prompt(
         term.type("\x03")
         term.expect(r"\[stopped\]")
         term.type("now short\r")
-        term.expect("Short one.")
+        term.expect(r"Short one\.[\s\S]*\d+ tokens?[\s\S]*>")  # the prompt is back
         term.type("\x03")  # Ctrl+C on an empty prompt leaves
         assert term.wait(15) == 0
         session = re.findall(r"session: (\S+)", term.text)[-1]
