@@ -105,6 +105,7 @@ class PostgresEventStore(SqlEventStore):
         self._attempted: weakref.WeakKeyDictionary[AppendRequest, list[str]] = (
             weakref.WeakKeyDictionary()
         )
+        self._foreign_notifies = 0  # other nodes' notifications received
         self.reconnects = 0
         # The committer's connection: (SQLAlchemy's, asyncpg's), opened at the first commit.
         self._writer: tuple[AsyncConnection, asyncpg.Connection] | None = None
@@ -366,6 +367,7 @@ class PostgresEventStore(SqlEventStore):
     def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
         node, _, stream_id = payload.partition(":")
         if node != self.node_id:
+            self._foreign_notifies += 1
             self.notifier.invalidate(stream_id)
 
     async def __aexit__(
