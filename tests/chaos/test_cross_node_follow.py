@@ -102,13 +102,16 @@ async def _runs_followed_on_b(
 async def _reconnections(
     a: NaviProcess, b: NaviProcess, logs: dict[str, list[Recorded]]
 ) -> list[str]:
-    """Reconnect to both nodes with ``?after=`` at each run's start and one event before
-    the end: the frames must be exactly the log's after that seq."""
+    """Reconnect to both nodes with ``?after=`` at each run's start and at every seq of
+    the last run (where a client that lost its connection would be): the frames must be
+    exactly the log's after that seq."""
     mismatches: list[str] = []
     for session_id, records in logs.items():
         starts = [r.seq - 1 for r in records if isinstance(r.event, RunStarted)]
-        for after in [*starts, records[-1].seq - 1]:
+        for after in sorted({*starts, *range(starts[-1], records[-1].seq)}):
             expected = _frames_after(records, after)
+            if not expected:
+                continue
             for node in (a, b):
                 got = await _frames_on_reconnect(node, session_id, after, expected[-1])
                 if [_key(f) for f in coalesce(got)] != [_key(f) for f in expected]:
