@@ -19,6 +19,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import anyio
 from websockets.asyncio.client import connect
@@ -67,7 +68,7 @@ async def until_ends(clients: list[Client], ends: int, wait_s: float) -> None:
                 await client.changed.wait()
 
 
-async def measure(url: str, root: Path, sessions: int, runs: int, delay: float) -> dict:
+async def measure(url: str, root: Path, sessions: int, runs: int, delay: float) -> dict[str, Any]:
     tools, effects = install_tools(root)
     with ChaosLLM() as llm:
         config = ServerConfig(root, url, llm.url, effects, tools, extra_env={"LOG_LEVEL": "ERROR"})
@@ -97,7 +98,7 @@ async def measure(url: str, root: Path, sessions: int, runs: int, delay: float) 
             a.terminate()
             b.terminate()
     logs = await read_logs(url, ids)
-    figures: dict = {"sessions": sessions, "runs": runs, "seconds": seconds}
+    figures: dict[str, Any] = {"sessions": sessions, "runs": runs, "seconds": seconds}
     for name, clients in (("owner", on_a), ("follower", on_b)):
         latencies: list[float] = []
         for client, session_id in zip(clients, ids, strict=True):
