@@ -1,14 +1,14 @@
-"""Commit → frame latency across nodes: two ``navi serve`` nodes on one PostgreSQL, the
-sessions run on node A, one WebSocket client per session on A (the owner) and one on B
-(a follower that learns of A's commits by NOTIFY). Latency is the client's receive time
-of an event's first frame minus the event's recorded timestamp (taken by A's committer
-when it plans the batch), for every event of every run.
+"""Commit -> frame latency across nodes: 2 or 3 ``navi serve`` nodes on one PostgreSQL,
+the sessions run on node A, one WebSocket client per session on A (the owner) and one
+on each other node (a follower that learns of A's commits by NOTIFY). Latency is the
+client's receive time of an event's first frame minus the event's recorded timestamp
+(taken by A's committer when it plans the batch), for every event of every run.
 
-Issue 34's bound: p99 < 250 ms on the node that does not own the session, every client
-gets every run's stream_end.
+Issue 34's bound: p99 < 250 ms on a node that does not own the session, and every
+client gets every run's stream_end.
 
     NAVI_BENCH_POSTGRES_URL=postgresql://... .venv/bin/python bench/cross_node.py \
-        [--sessions 20] [--runs 3] [--delay 0.02]
+        [--nodes 2] [--sessions 20] [--runs 3] [--delay 0.02]
 """
 
 from __future__ import annotations
@@ -42,13 +42,15 @@ class Client:
     """Follows one session on one node; keeps when each seq's first frame came."""
 
     def __init__(self, ws_base: str, session_id: str) -> None:
-        self.url = f"{ws_base}/ws/sessions/{session_id}"
+        self.url = f"{ws_base}/ws/sessions/{session_id}?after=0"
+        self.connected = anyio.Event()
         self.received: dict[int, float] = {}
         self.ends = 0
         self.changed = anyio.Event()
 
     async def run(self) -> None:
-        async with connect(self.url, open_timeout=10, max_size=None) as ws:
+        async with connect(self.url, open_timeout=30, max_size=None) as ws:
+            self.connected.set()
             async for raw in ws:
                 now = time.time()
                 frame = json.loads(raw)
@@ -68,23 +70,29 @@ async def until_ends(clients: list[Client], ends: int, wait_s: float) -> None:
                 await client.changed.wait()
 
 
-async def measure(url: str, root: Path, sessions: int, runs: int, delay: float) -> dict[str, Any]:
+async def measure(
+    url: str, root: Path, sessions: int, runs: int, delay: float, nodes: int
+) -> dict[str, Any]:
     tools, effects = install_tools(root)
     with ChaosLLM() as llm:
         config = ServerConfig(root, url, llm.url, effects, tools, extra_env={"LOG_LEVEL": "ERROR"})
-        a, b = NaviProcess(config, "a"), NaviProcess(config, "b")
-        a.start()
-        b.start()
+        servers = [NaviProcess(config, name) for name in "abcdefgh"[:nodes]]
+        a = servers[0]
+        for server in servers:
+            server.start()
         try:
-            await a.wait_up()
-            await b.wait_up()
+            for server in servers:
+                await server.wait_up()
             ids = [await create_session(a.url) for _ in range(sessions)]
             on_a = [Client(a.ws_url, s) for s in ids]
-            on_b = [Client(b.ws_url, s) for s in ids]
+            # One client per session on every other node.
+            on_b = [Client(other.ws_url, s) for other in servers[1:] for s in ids]
             started = time.monotonic()
             async with anyio.create_task_group() as tg:
                 for client in [*on_a, *on_b]:
                     tg.start_soon(client.run)
+                for client in [*on_a, *on_b]:
+                    await client.connected.wait()
                 for run in range(runs):
                     async with anyio.create_task_group() as sends:
                         for i, session_id in enumerate(ids):
@@ -95,13 +103,18 @@ async def measure(url: str, root: Path, sessions: int, runs: int, delay: float) 
                 tg.cancel_scope.cancel()
             seconds = time.monotonic() - started
         finally:
-            a.terminate()
-            b.terminate()
+            for server in servers:
+                server.terminate()
     logs = await read_logs(url, ids)
-    figures: dict[str, Any] = {"sessions": sessions, "runs": runs, "seconds": seconds}
+    figures: dict[str, Any] = {
+        "nodes": nodes,
+        "sessions": sessions,
+        "runs": runs,
+        "seconds": seconds,
+    }
     for name, clients in (("owner", on_a), ("follower", on_b)):
         latencies: list[float] = []
-        for client, session_id in zip(clients, ids, strict=True):
+        for client, session_id in zip(clients, ids * (len(clients) // len(ids)), strict=True):
             for record in logs[session_id]:
                 at = client.received.get(record.seq)
                 if at is None:
@@ -119,6 +132,7 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--nodes", type=int, default=2, help="2 to 8 nodes on one database")
     parser.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
     args = parser.parse_args()
     server_url = postgres_url()
@@ -126,10 +140,13 @@ async def main() -> None:
         raise SystemExit("set NAVI_BENCH_POSTGRES_URL (or NAVI_TEST_POSTGRES_URL)")
     with tempfile.TemporaryDirectory() as tmp:
         async with fresh_database(server_url, "navi_bench") as url:
-            figures = await measure(url, Path(tmp), args.sessions, args.runs, args.delay)
+            figures = await measure(
+                url, Path(tmp), args.sessions, args.runs, args.delay, args.nodes
+            )
     load = os.getloadavg()[0]
     print(
-        f"cross-node follow: {args.sessions} sessions x {args.runs} runs on node A, load {load:.2f}"
+        f"cross-node follow: {args.nodes} nodes, {args.sessions} sessions x {args.runs} runs "
+        f"on node A, a client per session on every node, load {load:.2f}"
     )
     for name in ("owner", "follower"):
         print(
