@@ -32,6 +32,9 @@ __all__ = ["BaseEventStore"]
 
 log = structlog.get_logger(__name__)
 
+# A follower reads the log in pages of at most this many events.
+FOLLOW_PAGE = 1000
+
 
 class BaseEventStore:
     """Subclasses implement ``_commit`` (one transaction for a batch of appends) and
@@ -265,19 +268,43 @@ class BaseEventStore:
         woken by every commit of the run."""
         last = after_seq
         wake: anyio.Event | None = None
+        at_head = False  # the last read reached the head: nothing to read until woken
+        fresh = False  # no wake-up for recheck_s: read the log itself, not the cache
         try:
             while True:
                 if wake is None or wake.is_set():  # an unset one is still registered
                     wake = self.notifier.waiter(stream_id, tags=wake_on)
-                batch = self.notifier.recent_after(stream_id, last)
-                if batch is None:
-                    batch = await self.read(stream_id, after_seq=last, limit=1000)
-                if batch:
-                    yield batch
-                    last = batch[-1].seq
-                    continue
-                with anyio.move_on_after(self.recheck_s):
+                    at_head = False
+                if not at_head or fresh:
+                    batch, at_head = await self._follow_read(stream_id, last, fresh=fresh)
+                    fresh = False
+                    if batch:
+                        yield batch
+                        last = batch[-1].seq
+                        continue
+                with anyio.move_on_after(self.recheck_s) as timer:
                     await wake.wait()
+                fresh = timer.cancelled_caught
         finally:
             if wake_on is not None and wake is not None and not wake.is_set():
                 self.notifier.forget(stream_id, wake)
+
+    async def _follow_read(
+        self, stream_id: str, last: int, *, fresh: bool
+    ) -> tuple[list[Recorded], bool]:
+        """A follower's next page after ``last``, and whether it reaches the head. A
+        ``fresh`` read skips the cache: it runs when no wake-up came for ``recheck_s``,
+        which a lost NOTIFY, or a cache made stale by another node's commit, would
+        otherwise turn into a wait forever."""
+        if not fresh:
+            cached = self.notifier.recent_after(stream_id, last)
+            if cached is not None:
+                return cached, True  # the cache holds a run of events ending at the head
+        page = FOLLOW_PAGE
+        if fresh:
+            batch = await self._read(stream_id, after_seq=last, to_seq=None, limit=page)
+            if batch:  # a wake-up was missed here: by every follower of the stream
+                self.notifier.invalidate(stream_id)
+        else:
+            batch = await self.read(stream_id, after_seq=last, limit=page)
+        return batch, len(batch) < page

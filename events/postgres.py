@@ -105,7 +105,7 @@ class PostgresEventStore(SqlEventStore):
         self._attempted: weakref.WeakKeyDictionary[AppendRequest, list[str]] = (
             weakref.WeakKeyDictionary()
         )
-        self._foreign_notifies = 0
+        self._foreign_notifies = 0  # other nodes' notifications received
         self.reconnects = 0
         # The committer's connection: (SQLAlchemy's, asyncpg's), opened at the first commit.
         self._writer: tuple[AsyncConnection, asyncpg.Connection] | None = None
@@ -285,14 +285,13 @@ class PostgresEventStore(SqlEventStore):
         to_seq: int | None = None,
         limit: int | None = None,
     ) -> list[Recorded]:
-        # A full read remembers the stream's head. If another node's NOTIFY arrived while
-        # the read ran, the head it saw may already be old: forget it, or a subscriber
-        # would wait for a wake-up that has already come and gone.
-        before = self._foreign_notifies
-        records = await super().read(stream_id, after_seq=after_seq, to_seq=to_seq, limit=limit)
-        if to_seq is None and limit is None and self._foreign_notifies != before:
-            self.notifier.invalidate(stream_id)
-        return records
+        # Only this node's own commits fill the cache: a head learnt from a read can be
+        # old by the time it is stored (another node committed meanwhile, and its NOTIFY
+        # came and went), and a stale head would answer every later read with nothing.
+        cached = self.notifier.recent_after(stream_id, after_seq, to_seq=to_seq, limit=limit)
+        if cached is not None:
+            return cached
+        return await self._read(stream_id, after_seq=after_seq, to_seq=to_seq, limit=limit)
 
     async def read_all(
         self,
