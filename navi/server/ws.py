@@ -287,6 +287,8 @@ class Connection:
                 )
             elif request.type == "stop":
                 await navi.stop(self.session_id)
+            elif request.type == "try_again":  # the run waiting for the model's server
+                await navi.try_again(self.session_id)
             elif request.type in ("approve", "deny"):
                 await navi.decide(
                     self.session_id,
@@ -302,7 +304,7 @@ class Connection:
             else:
                 await self._error(
                     f"unknown message type {request.type!r}: "
-                    "send 'message', 'stop', 'approve', 'deny' or 'ping'"
+                    "send 'message', 'stop', 'try_again', 'approve', 'deny' or 'ping'"
                 )
         except SessionError as exc:
             await self._error(exc.message)
