@@ -59,7 +59,8 @@ class Step(StrEnum):
     RUN_TOOLS = "run_tools"  # run the next open call(s); the result is held
     RETRY = "retry"  # after a back-off, the same iteration's next attempt
     GIVE_UP = "give_up"  # run.failed with the last error
-    WAIT_FOR_LLM = "wait_for_llm"  # llm.waiting: the run stays open for the server
+    WAIT_FOR_LLM = "wait_for_llm"  # a probe: away → llm.waiting (the run stays open),
+    # answering (but failing the call) → run.failed
     WHEN_BACK = "when_back"  # until the server answers, Try again or a stop; then retry
     REISSUE = "reissue"  # a call a crash left open: asked again (next attempt)
     OUT_OF_STEPS = "out_of_steps"  # the iteration budget is spent: run.completed
@@ -111,7 +112,7 @@ def may_retry(p: RunProgress, loop: Loop) -> bool:
 
 
 def server_away(p: RunProgress, loop: Loop) -> bool:
-    """The retries are spent on a transient fault (the server is away, not wrong)."""
+    """The retries are spent on a transient fault (the server may be away)."""
     return p.failures > 0 and p.retryable and p.last_kind != THINKING_NOT_SUPPORTED
 
 

@@ -50,6 +50,7 @@ STOPPED = "The user stopped the run before this call finished."
 PROBE_FIRST = 5.0
 PROBE_MAX = 60.0
 PROBE_TIMEOUT_S = 10.0
+PROBE_MIN_S = 0.05  # never a busy loop, whatever the back-off
 
 
 class RunDriver:
@@ -246,7 +247,14 @@ class RunDriver:
         await self.commit([RunFailed(error=p.last_error)])
 
     async def _wait_for_llm(self, p: RunProgress) -> None:
-        await self.commit([LLMWaiting(error=p.last_error, kind=p.last_kind)])
+        """The retries are spent: a server that does not answer a light request is away
+        and the run waits for it; one that answers but fails the call is broken, and the
+        run fails as it always did (a loop of calls that fail is no wait)."""
+        await self.flush()
+        if await self._answers():
+            await self.commit([RunFailed(error=p.last_error)])
+        else:
+            await self.commit([LLMWaiting(error=p.last_error, kind=p.last_kind)])
 
     async def _when_back(self, p: RunProgress) -> None:
         """Wait for the model's server (the wait survives restarts: the log says it
@@ -254,21 +262,28 @@ class RunDriver:
         "Try again" cuts the wait short; a stop ends it. After a restart the first probe
         is at once: the server may have come back long ago."""
         await self.flush()
-        backoff = self.deps.settings.llm_retry_backoff_s
-        delays = (min(PROBE_MAX * backoff, PROBE_FIRST * backoff * 2**n) for n in range(99))
-        delay = 0.0 if self.resumed else next(delays)
+        probes = 0 if self.resumed else 1
         while True:
-            asked = await self.host.wait_for_llm(anyio.current_time() + delay)
+            deadline = anyio.current_time() + self._probe_delay(probes)
+            asked = await self.host.wait_for_llm(deadline)
             if self.host.stop_signal.is_set():
                 return  # the table finishes the stop
             if asked or await self._answers():
                 break
-            delay = next(delays, PROBE_MAX * backoff)
+            probes += 1
         self.resumed = False
         self.log.info("llm.back", attempt=p.attempt + 1)
         self.hold(
             await self.llm.call(self.commit, p.iterations, p.attempt + 1, think_off=p.think_off)
         )
+
+    def _probe_delay(self, probes: int) -> float:
+        """Before the next probe: none for the first after a restart, then 5, 10, 20,
+        40 and 60 back-offs."""
+        if probes == 0:
+            return 0.0
+        delay = min(PROBE_MAX, PROBE_FIRST * 2 ** min(probes - 1, 8))
+        return max(PROBE_MIN_S, delay * self.deps.settings.llm_retry_backoff_s)
 
     async def _answers(self) -> bool:
         """Whether the model's server answers a light request (its list of models)."""
@@ -276,7 +291,7 @@ class RunDriver:
         with self.host.stop_signal.scope(anyio.current_time() + PROBE_TIMEOUT_S):
             try:
                 await backend.list_models()
-            except LLMError:
+            except (LLMError, OSError):
                 return False
             return True
         return False  # the probe timed out, or a stop came

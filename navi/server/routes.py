@@ -206,6 +206,7 @@ async def get_session(request: Request) -> Response:
         max_context_tokens=server.max_context_tokens,
         last_seq=log.last_seq,
         run_active=log.run_active(),
+        run_state=log.run_state().value,
         messages=msgspec.to_builtins(log.messages()),
     )
     return json_response(out)
