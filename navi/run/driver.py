@@ -282,7 +282,7 @@ class RunDriver:
         40 and 60 back-offs."""
         if probes == 0:
             return 0.0
-        delay = min(PROBE_MAX, PROBE_FIRST * 2 ** min(probes - 1, 8))
+        delay: float = min(PROBE_MAX, PROBE_FIRST * 2.0 ** min(probes - 1, 8))
         return max(PROBE_MIN_S, delay * self.deps.settings.llm_retry_backoff_s)
 
     async def _answers(self) -> bool:
