@@ -167,6 +167,15 @@ class LLMFailed(Event, frozen=True, kw_only=True, tag="llm.failed"):
     retryable: bool = False
 
 
+class LLMWaiting(Event, frozen=True, kw_only=True, tag="llm.waiting"):
+    """The retries of a transient failure are spent: the run stays open and waits for
+    the model's server (navi/run/decide.py); a Try again, the server answering again or
+    a restart goes on with the next attempt (docs/llm.md, "When the server is away")."""
+
+    error: str
+    kind: str = "error"
+
+
 class ToolRequested(Event, frozen=True, kw_only=True, tag="tool.requested"):
     call_id: str
     name: str
@@ -349,6 +358,7 @@ AnyEvent = (
     | LLMToolCalls
     | LLMCompleted
     | LLMFailed
+    | LLMWaiting
     | ToolRequested
     | ToolStarted
     | ToolCompleted

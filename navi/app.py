@@ -280,6 +280,11 @@ class Navi:
         stopped: bool = await self.sessions.ask(session_id, m.StopRun(reason=reason))
         return stopped
 
+    async def try_again(self, session_id: str) -> bool:
+        """Go on now with a run that waits for the model's server (``waiting_for_llm``)."""
+        asked: bool = await self.sessions.ask(session_id, m.TryAgain())
+        return asked
+
     async def decide(
         self,
         session_id: str,

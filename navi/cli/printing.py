@@ -11,6 +11,7 @@ from events.types import (
     Event,
     LLMText,
     LLMThinking,
+    LLMWaiting,
     RunCompleted,
     RunFailed,
     RunStopped,
@@ -72,6 +73,10 @@ class RunPrinter:
             self._write(f"  ✓ {event.output[:200]}\n", DIM)
         elif isinstance(event, ToolFailed):
             self._write(f"  ✗ {event.error[:200]}\n", DIM)
+        elif isinstance(event, LLMWaiting):
+            self._write(
+                f"\n⏳ {event.error}\n  Navi goes on when the model's server is back.\n", DIM
+            )
         elif isinstance(event, RunFailed):
             self._write(f"\nerror: {event.error}\n", BOLD)
         elif isinstance(event, RunStopped):

@@ -13,7 +13,7 @@ from navi.session.errors import SessionError
 # Requests a node answers for a session it does not own by asking its owner.
 ASKABLE: dict[str, type[Any]] = {
     cls.__name__: cls
-    for cls in (m.Pin, m.Rename, m.SwitchProfile, m.Delete, m.Recompress, m.Decide)
+    for cls in (m.Pin, m.Rename, m.SwitchProfile, m.Delete, m.Recompress, m.Decide, m.TryAgain)
 }
 
 

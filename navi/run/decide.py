@@ -34,10 +34,11 @@ from enum import StrEnum
 
 import msgspec
 
-from navi.run.progress import RunProgress
+from navi.run.progress import THINKING_NOT_SUPPORTED, RunProgress
 from navi.run.state import ACTIVE_STATES, RunState
 
 AWAITING_LLM = RunState.AWAITING_LLM
+WAITING_FOR_LLM = RunState.WAITING_FOR_LLM
 PLANNING = RunState.PLANNING
 STREAMING = RunState.STREAMING
 EXECUTING_TOOLS = RunState.EXECUTING_TOOLS
@@ -58,6 +59,9 @@ class Step(StrEnum):
     RUN_TOOLS = "run_tools"  # run the next open call(s); the result is held
     RETRY = "retry"  # after a back-off, the same iteration's next attempt
     GIVE_UP = "give_up"  # run.failed with the last error
+    WAIT_FOR_LLM = "wait_for_llm"  # a probe: away → llm.waiting (the run stays open),
+    # answering (but failing the call) → run.failed
+    WHEN_BACK = "when_back"  # until the server answers, Try again or a stop; then retry
     REISSUE = "reissue"  # a call a crash left open: asked again (next attempt)
     OUT_OF_STEPS = "out_of_steps"  # the iteration budget is spent: run.completed
     CHECK_CONTEXT = "check_context"  # pre-call compression check, once per iteration
@@ -105,6 +109,11 @@ def must_ask(p: RunProgress, loop: Loop) -> bool:
 def may_retry(p: RunProgress, loop: Loop) -> bool:
     """The last attempt failed, may be retried, and retries are left."""
     return p.failures > 0 and p.retryable and p.failures <= loop.retries
+
+
+def server_away(p: RunProgress, loop: Loop) -> bool:
+    """The retries are spent on a transient fault (the server may be away)."""
+    return p.failures > 0 and p.retryable and p.last_kind != THINKING_NOT_SUPPORTED
 
 
 def failed(p: RunProgress, loop: Loop) -> bool:
@@ -158,7 +167,9 @@ RULES: tuple[Rule, ...] = (
     _rule({EXECUTING_TOOLS},             calls_open,          Step.RUN_TOOLS),
     _rule({AWAITING_APPROVAL},           always,              Step.AWAIT_DECISION),
     _rule({AWAITING_LLM},                may_retry,           Step.RETRY),
+    _rule({AWAITING_LLM},                server_away,         Step.WAIT_FOR_LLM),
     _rule({AWAITING_LLM},                failed,              Step.GIVE_UP),
+    _rule({WAITING_FOR_LLM},             always,              Step.WHEN_BACK),
     _rule({STREAMING},                   always,              Step.REISSUE),
     _rule({AWAITING_LLM},                call_open,           Step.REISSUE),
     _rule({AWAITING_LLM, EXECUTING_TOOLS}, budget_spent,      Step.OUT_OF_STEPS),

@@ -22,6 +22,7 @@ import structlog
 from events.envelope import Recorded
 from events.types import (
     Event,
+    LLMWaiting,
     RunCompleted,
     RunFailed,
     RunStopped,
@@ -29,6 +30,7 @@ from events.types import (
     ToolFailed,
     ToolRequested,
 )
+from navi.llm.errors import LLMError
 from navi.run import compression, injections
 from navi.run.decide import Loop, Step, decide
 from navi.run.host import RunDeps, RunHost, active_profile, is_subagent
@@ -43,6 +45,12 @@ __all__ = ["INTERRUPTED", "STOPPED", "RunDeps", "RunDriver", "RunHost", "SharedT
 log = structlog.get_logger(__name__)
 
 STOPPED = "The user stopped the run before this call finished."
+# While the model's server is away, it is probed after 5, 10, 20, 40 and then every 60
+# back-offs (NAVI_LLM_RETRY_BACKOFF_S, 1 s by default).
+PROBE_FIRST = 5.0
+PROBE_MAX = 60.0
+PROBE_TIMEOUT_S = 10.0
+PROBE_MIN_S = 0.05  # never a busy loop, whatever the back-off
 
 
 class RunDriver:
@@ -56,6 +64,7 @@ class RunDriver:
         # approval, or for its turn, never ran).
         in_doubt = {c.id for c in progress.open_calls if c.id in progress.started}
         in_doubt = in_doubt if resumed else set()
+        self.resumed = resumed  # a restart: a run waiting for its server probes at once
         self.llm = LLMStep(host, deps)
         self.tools = ToolStep(host, deps, in_doubt=in_doubt)
         # What the driver holds, not yet recorded: the outcomes of the last effect (kept
@@ -237,6 +246,56 @@ class RunDriver:
     async def _give_up(self, p: RunProgress) -> None:
         await self.commit([RunFailed(error=p.last_error)])
 
+    async def _wait_for_llm(self, p: RunProgress) -> None:
+        """The retries are spent: a server that does not answer a light request is away
+        and the run waits for it; one that answers but fails the call is broken, and the
+        run fails as it always did (a loop of calls that fail is no wait)."""
+        await self.flush()
+        if await self._answers():
+            await self.commit([RunFailed(error=p.last_error)])
+        else:
+            await self.commit([LLMWaiting(error=p.last_error, kind=p.last_kind)])
+
+    async def _when_back(self, p: RunProgress) -> None:
+        """Wait for the model's server (the wait survives restarts: the log says it
+        waits), probing it with a light request on a back-off, then try the call again.
+        "Try again" cuts the wait short; a stop ends it. After a restart the first probe
+        is at once: the server may have come back long ago."""
+        await self.flush()
+        probes = 0 if self.resumed else 1
+        while True:
+            deadline = anyio.current_time() + self._probe_delay(probes)
+            asked = await self.host.wait_for_llm(deadline)
+            if self.host.stop_signal.is_set():
+                return  # the table finishes the stop
+            if asked or await self._answers():
+                break
+            probes += 1
+        self.resumed = False
+        self.log.info("llm.back", attempt=p.attempt + 1)
+        self.hold(
+            await self.llm.call(self.commit, p.iterations, p.attempt + 1, think_off=p.think_off)
+        )
+
+    def _probe_delay(self, probes: int) -> float:
+        """Before the next probe: none for the first after a restart, then 5, 10, 20,
+        40 and 60 back-offs."""
+        if probes == 0:
+            return 0.0
+        delay: float = min(PROBE_MAX, PROBE_FIRST * 2.0 ** min(probes - 1, 8))
+        return max(PROBE_MIN_S, delay * self.deps.settings.llm_retry_backoff_s)
+
+    async def _answers(self) -> bool:
+        """Whether the model's server answers a light request (its list of models)."""
+        backend = await self.deps.backend_for(active_profile(self.state, self.deps))
+        with self.host.stop_signal.scope(anyio.current_time() + PROBE_TIMEOUT_S):
+            try:
+                await backend.list_models()
+            except (LLMError, OSError):
+                return False
+            return True
+        return False  # the probe timed out, or a stop came
+
     async def _reissue(self, p: RunProgress) -> None:
         self.hold(
             await self.llm.call(self.commit, p.iterations, p.attempt + 1, think_off=p.think_off)
@@ -323,6 +382,8 @@ _CARRY_OUT: dict[Step, Callable[[RunDriver, RunProgress], Awaitable[None]]] = {
     Step.RUN_TOOLS: RunDriver._run_tools,
     Step.RETRY: RunDriver._retry,
     Step.GIVE_UP: RunDriver._give_up,
+    Step.WAIT_FOR_LLM: RunDriver._wait_for_llm,
+    Step.WHEN_BACK: RunDriver._when_back,
     Step.REISSUE: RunDriver._reissue,
     Step.OUT_OF_STEPS: RunDriver._out_of_steps,
     Step.CHECK_CONTEXT: RunDriver._check_context,

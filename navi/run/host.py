@@ -53,6 +53,10 @@ class RunHost(Protocol):
     async def wait_for_decision(self, deadline: float) -> None:
         """Until the call waiting for approval is decided, a stop, or ``deadline``."""
 
+    async def wait_for_llm(self, deadline: float) -> bool:
+        """Until someone asks to try again (True), a stop, or ``deadline`` (the next
+        probe)."""
+
     @property
     def data_owner(self) -> RunHost:
         """The session whose files, todo list and notes the tools work on: the host

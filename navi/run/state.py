@@ -20,6 +20,10 @@ Design notes (also in docs/state-machine.md):
   and return to it.
 - ``llm.failed`` always returns to ``awaiting_llm``: the decision to retry
   (``llm.requested`` with a higher attempt) or to give up (``run.failed``) is its own event.
+- When the retries of a transient failure (server unreachable, timeout, dropped stream,
+  5xx) are spent, ``llm.waiting`` leaves the run open in ``waiting_for_llm``: the next
+  attempt (``llm.requested``) comes when the server answers again, on Try again, or after
+  a restart; a stop ends it as anywhere else.
 - An answer without tool calls leads to ``answered``; ``run.completed`` then ends the run.
 - ``run.stopped`` is legal only in ``stopping``: a stop is always recorded first as
   ``stop.requested``. In ``stopping``, in-flight results may still land (chunks,
@@ -49,6 +53,7 @@ class RunState(StrEnum):
     IDLE = "idle"  # no run; a user message may be waiting for its run
     PLANNING = "planning"
     AWAITING_LLM = "awaiting_llm"  # preparing or waiting for the next LLM call
+    WAITING_FOR_LLM = "waiting_for_llm"  # retries spent: until the model's server is back
     STREAMING = "streaming"
     EXECUTING_TOOLS = "executing_tools"
     AWAITING_APPROVAL = "awaiting_approval"  # a tool call waits for a person's decision
@@ -87,6 +92,7 @@ IGNORED: frozenset[str] = frozenset(
 IDLE = RunState.IDLE
 PLANNING = RunState.PLANNING
 AWAITING_LLM = RunState.AWAITING_LLM
+WAITING_FOR_LLM = RunState.WAITING_FOR_LLM
 STREAMING = RunState.STREAMING
 EXECUTING_TOOLS = RunState.EXECUTING_TOOLS
 AWAITING_APPROVAL = RunState.AWAITING_APPROVAL
@@ -110,6 +116,7 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
         "todo.updated":               AWAITING_LLM,           # todo filled from the plan
         "llm.requested":              AWAITING_LLM,
         "llm.failed":                 AWAITING_LLM,           # retry or run.failed comes next
+        "llm.waiting":                WAITING_FOR_LLM,        # retries spent on a transient fault
         "llm.thinking":               STREAMING,
         "llm.text":                   STREAMING,
         "llm.tool_calls":             STREAMING,
@@ -121,6 +128,13 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
         "run.completed":              DONE,                   # iteration budget spent
         "stop.requested":             STOPPING,
         "run.failed":                 FAILED,
+    },
+    WAITING_FOR_LLM: {
+        # Nothing happens but the next attempt (the server is back, Try again, a
+        # restart) or a stop.
+        "llm.requested":              AWAITING_LLM,
+        "stop.requested":             STOPPING,
+        "run.failed":                 FAILED,                 # the run crashed
     },
     PLANNING: {
         "plan.status":                PLANNING,
@@ -242,6 +256,7 @@ ACTIVE_STATES: frozenset[RunState] = frozenset(
     {
         PLANNING,
         AWAITING_LLM,
+        WAITING_FOR_LLM,
         STREAMING,
         EXECUTING_TOOLS,
         AWAITING_APPROVAL,

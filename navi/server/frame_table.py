@@ -24,6 +24,7 @@ from events.types import (
     LLMText,
     LLMThinking,
     LLMToolCalls,
+    LLMWaiting,
     PlanReady,
     PlanStatus,
     ProfileSwitched,
@@ -119,6 +120,14 @@ def _llm_failed(s: FrameState, record: Recorded, e: LLMFailed) -> list[Frame]:
         )
     )
     return out
+
+
+def _llm_waiting(s: FrameState, record: Recorded, e: LLMWaiting) -> list[Frame]:
+    """The retries are spent: the run waits for the model's server (the client shows
+    a banner with Try again until the next attempt's ``stream_retry`` or the end)."""
+    if s.is_subagent:
+        return []
+    return [p.LLMWaitingFrame(error=e.error)]
 
 
 def _llm_completed(s: FrameState, record: Recorded, e: LLMCompleted) -> list[Frame]:
@@ -301,6 +310,7 @@ TABLE: dict[type[Event], Handler] = {
     LLMToolCalls: _llm_tool_calls,
     LLMRequested: _llm_requested,
     LLMFailed: _llm_failed,
+    LLMWaiting: _llm_waiting,
     LLMCompleted: _llm_completed,
     ToolRequested: _tool_requested,
     ToolApprovalRequested: _approval_requested,

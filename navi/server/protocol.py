@@ -41,6 +41,10 @@ class Ping(ClientMessage, tag="ping"):
     pass
 
 
+class TryAgain(ClientMessage, tag="try_again"):
+    """Go on now with the run that waits for the model's server (``llm_waiting``)."""
+
+
 class Approve(ClientMessage, tag="approve"):
     call_id: str
     stream_id: str = ""  # where the call waits (the approval_required frame's)
@@ -54,7 +58,7 @@ class Deny(ClientMessage, tag="deny"):
     reason: str = ""
 
 
-LiveMessage = SendMessage | Stop | Ping | Approve | Deny
+LiveMessage = SendMessage | Stop | Ping | Approve | Deny | TryAgain
 
 
 class Pause(ClientMessage, tag="pause"):
@@ -108,7 +112,9 @@ def _reader(kind: Any, names: str) -> Any:
     return read
 
 
-read_live_message = _reader(LiveMessage, "'message', 'stop', 'approve', 'deny' or 'ping'")
+read_live_message = _reader(
+    LiveMessage, "'message', 'stop', 'try_again', 'approve', 'deny' or 'ping'"
+)
 read_replay_message = _reader(ReplayMessage, "pause, resume, seek or speed")
 
 
@@ -160,6 +166,12 @@ class LLMFailedFrame(Frame, tag="llm_failed"):
 class StreamRetry(Frame, tag="stream_retry"):
     attempt: int
     max_attempts: int
+
+
+class LLMWaitingFrame(Frame, tag="llm_waiting"):
+    """The retries are spent and the run waits for the model's server to answer."""
+
+    error: str
 
 
 class StreamEnd(Frame, tag="stream_end"):
@@ -319,6 +331,7 @@ ServerFrame = (
     | StreamDelta
     | LLMFailedFrame
     | StreamRetry
+    | LLMWaitingFrame
     | StreamEnd
     | StreamStopped
     | ErrorFrame

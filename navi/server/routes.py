@@ -206,6 +206,7 @@ async def get_session(request: Request) -> Response:
         max_context_tokens=server.max_context_tokens,
         last_seq=log.last_seq,
         run_active=log.run_active(),
+        run_state=log.run_state().value,
         messages=msgspec.to_builtins(log.messages()),
     )
     return json_response(out)
@@ -327,6 +328,15 @@ async def stop_session(request: Request) -> Response:
     return json_response({"session_id": session_id, "stopped": stopped})
 
 
+async def try_again(request: Request) -> Response:
+    """Go on now with the run that waits for the model's server (409 if none waits)."""
+    server = state_of(request)
+    session_id = request.path_params["session_id"]
+    await server.sessions.get(session_id, user_of(request))
+    await server.navi.try_again(session_id)
+    return json_response({"session_id": session_id, "trying": True})
+
+
 async def session_events(request: Request) -> Response:
     """The raw log as JSON lines; ``?after=<seq>``."""
     server = state_of(request)
@@ -373,5 +383,6 @@ ROUTES = [
     Route("/sessions/{session_id}/profile", switch_profile, methods=["PATCH"]),
     Route("/sessions/{session_id}/messages", post_message, methods=["POST"]),
     Route("/sessions/{session_id}/stop", stop_session, methods=["POST"]),
+    Route("/sessions/{session_id}/try-again", try_again, methods=["POST"]),
     Route("/sessions/{session_id}/events", session_events, methods=["GET"]),
 ]

@@ -21,7 +21,7 @@ from events.envelope import Recorded
 from events.errors import EventDecodeError
 from navi.ids import is_uuid
 from navi.replay.history import read_history
-from navi.run.state import ACTIVE_STATES, state_at
+from navi.run.state import ACTIVE_STATES, RunState, state_at
 from navi.server.auth import User
 from navi.session.errors import SessionDamaged, SessionNotFound, TooManySessions
 from projections import messages as messages_projection
@@ -133,8 +133,12 @@ class SessionLog:
             return fold(CONTEXT, self.records)
 
     def run_active(self) -> bool:
+        return self.run_state() in ACTIVE_STATES
+
+    def run_state(self) -> RunState:
+        """Where the run is (``waiting_for_llm``: its model's server is away)."""
         with self._damage():
-            return state_at(self.records) in ACTIVE_STATES
+            return state_at(self.records)
 
     @contextmanager
     def _damage(self) -> Iterator[None]:

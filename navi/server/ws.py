@@ -288,6 +288,9 @@ class Connection:
     async def _stop(self, request: p.Stop) -> None:
         await self.server.navi.stop(self.session_id)
 
+    async def _try_again(self, request: p.TryAgain) -> None:
+        await self.server.navi.try_again(self.session_id)  # the run waiting for the model
+
     async def _ping(self, request: p.Ping) -> None:
         await self.push([p.Pong()])
 
@@ -309,6 +312,7 @@ class Connection:
         p.SendMessage: _message,
         p.Stop: _stop,
         p.Ping: _ping,
+        p.TryAgain: _try_again,
         p.Approve: _decide,
         p.Deny: _decide,
     }

@@ -58,6 +58,7 @@ from navi.session.errors import (
     AlreadyDecided,
     AmbiguousCall,
     ApprovalNotFound,
+    NotWaitingForLLM,
     QueueFull,
     RunActive,
     SessionDamaged,
@@ -103,6 +104,8 @@ class SessionActor(Actor[object]):
         self.stop_signal = StopSignal()
         # Set when a decision is recorded: the run's driver, waiting for it, goes on.
         self._decided: anyio.Event | None = None
+        # Set by Try again: the run waiting for the model's server goes on at once.
+        self._try_again = anyio.Event()
         # Where the run waits on someone else (a shutdown leaves it there at once).
         self.waits = Waits()
         self._run_child: str | None = None
@@ -505,6 +508,29 @@ class SessionActor(Actor[object]):
         with self.waits.waiting(), self.stop_signal.scope(deadline):
             await decided.wait()
 
+    # ------------------------------------------------------------------ the model's server
+
+    async def wait_for_llm(self, deadline: float) -> bool:
+        """Until Try again (True), a stop, or ``deadline`` (the driver's next probe)."""
+        with self.waits.waiting(), self.stop_signal.scope(deadline):
+            await self._try_again.wait()
+        asked = self._try_again.is_set()
+        if asked:
+            self._try_again = anyio.Event()
+        return asked
+
+    async def _try_again_now(self, message: m.TryAgain) -> bool:
+        """Try again: the run waiting for the model's server (here, or in a running
+        subagent) goes on now."""
+        if self.state.run_state is RunState.WAITING_FOR_LLM:
+            self._try_again.set()
+            return True
+        for child in self._subagents():
+            with suppress(ActorStopped, MailboxFull, TimeoutError):
+                if await child.ask(message, ASK_CHILD_S) is True:
+                    return True
+        raise NotWaitingForLLM("no run of this session waits for the model's server")
+
     # ------------------------------------------------------------------ writing
 
     async def record(self, *events: Event) -> None:
@@ -541,6 +567,7 @@ COMMANDS: dict[type, Command] = {
     m.WaitingOn:      Command(S._waiting_on),
     m.SpawnSubagent:  Command(S._spawn_subagent),
     m.Recompress:     Command(S._recompress),
+    m.TryAgain:       Command(S._try_again_now),
     m.SwitchProfile:  Command(S._switch_profile),
     m.ChooseModel:    Command(S._choose_model),
     m.Pin:            Command(S._pin),

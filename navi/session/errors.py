@@ -90,6 +90,12 @@ class ApprovalNotFound(SessionError):
     status = 404
 
 
+class NotWaitingForLLM(SessionError):
+    """Try again, asked of a session whose run does not wait for the model's server."""
+
+    status = 409
+
+
 class AlreadyDecided(SessionError):
     status = 409
 

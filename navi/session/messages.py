@@ -146,3 +146,9 @@ class WaitingOn:
     name exactly one call."""
 
     call_id: str
+
+
+@dataclass(frozen=True)
+class TryAgain:
+    """Go on now with a run that waits for the model's server (``waiting_for_llm``), in
+    this session or its running subagents. Answers True; refused if none waits."""

@@ -1,7 +1,8 @@
 """The LLM server failing under a real ``navi serve``: it dies mid-stream and comes
 back (the call is retried with backoff and the run finishes), it stalls mid-stream
-(given up after LLM_STREAM_CHUNK_TIMEOUT, retried), or it stays away (the run fails
-after LLM_RETRIES with a clear message). Nothing a client saw is lost either way."""
+(given up after LLM_STREAM_CHUNK_TIMEOUT, retried), it stalls every call (the run fails
+after LLM_RETRIES with a clear message), or it stays away (the run waits for it and goes
+on when it is back). Nothing a client saw is lost either way."""
 
 from __future__ import annotations
 
@@ -56,7 +57,9 @@ async def test_a_stalled_stream_is_given_up_and_retried(tmp_path: Path) -> None:
     assert type(events[-1]).__name__ == "RunCompleted"
 
 
-async def test_an_llm_that_stays_away_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
+async def test_an_llm_that_stalls_fails_the_run_and_one_away_is_waited_for(
+    tmp_path: Path,
+) -> None:
     with ChaosLLM() as llm:
         async with single_server(
             tmp_path,
@@ -71,16 +74,23 @@ async def test_an_llm_that_stays_away_fails_the_run_with_a_clear_message(tmp_pat
             llm.kill()  # and one that is not there at all
             async with watched_run(server, spec_line("gone1", steps=2)) as gone:
                 with anyio.fail_after(30):
+                    while not any(f["type"] == "llm_waiting" for f in gone.frames):
+                        await anyio.sleep(0.05)
+                llm.start()  # back: the run goes on by itself
+                with anyio.fail_after(30):
                     await gone.ended.wait()
             stalled = await _events(server.config.database_url, watcher.session_id)
             unreachable = await _events(server.config.database_url, gone.session_id)
-    for events, words in (
-        (stalled, "stopped sending"),
-        (unreachable, "Cannot reach the LLM server"),
-    ):
-        failures = [e for e in events if type(e).__name__ == "LLMFailed"]
-        assert len(failures) == 3  # the call and its 2 retries
-        end = events[-1]
-        assert type(end).__name__ == "RunFailed" and words in end.error  # type: ignore[attr-defined]
+    # A server that answers but stalls every call is not away: the run fails.
+    failures = [e for e in stalled if type(e).__name__ == "LLMFailed"]
+    assert len(failures) == 3  # the call and its 2 retries
+    end = stalled[-1]
+    assert type(end).__name__ == "RunFailed" and "stopped sending" in end.error  # type: ignore[attr-defined]
     errors = [f for f in watcher.frames if f["type"] == "error"]
     assert errors and "stopped sending" in errors[-1]["message"]
+    # One that does not answer at all is waited for, and the run completes once it is back.
+    kinds = [type(e).__name__ for e in unreachable]
+    assert kinds.count("LLMFailed") == 3 and kinds.count("LLMWaiting") == 1
+    waiting = next(e for e in unreachable if type(e).__name__ == "LLMWaiting")
+    assert "Cannot reach the LLM server" in waiting.error  # type: ignore[attr-defined]
+    assert kinds[-1] == "RunCompleted" and "RunFailed" not in kinds

@@ -70,5 +70,6 @@ def test_an_unknown_type_says_which_types_there_are(shared_navi: NaviServerProce
         ws.send(json.dumps({"type": "dance"}))
         message = _one_frame(ws)["message"]
     assert message == (
-        "unknown message type 'dance': send 'message', 'stop', 'approve', 'deny' or 'ping'"
+        "unknown message type 'dance': send 'message', 'stop', 'try_again', 'approve', 'deny' "
+        "or 'ping'"
     )

@@ -32,6 +32,7 @@ CASES: dict[str, tuple[RunProgress, Loop]] = {
     "call_open": (RunProgress(iterations=1, llm_open=True), READY),
     "failed_retryable": (RunProgress(iterations=1, failures=1, retryable=True), READY),
     "failed_too_often": (RunProgress(iterations=1, failures=4, retryable=True), READY),
+    "no_thinking_too_often": (RunProgress(iterations=1, failures=4, retryable=True, last_kind="thinking_not_supported"), READY),
     "failed_for_good": (RunProgress(iterations=1, failures=1), READY),
     "budget_spent": (RunProgress(iterations=5, max_iterations=5), READY),
     "stop_signal": (RunProgress(iterations=1, calls=(C1,), requested=(C1,)), Loop(stop_signal=True)),
@@ -51,12 +52,15 @@ RUN = Step.RUN_TOOLS
 STOP = Step.FINISH_STOP
 ASK = Step.ASK_APPROVAL
 WAIT = Step.AWAIT_DECISION
+AWAY = Step.WAIT_FOR_LLM
+BACK = Step.WHEN_BACK
 
 # The states in which a run is going, in the order of EXPECTED's columns. In every other
 # state the step is ``end``. Some pairs cannot occur (a failed call while tools run):
 # their step is what the table would do, shown so that nothing is left undefined.
 COLUMNS = (
     RunState.AWAITING_LLM,
+    RunState.WAITING_FOR_LLM,
     RunState.PLANNING,
     RunState.STREAMING,
     RunState.EXECUTING_TOOLS,
@@ -67,22 +71,23 @@ COLUMNS = (
 )
 # fmt: off
 EXPECTED: dict[str, tuple[Step, ...]] = {
-    #                      awaiting_llm planning streaming executing_tools awaiting_approval answered compressing stopping
-    "run_started":        (CHECK,       CHECK,   REISSUE,  CHECK,          WAIT,             COMPLETE, ABANDON,    STOP),
-    "checked":            (PLAN,        PLAN,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "planned":            (CALL,        CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "plan_ready":         (CALL,        CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "results_in":         (CHECK,       CHECK,   REISSUE,  CHECK,          WAIT,             COMPLETE, ABANDON,    STOP),
-    "next_call":          (CALL,        CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "calls_unrequested":  (CALL,        CALL,    REISSUE,  REQUEST,        WAIT,             COMPLETE, ABANDON,    STOP),
-    "calls_open":         (CALL,        CALL,    REISSUE,  RUN,            WAIT,             COMPLETE, ABANDON,    STOP),
-    "must_ask":           (CALL,        CALL,    REISSUE,  ASK,            WAIT,             COMPLETE, ABANDON,    STOP),
-    "call_open":          (REISSUE,     CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "failed_retryable":   (RETRY,       CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "failed_too_often":   (GIVE_UP,     CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "failed_for_good":    (GIVE_UP,     CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
-    "budget_spent":       (OUT,         CHECK,   REISSUE,  OUT,            WAIT,             COMPLETE, ABANDON,    STOP),
-    "stop_signal":        (STOP,        STOP,    STOP,     STOP,           STOP,             STOP,     ABANDON,    STOP),
+    #                      awaiting_llm waiting planning streaming executing_tools awaiting_approval answered compressing stopping
+    "run_started":        (CHECK,       BACK,   CHECK,   REISSUE,  CHECK,          WAIT,             COMPLETE, ABANDON,    STOP),
+    "checked":            (PLAN,        BACK,   PLAN,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "planned":            (CALL,        BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "plan_ready":         (CALL,        BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "results_in":         (CHECK,       BACK,   CHECK,   REISSUE,  CHECK,          WAIT,             COMPLETE, ABANDON,    STOP),
+    "next_call":          (CALL,        BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "calls_unrequested":  (CALL,        BACK,   CALL,    REISSUE,  REQUEST,        WAIT,             COMPLETE, ABANDON,    STOP),
+    "calls_open":         (CALL,        BACK,   CALL,    REISSUE,  RUN,            WAIT,             COMPLETE, ABANDON,    STOP),
+    "must_ask":           (CALL,        BACK,   CALL,    REISSUE,  ASK,            WAIT,             COMPLETE, ABANDON,    STOP),
+    "call_open":          (REISSUE,     BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "failed_retryable":   (RETRY,       BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "failed_too_often":   (AWAY,        BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "no_thinking_too_often": (GIVE_UP,  BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "failed_for_good":    (GIVE_UP,     BACK,   CALL,    REISSUE,  CALL,           WAIT,             COMPLETE, ABANDON,    STOP),
+    "budget_spent":       (OUT,         BACK,   CHECK,   REISSUE,  OUT,            WAIT,             COMPLETE, ABANDON,    STOP),
+    "stop_signal":        (STOP,        STOP,   STOP,    STOP,     STOP,           STOP,             STOP,     ABANDON,    STOP),
 }
 # fmt: on
 
@@ -97,6 +102,8 @@ FIRST_EVENT = {
     Step.AWAIT_DECISION: "tool.approval_decided",  # NAVI_APPROVAL_TIMEOUT's denial
     Step.RETRY: "llm.requested",
     Step.GIVE_UP: "run.failed",
+    Step.WAIT_FOR_LLM: "llm.waiting",
+    Step.WHEN_BACK: "llm.requested",
     Step.REISSUE: "llm.requested",
     Step.OUT_OF_STEPS: "run.completed",
     Step.CHECK_CONTEXT: None,  # records context.compressing only where a compression may start

@@ -21,6 +21,7 @@ from events.types import (
     LLMText,
     LLMThinking,
     LLMToolCalls,
+    LLMWaiting,
     MemoryExtractionFailed,
     MemoryFactEdited,
     MemoryFactForgotten,
@@ -101,6 +102,7 @@ SAMPLES: dict[str, Event] = {
     "llm.completed": LLMCompleted(content="answer"),
     "llm.completed+tools": LLMCompleted(tool_calls=(CALL,)),
     "llm.failed": LLMFailed(error="down"),
+    "llm.waiting": LLMWaiting(error="down"),
     "tool.requested": ToolRequested(call_id="c1", name="web_search"),
     "tool.started": ToolStarted(call_id="c1"),
     "tool.completed": ToolCompleted(call_id="c1", name="web_search", output="ok"),
@@ -235,6 +237,25 @@ def test_a_call_waits_for_approval_then_runs_or_stops() -> None:
             RunStopped(),
         ]
     )
+    assert state_at(stopped) is RunState.STOPPED
+
+
+def test_a_run_waits_for_the_model_server_then_goes_on_or_stops() -> None:
+    away = [
+        UserMessage(text="hi"),
+        RunStarted(profile_id="p"),
+        LLMRequested(),
+        LLMFailed(error="unreachable", kind="server_unreachable", retryable=True),
+        LLMWaiting(error="unreachable", kind="server_unreachable"),
+    ]
+    assert state_at(records(away)) is RunState.WAITING_FOR_LLM
+    assert RunState.WAITING_FOR_LLM in ACTIVE_STATES  # open: recovery continues it
+    back = records([*away, LLMRequested(attempt=2), LLMCompleted(content="hi"), RunCompleted()])
+    assert state_at(back) is RunState.DONE
+    # Nothing streams and no tool starts while it waits.
+    with pytest.raises(IllegalTransition):
+        state_at(records([*away, LLMText(text="early")]))
+    stopped = records([*away, StopRequested(), RunStopped()])
     assert state_at(stopped) is RunState.STOPPED
 
 

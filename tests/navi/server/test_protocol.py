@@ -84,7 +84,7 @@ def test_docs_list_every_frame_with_exactly_its_fields() -> None:
 def test_every_client_message_the_docs_show_reads_and_all_are_shown() -> None:
     block = API.split("### Client → server", 1)[1].split("```json", 1)[1].split("```", 1)[0]
     shown = [p.read_live_message(line) for line in block.strip().splitlines()]
-    live = {p.SendMessage, p.Stop, p.Ping, p.Approve, p.Deny}
+    live = {p.SendMessage, p.Stop, p.Ping, p.Approve, p.Deny, p.TryAgain}
     assert {type(message) for message in shown} == live
     replay = API.split("### Replay WebSocket", 1)[1].split("\n## ", 1)[0]
     for kind in (p.Pause, p.Resume, p.Seek, p.Speed):
@@ -148,6 +148,7 @@ def test_the_translator_sends_what_the_untyped_one_sent() -> None:
         "run_dequeued",
         "replay_status",
         "replay_end",
+        "llm_waiting",  # newer than the untyped translator: tests/web/test_llm_away.py
     }
     assert kinds == from_the_log  # every frame the log makes is in the comparison
     for frames in got.values():

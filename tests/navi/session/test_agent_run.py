@@ -9,8 +9,8 @@ import pytest
 
 from events.types import (
     LLMCompleted,
+    LLMWaiting,
     RunCompleted,
-    RunFailed,
     RunStopped,
     ToolCompleted,
     ToolFailed,
@@ -23,7 +23,7 @@ from projections.context import CONTEXT
 from projections.fold import fold
 from tests.support.fake_backend import FakeLLM
 from tests.support.fake_llm import FakeToolCall, Reply
-from tests.support.helpers import free_port
+from tests.support.helpers import free_port, wait_for_events
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 from tests.support.well_formed import assert_well_formed
 
@@ -221,15 +221,22 @@ async def test_the_iteration_limit_ends_the_run_not_normally(tmp_path: Path) -> 
         assert budget, "the remaining budget is injected near the limit"
 
 
-async def test_a_dead_llm_server_fails_the_run_with_a_clear_message(tmp_path: Path) -> None:
+async def test_a_dead_llm_server_leaves_the_run_waiting_with_a_clear_message(
+    tmp_path: Path,
+) -> None:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    async with open_navi(navi_settings(tmp_path, url, llm_retries=1, planning="off")) as navi:
+    settings = navi_settings(tmp_path, url, llm_retries=1, planning="off", llm_retry_backoff_s=0.05)
+    async with open_navi(settings) as navi:
         session = await navi.create_session()
-        seen = await run_to_end(navi, session, "hello?")
-        assert seen.count("llm.failed") == 2 and seen[-1] == "run.failed"
-        end = (await navi.store.read(session))[-1].event
-        assert isinstance(end, RunFailed) and url.split("//")[1] in end.error
-        # The session lives on: the next message is a new turn.
+        await navi.send(session, "hello?")
+        records = await wait_for_events(navi.store, session, "llm.waiting")
+        seen = [r.type for r in records]
+        assert seen.count("llm.failed") == 2 and "run.failed" not in seen
+        waiting = records[-1].event
+        assert isinstance(waiting, LLMWaiting) and url.split("//")[1] in waiting.error
+        # The session lives on: a stop ends the wait, and the next message is a new turn.
+        assert await navi.stop(session)
+        await wait_for_events(navi.store, session, "run.stopped")
         assert (await navi.send(session, "again")).run_id
 
 

@@ -15,7 +15,12 @@ from actors import ChildFailed, ChildStopped
 from navi.app import Navi
 from navi.session import messages as m
 from navi.session.actor import COMMANDS, SessionActor
-from navi.session.errors import ApprovalNotFound, SessionError, SessionNotFound
+from navi.session.errors import (
+    ApprovalNotFound,
+    NotWaitingForLLM,
+    SessionError,
+    SessionNotFound,
+)
 from tests.support.fake_backend import FakeLLM
 from tests.support.fake_llm import Reply
 from tests.support.navi_app import navi_settings, open_navi
@@ -37,6 +42,7 @@ SAMPLES: dict[type, Any] = {
     m.WaitingOn: m.WaitingOn(call_id="nope"),
     m.SpawnSubagent: m.SpawnSubagent(child_id="00000000-0000-4000-8000-000000000001"),
     m.Recompress: m.Recompress(),
+    m.TryAgain: m.TryAgain(),
     m.SwitchProfile: m.SwitchProfile(profile_id="secretary"),
     m.ChooseModel: m.ChooseModel(model="other"),
     m.Pin: m.Pin(),
@@ -99,6 +105,7 @@ LIVE_ANSWERS: dict[type, Any] = {
     m.WaitingOn: lambda r: r == (),
     m.SpawnSubagent: lambda r: r.name == SAMPLES[m.SpawnSubagent].child_id,
     m.Recompress: lambda r: isinstance(r, m.Refusal) and "nothing to summarise" in str(r.error),
+    m.TryAgain: lambda r: isinstance(r, m.Refusal) and isinstance(r.error, NotWaitingForLLM),
     m.SwitchProfile: lambda r: r == "secretary",
     m.ChooseModel: lambda r: r == "other",
     m.Pin: lambda r: r is True,

@@ -83,6 +83,8 @@ export const api = {
     request('PATCH', `/sessions/${id(sessionId)}`, { json: { title } }),
   deleteSession: (sessionId) => request('DELETE', `/sessions/${id(sessionId)}`),
   stopRun: (sessionId) => request('POST', `/sessions/${id(sessionId)}/stop`),
+  // Go on now with the run that waits for the model's server (409 if none waits).
+  tryAgain: (sessionId) => request('POST', `/sessions/${id(sessionId)}/try-again`),
   // A tool call that waits for the user: {decision: 'approve'|'deny', scope?, reason?,
   // stream_id?} (stream_id: the approval_required frame's, when it has one).
   decideApproval: (sessionId, callId, decision) =>

@@ -82,6 +82,29 @@ export function mountConnectionBanner(el) {
   });
 }
 
+/** While the run waits for the model's server: what happened, and Try again now
+ *  (`onTryAgain`). The banner is made here, under the connection banner. */
+export function mountLLMAwayBanner(after, onTryAgain) {
+  const el = h('div', { class: 'banner warn', id: 'llm-away-banner', role: 'status' });
+  el.hidden = true;
+  after.after(el);
+  subscribe(['llmAway', 'sessionId'], () => {
+    const error = state.llmAway;
+    el.hidden = !error;
+    if (!error) return;
+    const button = h('button', { type: 'button', class: 'link-button', text: 'Try again now' });
+    button.addEventListener('click', () => {
+      button.disabled = true;
+      onTryAgain();
+    });
+    clear(el).append(
+      icon('alert'),
+      h('span', { text: 'The model\'s server is not answering; Navi will go on when it is back · ', title: error }),
+      button,
+    );
+  });
+}
+
 const STATUS_ICON = { done: 'check', failed: 'cross', skipped: 'cross', in_progress: null, pending: null };
 
 export function mountTodoDock(el) {

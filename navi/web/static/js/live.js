@@ -11,11 +11,13 @@ import { callIdOf } from './turns.js';
 const RUN_FRAMES = new Set([
   'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status',
   'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed',
-  'approval_required', 'approval_decided', 'run_queued',
+  'llm_waiting', 'approval_required', 'approval_decided', 'run_queued',
 ]);
 
 // Frames that show the model answered (or the run ended): they end "Waiting for the model…".
 const ENDING_FRAMES = new Set(['error', 'stream_end', 'stream_stopped']);
+// Frames after which the run no longer waits for the model's server (its banner goes).
+const BACK_FRAMES = new Set(['stream_retry', 'stream_end', 'stream_stopped', 'error']);
 const ANSWER_FRAMES = new Set([
   'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status', 'plan_ready',
   'tool_started', 'tool_call', 'stream_delta', 'stream_end', 'stream_stopped', 'error',
@@ -24,7 +26,9 @@ const ANSWER_FRAMES = new Set([
 export class LiveRenderer {
   /**
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
-   *         setTodo(items), runEnded({figures}), llm(status, detail), approvals}
+   *         setTodo(items), runEnded({figures}), llm(status, detail), llmAway(error),
+   *         approvals}
+   *  llmAway(error): the run waits for the model's server ('' once it no longer does).
    *  llm() tells the footer's dot what the model's server is doing: 'waiting',
    *  'answering', 'retrying', 'failed' or 'idle'.
    *  approvals: the Approvals of approvals.js (calls that wait for the user).
@@ -39,6 +43,7 @@ export class LiveRenderer {
     if (RUN_FRAMES.has(frame.type) && !frame.is_subagent && !this.hooks.isRunning()) {
       this.hooks.setRunning(true);
     }
+    if (BACK_FRAMES.has(frame.type) && !frame.is_subagent) this.hooks.llmAway?.('');
     if (ANSWER_FRAMES.has(frame.type)) {
       this.view.turn?.stopWaiting();
       // The model said something; an error, a stop or the run's end is not that (a
@@ -151,6 +156,15 @@ export class LiveRenderer {
     }
   }
 
+  /** The retries are spent: the run stays open and waits for the model's server (a
+   *  banner with Try again, until the next attempt's stream_retry or the run's end). */
+  llm_waiting(frame) {
+    if (frame.is_subagent) return;
+    this.view.currentTurn().stopWaiting();
+    this.hooks.llm?.('retrying', frame.error || '');
+    this.hooks.llmAway?.(frame.error || 'the server does not answer');
+  }
+
   stream_end(frame) {
     if (frame.is_subagent) {
       this.scope(frame).setText(frame.content || '');
@@ -224,8 +238,8 @@ export class LiveRenderer {
 // The frame types drawn here, each by the method of the same name.
 const HANDLERS = Object.fromEntries([
   'user_message', 'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking',
-  'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'stream_end',
-  'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
+  'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'llm_waiting',
+  'stream_end', 'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
   'approval_required', 'approval_decided', 'run_queued', 'run_dequeued',
 ].map((type) => [type, LiveRenderer.prototype[type]]));
 

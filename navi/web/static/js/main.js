@@ -12,7 +12,9 @@ import { ConversationView } from './conversation.js';
 import { confirmDialog } from './dialogs.js';
 import { $ } from './dom.js';
 import { forkOriginLine } from './fork_origin.js';
-import { mountConnectionBanner, mountContextMeter, mountProfileSwitcher, mountTodoDock } from './header.js';
+import {
+  mountConnectionBanner, mountContextMeter, mountLLMAwayBanner, mountProfileSwitcher, mountTodoDock,
+} from './header.js';
 import { highestSeq, renderHistory } from './history.js';
 import { icon } from './icons.js';
 import { LiveRenderer } from './live.js';
@@ -87,6 +89,7 @@ const live = new LiveRenderer(view, {
   },
   setTodo: (items) => update({ todo: items }),
   llm: llmActivity,
+  llmAway: (error) => update({ llmAway: error }),
   approvals,
   runEnded: ({ figures }) => {
     sidebar.refresh();
@@ -119,6 +122,7 @@ $('#memory-button').append(icon('brain'));
 $('#memory-button').addEventListener('click', () => navigate(MEMORY));
 mountContextMeter($('#context-meter'));
 mountConnectionBanner($('#connection-banner'));
+mountLLMAwayBanner($('#connection-banner'), tryAgain);
 mountTodoDock($('#todo-dock'));
 
 // ---------------------------------------------------------------- navigation
@@ -227,7 +231,7 @@ async function openSession(sessionId) {
   approvals.reset();
   if (sessionId && sessionId.startsWith(REPLAY)) return openReplay(sessionId.slice(REPLAY.length));
   leaveReplay();
-  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, chatModel: '' });
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, chatModel: '', llmAway: '' });
   composer.showError(null);
   if (!sessionId) {
     update({ profileId: rememberedProfile() });
@@ -286,7 +290,7 @@ async function showForkOrigin(session, token) {
 function openReplay(sessionId) {
   app.classList.add('replaying');
   $('#replay').hidden = false;
-  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null });
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, llmAway: '' });
   $('#replay-button').hidden = true;
   const listed = state.sessions.find((s) => s.session_id === sessionId);
   const title = listed ? sessionTitle(listed) : '';
@@ -387,6 +391,17 @@ async function send(message) {
   }
   update({ running: true });
   return true;
+}
+
+/** Go on now with a run that waits for the model's server: a `try_again` message on
+ *  the socket, or POST …/try-again when it is down. */
+async function tryAgain() {
+  if (!state.sessionId || (connection && connection.send({ type: 'try_again' }))) return;
+  try {
+    await api.tryAgain(state.sessionId);
+  } catch (error) {
+    composer.showError(error.message);
+  }
 }
 
 /** Stop the run: a `stop` message on the socket, or POST …/stop when it is down. */

@@ -19,6 +19,7 @@ const EVENT_WORDS = {
   'llm.tool_calls': 'the model asked for tools',
   'llm.completed': 'the model finished its reply',
   'llm.failed': 'the model’s server failed',
+  'llm.waiting': 'the run waited for the model’s server',
   'tool.requested': 'a tool was asked for',
   'tool.started': 'a tool started',
   'tool.completed': 'a tool finished',

@@ -15,6 +15,7 @@ export const state = {
   approvals: 0, // tool calls of the open chat that wait for the user's decision
   chatModel: '', // the chat's model picker (GET /sessions/{id} → model); '': the profile's
   llm: { activity: 'idle', detail: '', probe: null, answeredAt: 0 }, // the footer's dot
+  llmAway: '', // the run waits for the model's server (llm_waiting): the last error
 };
 
 const listeners = new Map();
