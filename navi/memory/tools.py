@@ -27,9 +27,18 @@ def describe(fact: Fact) -> str:
     return f"- [{fact.category}] {fact.key}: {fact.value} (id {fact.fact_id})"
 
 
-class MemorySearchTool(Tool):
-    name = "memory_search"
+class MemoryTool(Tool):
+    """A tool on the memory of the run's user (``ToolContext.user_id``)."""
+
     uses_files = False
+    timeout_s = 30.0
+
+    def __init__(self, service: MemoryService) -> None:
+        self.service = service
+
+
+class MemorySearchTool(MemoryTool):
+    name = "memory_search"
     description = (
         "Search your long-term memory of the user: facts (preferences, projects, "
         "environment, personal details) learned from past conversations, by keywords, "
@@ -54,10 +63,6 @@ class MemorySearchTool(Tool):
         "additionalProperties": False,
     }
     idempotent = True
-    timeout_s = 30.0
-
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         query = str(args["query"])
@@ -69,9 +74,8 @@ class MemorySearchTool(Tool):
         return ok("\n".join(lines), count=len(facts), fact_ids=[f.fact_id for f in facts])
 
 
-class MemoryRememberTool(Tool):
+class MemoryRememberTool(MemoryTool):
     name = "memory_remember"
-    uses_files = False
     description = (
         "Remember a fact about the user for future conversations, when the user asks "
         '("remember that …"). A new value for a key replaces the old one; the user '
@@ -99,13 +103,9 @@ class MemoryRememberTool(Tool):
     }
     # Writing the same value again changes nothing: safe to run again after a crash.
     idempotent = True
-    timeout_s = 30.0
     # A remembered fact steers every future chat, and a page the model read may ask for
     # one: the user sees the fact on the card and says yes first.
     approval = "ask"
-
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         try:
@@ -125,9 +125,8 @@ class MemoryRememberTool(Tool):
         )
 
 
-class MemoryForgetTool(Tool):
+class MemoryForgetTool(MemoryTool):
     name = "memory_forget"
-    uses_files = False
     description = (
         "Forget a fact about the user for good: it disappears from memory search, from "
         "the memory summary and from every future conversation. Name it by its id (from "
@@ -148,13 +147,9 @@ class MemoryForgetTool(Tool):
     }
     # Forgetting twice leaves the same memory: safe to run again after a crash.
     idempotent = True
-    timeout_s = 30.0
     # A fact forgotten is gone for good, and a page the model read may ask for it: the
     # user says yes first (a profile or the user's settings may make it "auto").
     approval = "ask"
-
-    def __init__(self, service: MemoryService) -> None:
-        self.service = service
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
         fact_id = args.get("fact_id") or await self._find(ctx.user_id, args)

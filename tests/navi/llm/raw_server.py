@@ -12,17 +12,23 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 __all__ = ["ForwardProxy", "dropping_server", "forward_proxy", "json_server", "redirecting_server"]
 
 
+async def read_request(client: anyio.abc.SocketStream) -> bytes:
+    """One request read off ``client`` (its body too, which is dropped): its head."""
+    reader = BufferedByteReceiveStream(client)
+    head = await reader.receive_until(b"\r\n\r\n", 65536)
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            await reader.receive_exactly(int(line.split(b":")[1]))
+    return head
+
+
 @asynccontextmanager
 async def redirecting_server(status: int, location: str) -> AsyncIterator[str]:
     """A server on 127.0.0.1 that answers every request with ``status`` to ``location``."""
 
     async def serve(client: anyio.abc.SocketStream) -> None:
         async with client:
-            reader = BufferedByteReceiveStream(client)
-            head = await reader.receive_until(b"\r\n\r\n", 65536)
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    await reader.receive_exactly(int(line.split(b":")[1]))
+            await read_request(client)
             await client.send(
                 b"HTTP/1.1 %d Redirect\r\nLocation: %b\r\nContent-Length: 0\r\n\r\n"
                 % (status, location.encode())
@@ -68,11 +74,7 @@ async def dropping_server(answer: bytes) -> AsyncIterator[str]:
 
     async def serve(client: anyio.abc.SocketStream) -> None:
         async with client:
-            reader = BufferedByteReceiveStream(client)
-            head = await reader.receive_until(b"\r\n\r\n", 65536)
-            for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
-                    await reader.receive_exactly(int(line.split(b":")[1]))
+            await read_request(client)
             if answer:
                 await client.send(answer)
 
