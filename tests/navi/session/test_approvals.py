@@ -265,8 +265,9 @@ async def test_a_subagents_request_is_decided_through_its_top_level_session(
             (request,) = events_of(child_records, ToolApprovalRequested)
             # Pending, seen from the top-level session as the REST route lists it.
             from navi.server.approvals import awaiting
+            from tests.support.frames import wire
 
-            (frame,) = await awaiting(navi.store, session)
+            (frame,) = wire(await awaiting(navi.store, session))
             assert frame["call_id"] == request.call_id and frame["is_subagent"] is True
             assert frame["subagent_id"] == frame["stream_id"] == child
             # The subagent's calls are named after its stream: no sibling's nor its
