@@ -238,17 +238,22 @@ async def run_sandboxed(
             output_limit_bytes=output_limit_bytes,
             kill_grace_s=kill_grace_s,
         )
-        try:
-            outcome = await run()
-        except NetworkNotStarted:  # its command never ran: once more
-            return await run()
-        return await run() if _loopback_failed(outcome) else outcome
+        for _ in range(LOOPBACK_ATTEMPTS - 1):
+            try:
+                outcome = await run()
+            except NetworkNotStarted:  # its command never ran: again
+                continue
+            if not _loopback_failed(outcome):
+                return outcome
+            await anyio.sleep(0.05)  # a moment for the kernel's netlink, then again
+        return await run()
 
 
 # bubblewrap 0.8 now and then fails to bring up loopback in the sandbox's new network
 # namespace, before it runs the command (an exit code of 1 and this one line): the call is
-# started once more. (Code that prints the line itself gains nothing by it: it could as
+# started again. (Code that prints the line itself gains nothing by it: it could as
 # well do its work twice in one run.)
+LOOPBACK_ATTEMPTS = 4  # one failure in a few hundred, more under load: seen twice in a row
 _LOOPBACK_FAILED = re.compile(r"bwrap: loopback: Failed [A-Z_]+: [^\n]*\n?")
 
 

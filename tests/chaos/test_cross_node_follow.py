@@ -21,7 +21,7 @@ from websockets.asyncio.client import connect
 
 from events.envelope import Recorded
 from events.types import RunStarted
-from navi.server.frames import FrameTranslator, coalesce
+from navi.server.frames import FrameTranslator
 from tests.chaos.harness import (
     ChaosLLM,
     NaviProcess,
@@ -34,6 +34,7 @@ from tests.chaos.harness import (
     send_message,
 )
 from tests.chaos.llm import NUM_CTX, spec_line
+from tests.support.frames import coalesce, wire
 
 pytestmark = pytest.mark.postgres
 
@@ -114,7 +115,7 @@ async def _reconnections(
                 continue
             for node in (a, b):
                 got = await _frames_on_reconnect(node, session_id, after, expected[-1])
-                if [_key(f) for f in coalesce(got)] != [_key(f) for f in expected]:
+                if [_key(f) for f in coalesce(got)] != [_key(f) for f in coalesce(expected)]:
                     mismatches.append(
                         f"{node.name} {session_id} ?after={after}: {len(got)} frames, "
                         f"the log gives {len(expected)}"
@@ -125,7 +126,7 @@ async def _reconnections(
 def _frames_after(records: list[Recorded], after: int) -> list[dict[str, Any]]:
     translator = FrameTranslator(max_context_tokens=NUM_CTX)
     translator.prime([r for r in records if r.seq <= after])
-    return coalesce([f for r in records if r.seq > after for f in translator.frames(r)])
+    return wire([f for r in records if r.seq > after for f in translator.frames(r)])
 
 
 async def _frames_on_reconnect(
