@@ -247,8 +247,9 @@ export class Sidebar {
     // One-shots of `navi chat "…"` and /v1 clients' chats sit in a folded group of their
     // own (not while searching): they would push the user's own chats down the list.
     const apart = this.query ? [] : sessions.filter((s) => isApart(s));
+    const folded = new Set(apart);
     let group = null;
-    for (const session of sortSessions(sessions.filter((s) => !apart.includes(s)))) {
+    for (const session of sortSessions(sessions.filter((s) => !folded.has(s)))) {
       const name = groupOf(session, now);
       if (name !== group) {
         group = name;
