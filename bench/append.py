@@ -29,8 +29,8 @@ from _common import percentile, postgres_url, report
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from events.base import BaseEventStore
-from events.memory import InMemoryEventStore
+from events.store import EventStore
+from events.in_memory import InMemoryEventStore
 from events.postgres import PostgresEventStore, asyncpg_dsn
 from events.sql import INSERT_COLUMNS
 from events.sqlite import SqliteEventStore
@@ -42,7 +42,7 @@ BATCH = 256  # what a streaming writer stages between flushes
 PG_BATCH = 512  # the raw ceiling's transactions: a size a writer's batches reach
 
 
-async def one_stream(store: BaseEventStore, total: int) -> float:
+async def one_stream(store: EventStore, total: int) -> float:
     """One writer staging chunks one by one, as a streaming LLM call does; the writer
     group-commits them (batch size, delay, boundary)."""
     start = time.perf_counter()
@@ -55,7 +55,7 @@ async def one_stream(store: BaseEventStore, total: int) -> float:
 
 
 async def many_streams(
-    store: BaseEventStore, total: int, streams: int = 50, prefix: str = "bench-many"
+    store: EventStore, total: int, streams: int = 50, prefix: str = "bench-many"
 ) -> float:
     """Many writers, each awaiting small appends: the store's group commit batches them."""
     per = total // streams
@@ -86,7 +86,7 @@ async def nodes_at_once(url: str, total: int, nodes: int = 3) -> float:
         return total // nodes // 50 * 50 * nodes / (time.perf_counter() - start)
 
 
-async def wake_latency(store: BaseEventStore, samples: int = 1000) -> tuple[float, float]:
+async def wake_latency(store: EventStore, samples: int = 1000) -> tuple[float, float]:
     """Milliseconds from calling append to a live subscriber holding the event."""
     latencies: list[float] = []
     received = anyio.Event()

@@ -41,7 +41,7 @@ import msgspec
 
 from _common import median, report
 from events.codec import encode_stored
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from navi.app import Navi
 from navi.cli import freeze_startup_objects
 from navi.llm.http import LLMServer

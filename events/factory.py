@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.batch import Clock, IdFactory, new_uuid
 
 
@@ -14,13 +14,13 @@ def store_for_url(
     clock: Clock = time.time,
     new_id: IdFactory = new_uuid,
     db_timeout_s: float | None = None,
-) -> BaseEventStore:
+) -> EventStore:
     """``sqlite:///navi.db`` (or ``sqlite+aiosqlite://``), ``postgresql://…`` (or
     ``postgresql+asyncpg://``), or ``memory://``. Use the result as ``async with``.
     ``db_timeout_s``: the bound of every PostgreSQL wait (default: the store's)."""
     scheme = url.split(":", 1)[0].lower()
     if scheme == "memory":
-        from events.memory import InMemoryEventStore
+        from events.in_memory import InMemoryEventStore
 
         return InMemoryEventStore(clock=clock, new_id=new_id)
     if scheme in {"sqlite", "sqlite+aiosqlite"}:

@@ -3,7 +3,7 @@ projection is ``projections.memory`` (docs/memory.md). ``events.types`` re-expor
 
 from __future__ import annotations
 
-from events.event_base import Event
+from events.event import Event
 
 
 class MemoryFactLearned(Event, frozen=True, kw_only=True, tag="memory.fact_learned"):

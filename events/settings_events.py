@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from events.event_base import Event
+from events.event import Event
 
 ThinkChoice = Literal["default", "on", "off"]
 ToolChoice = Literal["auto", "ask", "deny"]

@@ -14,7 +14,7 @@ import structlog
 from sqlalchemy import Row, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.batch import ROW_COLUMNS, AppendRequest, Clock, IdFactory, NewKey, Planned, new_uuid
 from events.batch import Row as LogRow
 from events.codec import decode
@@ -67,7 +67,7 @@ def row_to_recorded(row: Row[Any] | Sequence[Any], *, lenient: bool = False) -> 
 INSERT_COLUMNS = ROW_COLUMNS
 
 
-class SqlEventStore(BaseEventStore):
+class SqlEventStore(EventStore):
     def __init__(
         self,
         url: str,

@@ -11,22 +11,22 @@ from typing import Any, ClassVar, Literal
 
 import msgspec
 
-from events.event_base import (
+from events.event import (
     Chunk as Chunk,
 )
-from events.event_base import (
+from events.event import (
     Event as Event,
 )
-from events.event_base import (
+from events.event import (
     FileRef as FileRef,
 )
-from events.event_base import (
+from events.event import (
     ImageRef as ImageRef,
 )
-from events.event_base import (
+from events.event import (
     TodoItem as TodoItem,
 )
-from events.event_base import (
+from events.event import (
     ToolCall as ToolCall,
 )
 from events.memory_events import MemoryExtractionFailed as MemoryExtractionFailed

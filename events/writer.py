@@ -29,7 +29,7 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from msgspec.structs import replace
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import NewEvent, Recorded, Staged
 from events.errors import EventStoreError
 from events.tuning import WRITER_MAX_BATCH, WRITER_MAX_DELAY, WRITER_QUEUE
@@ -61,7 +61,7 @@ class StreamWriter:
 
     def __init__(
         self,
-        store: BaseEventStore,
+        store: EventStore,
         stream_id: str,
         *,
         last_seq: int,

@@ -13,7 +13,7 @@ import anyio
 import structlog
 
 from actors import ActorSystem
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
 from events.types import (
@@ -60,7 +60,7 @@ class RunFailedError(SessionError):
 @dataclass
 class Navi:
     settings: Settings
-    store: BaseEventStore
+    store: EventStore
     profiles: ProfileRegistry
     tools: ToolRegistry
     backend: LLMBackend
@@ -89,7 +89,7 @@ class Navi:
         *,
         env: Mapping[str, str] | None = None,
         backend: LLMBackend | None = None,
-        store: BaseEventStore | None = None,
+        store: EventStore | None = None,
         workers: tuple[Worker, ...] = (),
         clock: object = time.time,
         background: bool = True,

@@ -11,7 +11,7 @@ import anyio
 import structlog
 from anyio.abc import TaskGroup
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from navi.accounts import Users
 from navi.blobs import BlobStore
 from navi.cluster import NodePlacement
@@ -105,7 +105,7 @@ async def saved_connection(settings: Settings, user_settings: SettingsService) -
 def session_deps(
     settings: Settings,
     *,
-    store: BaseEventStore,
+    store: EventStore,
     profiles: ProfileRegistry,
     tools: ToolRegistry,
     users: Users,

@@ -1,4 +1,4 @@
-"""Re-summarising a session's context on request (``POST /sessions/{id}/recompress``,
+"""Recompressing a session's context on request (``POST /sessions/{id}/recompress``,
 ``navi recompress``): ask the session actor (navi/run/compression.py does the work) and
 wait for the ``context.compressed`` or ``context.compression_failed`` it records.
 
@@ -22,7 +22,7 @@ ENDS = frozenset({"context.compressed", "context.compression_failed"})
 
 
 async def recompress_and_wait(navi: Navi, session_id: str, model: str | None) -> Recorded:
-    """The recorded end of the re-summary; raises ``SessionError`` when the session
+    """The recorded end of the recompression; raises ``SessionError`` when the session
     refuses (a run is active, nothing to summarise)."""
     after: int = await navi.sessions.ask(session_id, m.Recompress(model=model))
     history = await load_history(navi.store, session_id)

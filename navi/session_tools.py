@@ -22,7 +22,7 @@ from tools.base import Approval, CallDescription, SessionScope
 from tools.context import Hook
 
 if TYPE_CHECKING:
-    from events.base import BaseEventStore
+    from events.store import EventStore
 
 
 class SwitchProfileTool(Tool):
@@ -95,7 +95,7 @@ class SessionTools:
     """``switch_profile`` and ``spawn_agent``, and the driver's ``tool_hooks`` for them."""
 
     def __init__(
-        self, profiles: ProfileRegistry, store: BaseEventStore, new_id: Callable[[], str]
+        self, profiles: ProfileRegistry, store: EventStore, new_id: Callable[[], str]
     ) -> None:
         self.profiles = profiles
         self.store = store

@@ -48,7 +48,7 @@ from tools import Tool, ToolContext, ToolResult, fail, ok
 from tools.base import Approval, CallDescription, SessionScope, shorten
 
 if TYPE_CHECKING:
-    from events.base import BaseEventStore
+    from events.store import EventStore
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +88,7 @@ class Spawner:
         parent: SessionActor,
         call_id: str,
         *,
-        store: BaseEventStore,
+        store: EventStore,
         new_id: Callable[[], str],
         timeout_s: float,
     ) -> None:

@@ -387,7 +387,7 @@ def cmd_recompress(args: argparse.Namespace) -> int:
                 return fail(str(exc))
         event = record.event
         if not isinstance(event, ContextCompressed):
-            return fail(f"the re-summary failed: {getattr(event, 'error', event)}")
+            return fail(f"the recompression failed: {getattr(event, 'error', event)}")
         sys.stdout.write(
             f"summarised events {event.from_seq}..{event.to_seq} with {event.model or 'the profile model'}"
             f" ({event.messages_before} → {event.messages_after} messages in the context):\n"

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 
 import anyio
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from navi.cluster.node import ClusterNode
 from navi.config import Settings
 from navi.session.manager import SessionManager
@@ -42,7 +42,7 @@ class NodePlacement:
 
 
 @asynccontextmanager
-async def open_placement(store: BaseEventStore, settings: Settings) -> AsyncIterator[NodePlacement]:
+async def open_placement(store: EventStore, settings: Settings) -> AsyncIterator[NodePlacement]:
     from events.postgres import PostgresEventStore, asyncpg_dsn
 
     if not isinstance(store, PostgresEventStore):

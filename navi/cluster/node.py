@@ -24,7 +24,7 @@ import asyncpg
 import structlog
 from anyio.abc import TaskGroup
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.pg_writes import wait_settings
 from events.postgres import PostgresEventStore
 from navi.cluster.delivery import InboxDelivery
@@ -43,7 +43,7 @@ STOP_ACTOR_S = 10.0
 class ClusterNode:
     def __init__(
         self,
-        store: BaseEventStore,
+        store: EventStore,
         dsn: str,
         *,
         sweep_s: float = 1.0,

@@ -27,7 +27,7 @@ from collections.abc import Callable
 import anyio
 import structlog
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from navi.cluster.inbox import Inbox, RunIndex
 from navi.cluster.local import LocalSessions
 from navi.cluster.ownership import ClusterUnavailable, PostgresOwnership
@@ -41,7 +41,7 @@ KEEP_DONE_ROWS_S = 3600.0
 class Sweeper:
     def __init__(
         self,
-        store: BaseEventStore,
+        store: EventStore,
         inbox: Inbox,
         runs: RunIndex,
         ownership: PostgresOwnership,

@@ -105,7 +105,3 @@ async def export_lines(
     for _, records in streams:
         for record in records:
             yield event_line(record)
-
-
-async def export_bytes(store: EventStore, session_id: str, *, now: float | None = None) -> bytes:
-    return b"".join([line async for line in export_lines(store, session_id, now=now)])

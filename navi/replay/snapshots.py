@@ -24,7 +24,6 @@ from navi.replay.history import History, load_history
 from navi.replay.projection_set import ALL, PROJECTIONS, States, fold_states, initial_states
 from navi.replay.snapshot_codec import CODECS, BrokenSnapshotError
 from navi.replay.snapshot_store import SnapshotStorage, snapshots_for
-from projections.context import ContextState
 from projections.fold import fold
 from projections.messages import MessagesState
 
@@ -265,14 +264,6 @@ async def load_messages(
 ) -> MessagesState:
     """The ``messages`` projection of the session (``GET /sessions/{id}``)."""
     state: MessagesState = await load_projection(store, session_id, "messages", every=every)
-    return state
-
-
-async def load_context(
-    store: EventStore, session_id: str, *, every: int = SNAPSHOT_EVERY
-) -> ContextState:
-    """The ``context`` projection of the session (``GET /sessions/{id}/context``)."""
-    state: ContextState = await load_projection(store, session_id, "context", every=every)
     return state
 
 

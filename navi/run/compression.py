@@ -21,7 +21,7 @@ superseded). The ``context`` projection applies it; ``messages`` never changes. 
 summary call records ``llm.failed`` + ``context.compression_failed``: the context
 stays as it was, and the failure is in the log.
 
-A re-summary (navi/run/resummary.py, asked for by ``navi recompress``) summarises the
+A recompression (navi/run/recompress.py, asked for by ``navi recompress``) summarises the
 range of the latest summary again.
 """
 

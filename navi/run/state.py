@@ -34,7 +34,7 @@ Design notes (also in docs/state-machine.md):
   Calls run in the order the LLM gave them, so one call at a time waits.
 - Post-turn compression runs after ``run.completed``: ``done`` → ``compressing_after_run``
   → ``done``. A ``user.message`` must wait until it ends (the session actor holds it).
-  A re-summary asked for at rest (``recompress``) may also start from ``stopped`` or
+  A recompression asked for at rest (``recompress``) may also start from ``stopped`` or
   ``failed``; it ends in ``done`` (a resting state like the others).
 - LLM calls with purpose ``memory`` belong to the memory workers' own stream, never to a
   session's run: ``llm.requested+memory`` is legal in no state.
@@ -240,12 +240,12 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
     STOPPED: {
         "user.message":               IDLE,
         "profile.switched":           STOPPED,
-        "context.compressing":        COMPRESSING_AFTER_RUN,  # a re-summary (recompress)
+        "context.compressing":        COMPRESSING_AFTER_RUN,  # a recompression (recompress)
     },
     FAILED: {
         "user.message":               IDLE,
         "profile.switched":           FAILED,
-        "context.compressing":        COMPRESSING_AFTER_RUN,  # a re-summary (recompress)
+        "context.compressing":        COMPRESSING_AFTER_RUN,  # a recompression (recompress)
     },
 }
 # fmt: on

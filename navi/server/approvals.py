@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import Recorded
 from navi.replay.history import load_history
 from navi.server.frames import running_subagents, waiting_frame
@@ -38,7 +38,7 @@ class DecisionBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     stream_id: str = ""
 
 
-async def awaiting(store: BaseEventStore, session_id: str) -> list[Frame]:
+async def awaiting(store: EventStore, session_id: str) -> list[Frame]:
     """The ``approval_required`` frames of every call that waits in ``session_id``'s run
     and in its running subagents (with their seqs)."""
     history = await load_history(store, session_id)
@@ -49,7 +49,7 @@ async def awaiting(store: BaseEventStore, session_id: str) -> list[Frame]:
 
 
 async def _children(
-    store: BaseEventStore, records: list[Recorded], calls: waiting.Waiting, *, depth: int
+    store: EventStore, records: list[Recorded], calls: waiting.Waiting, *, depth: int
 ) -> waiting.Waiting:
     """``calls`` with those of the subagents running in ``records`` (and theirs)."""
     for child in running_subagents(records):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from navi.server.auth import User
 from navi.server.views import SessionsView, load_log
 from navi.session.errors import SessionDamaged
@@ -39,7 +39,7 @@ def snippet(text: str, needle: str) -> str:
 
 
 async def search_sessions(
-    sessions: SessionsView, store: BaseEventStore, user: User, query: str
+    sessions: SessionsView, store: EventStore, user: User, query: str
 ) -> list[Hit]:
     """The user's sessions whose title or any message holds ``query`` (case-insensitive),
     in the listing's order."""
@@ -57,7 +57,7 @@ async def search_sessions(
     return hits
 
 
-async def _in_messages(store: BaseEventStore, session_id: str, needle: str) -> str | None:
+async def _in_messages(store: EventStore, session_id: str, needle: str) -> str | None:
     try:
         messages = (await load_log(store, session_id)).messages()
     except SessionDamaged:

@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 import structlog
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import Recorded
 from events.errors import EventDecodeError
 from navi.ids import is_uuid
@@ -36,7 +36,7 @@ log = structlog.get_logger(__name__)
 
 
 class SessionsView:
-    def __init__(self, store: BaseEventStore) -> None:
+    def __init__(self, store: EventStore) -> None:
         self.store = store
         self._runner = LogProjectionRunner(store, sessions_projection.SESSIONS)
         self._lock = anyio.Lock()
@@ -151,7 +151,7 @@ class SessionLog:
             ) from None
 
 
-async def load_log(store: BaseEventStore, session_id: str) -> SessionLog:
+async def load_log(store: EventStore, session_id: str) -> SessionLog:
     """The session's history: a fork's starts with its origin's events up to the fork
     point (navi/replay/history.py); seqs are history seqs, as clients see them."""
     if not is_uuid(session_id):

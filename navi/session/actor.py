@@ -28,7 +28,7 @@ from actors import (
     Reply,
     Supervision,
 )
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.errors import EventDecodeError, is_storage_full
 from events.types import (
     CallOptions,
@@ -48,7 +48,8 @@ from events.types import (
 from navi.blobs import BlobStore
 from navi.grants import check_entry
 from navi.llm.stop import StopSignal
-from navi.run import compression, resummary
+from navi.run import compression
+from navi.run.recompress import recompress_range, recompress_selection
 from navi.run.host import RunDeps
 from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
@@ -79,7 +80,7 @@ ASK_CHILD_S = 10.0  # a subagent's answer to where a call waits
 
 @dataclass
 class SessionDeps:
-    store: BaseEventStore
+    store: EventStore
     run: RunDeps
     new_id: Callable[[], str]
     clock: Callable[[], float]
@@ -111,7 +112,7 @@ class SessionActor(Actor[object]):
         self._run_child: str | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
-        # A re-summary asked for while the last run was winding down: (model, its reply).
+        # A recompression asked for while the last run was winding down: (model, its reply).
         self._pending_recompress: tuple[str | None, Reply] | None = None
         # Set when the log holds an event no Navi can read: every request is refused.
         self.damaged: SessionDamaged | None = None
@@ -304,7 +305,7 @@ class SessionActor(Actor[object]):
             self._pending_recompress = None
             try:
                 reply.set(await self.recompress(model))
-                return  # queued messages start when the re-summary has ended
+                return  # queued messages start when the recompression has ended
             except (SessionError, IllegalTransition) as refused:
                 reply.set(m.Refusal(refused))
         if self.parent is not None and not self._queue:
@@ -359,7 +360,7 @@ class SessionActor(Actor[object]):
         await ref.tell(m.Drive(resumed=resumed))
 
     async def recompress(self, model: str | None) -> int | None:
-        """Start a re-summary in a child actor; answers the seq it starts after. Asked
+        """Start a recompression in a child actor; answers the seq it starts after. Asked
         while the last run winds down (post-turn workers), it starts when that ends (the
         session keeps the deferred reply)."""
         if self.state.run_active or self._pending_recompress is not None:
@@ -369,13 +370,13 @@ class SessionActor(Actor[object]):
             return None
         records = await self.deps.store.read(self.session_id)
         keep = self.deps.run.settings.compression_keep_recent
-        selection = resummary.recompress_selection(self.state.context, records, keep)
+        selection = recompress_selection(self.state.context, records, keep)
         if selection is None:
             raise SessionError("there is nothing to summarise in this session's context yet")
         after = self.state.last_seq
 
         async def job(session: SessionActor) -> None:
-            await resummary.resummarise(session, session.deps.run, selection, model)
+            await recompress_range(session, session.deps.run, selection, model)
 
         self._runs += 1
         name = self._run_child = f"recompress-{self._runs}"  # a message sent meanwhile waits

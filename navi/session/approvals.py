@@ -10,7 +10,7 @@ of older logs, numbered alike) is a refusal (409), never a guess.
 
 from __future__ import annotations
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import ToolApprovalDecided, ToolApprovalRequested
 from navi.ids import is_uuid
 from navi.session import messages as m
@@ -48,7 +48,7 @@ def decision(request: ToolApprovalRequested, message: m.Decide) -> ToolApprovalD
     )
 
 
-async def was_asked(store: BaseEventStore, session_id: str, call_id: str) -> bool:
+async def was_asked(store: EventStore, session_id: str, call_id: str) -> bool:
     """Whether this session's log ever asked about ``call_id`` (a refusal's wording: a
     bad request only, so reading the log is fine)."""
     for record in await store.read(session_id):

@@ -13,7 +13,7 @@ them.
 
 from __future__ import annotations
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import SessionCreated
 from events.writer import StreamWriter
 from navi.replay.history import load_history
@@ -21,7 +21,7 @@ from navi.session.state import SessionState
 
 
 async def recover(
-    store: BaseEventStore, session_id: str, state: SessionState, *, page: int
+    store: EventStore, session_id: str, state: SessionState, *, page: int
 ) -> StreamWriter:
     """Fold the session's history into ``state`` (page by page) and return the writer
     that appends after it (not yet running)."""

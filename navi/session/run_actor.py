@@ -1,6 +1,6 @@
 """The children a session actor spawns to work on its stream while its own mailbox
 stays free: a run (``RunActor``: the tool-calling loop, then the post-turn workers) and
-a job at rest (``JobActor``: a re-summary). Each runs once, then stops; the session
+a job at rest (``JobActor``: a recompression). Each runs once, then stops; the session
 hears of it as ``ChildStopped`` (or ``ChildFailed``)."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class Waits:
 
 
 class JobActor(Actor[object]):
-    """Work on a session at rest (a re-summary): runs its job once, then stops."""
+    """Work on a session at rest (a recompression): runs its job once, then stops."""
 
     mailbox_size = 2
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import NewEvent, Recorded
 from events.types import Event, RunStarted, UserMessage
 from events.writer import StreamWriter
@@ -26,7 +26,7 @@ RECOVERY_PAGE = 5000
 
 
 class SessionStream:
-    def __init__(self, store: BaseEventStore, session_id: str, clock: Callable[[], float]):
+    def __init__(self, store: EventStore, session_id: str, clock: Callable[[], float]):
         self.store = store
         self.session_id = session_id
         self.clock = clock

@@ -11,7 +11,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import NewEvent, Recorded
 from events.errors import ConcurrencyError
 from events.types import (
@@ -45,7 +45,7 @@ class StoreContract:
     over fresh, empty storage (and, called again with ``reopen=True``, over the same one)."""
 
     @asynccontextmanager
-    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[BaseEventStore]:
+    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[EventStore]:
         raise NotImplementedError
         yield
 
@@ -431,7 +431,7 @@ class DurableStoreContract(StoreContract):
                 assert [r.seq for r in await second.read(f"a{i}")] == list(range(1, 101))
 
     async def insert_raw(
-        self, store: BaseEventStore, stream: str, seq: int, type_: str, version: int, payload: bytes
+        self, store: EventStore, stream: str, seq: int, type_: str, version: int, payload: bytes
     ) -> None:
         from sqlalchemy import func, select
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.postgres import PostgresEventStore
 from tests.events.store_contract import DurableStoreContract
 from tests.events.writer_contract import WriterContract
@@ -21,7 +21,7 @@ class TestPostgresEventStore(DurableStoreContract, WriterContract):
         self.url = postgres_url
 
     @asynccontextmanager
-    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[BaseEventStore]:
+    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[EventStore]:
         async with PostgresEventStore(self.url, **kw) as store:
             if not reopen:
                 async with store.engine.begin() as conn:

@@ -11,7 +11,7 @@ import anyio
 import pytest
 
 import events.sqlite
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.errors import ConcurrencyError
 from events.sqlite import SqliteEventStore
 from events.types import LLMText
@@ -25,7 +25,7 @@ class TestSqliteEventStore(DurableStoreContract, WriterContract):
         self.path = tmp_path / "navi.db"
 
     @asynccontextmanager
-    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[BaseEventStore]:
+    async def open_store(self, *, reopen: bool = False, **kw: Any) -> AsyncIterator[EventStore]:
         async with SqliteEventStore(self.path, **kw) as store:
             yield store
 

@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.errors import ConcurrencyError
 from events.types import LLMCompleted, LLMText, ToolCompleted, ToolStarted
 from events.writer import StreamWriter, WriterFailedError
@@ -21,14 +21,14 @@ def texts(records: list[Any]) -> list[str]:
     return [r.event.text for r in records]
 
 
-async def until_durable(store: BaseEventStore, stream: str, seq: int) -> None:
+async def until_durable(store: EventStore, stream: str, seq: int) -> None:
     with anyio.fail_after(5):
         while len(await store.read(stream)) < seq:
             await anyio.sleep(0.002)
 
 
 class WriterContract:
-    def open_store(self, **kw: Any) -> AbstractAsyncContextManager[BaseEventStore]:
+    def open_store(self, **kw: Any) -> AbstractAsyncContextManager[EventStore]:
         raise NotImplementedError
 
     async def test_chunks_wait_for_a_boundary_and_commit_with_it(self) -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 import anyio
 import msgspec
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import NewEvent, Recorded
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import (
     ContextCompressed,
     ContextCompressing,
@@ -93,7 +93,7 @@ def new_store() -> InMemoryEventStore:
 class Stream:
     """Appends to one stream; each ``add`` is one commit (one timestamp)."""
 
-    def __init__(self, store: BaseEventStore, stream_id: str, run_id: str | None = None) -> None:
+    def __init__(self, store: EventStore, stream_id: str, run_id: str | None = None) -> None:
         self.store = store
         self.stream_id = stream_id
         self.seq = 0
@@ -112,7 +112,7 @@ def text_chunks(text: str, size: int = 6) -> list[Event]:
 # ---------------------------------------------------------------- scenarios
 
 
-async def simple_question(store: BaseEventStore) -> None:
+async def simple_question(store: EventStore) -> None:
     s = Stream(store, SESSION, run_id="run-1")
     await s.add(SessionCreated(profile_id="secretary", title=""))
     await s.add(UserMessage(text="What is the capital of France?"))
@@ -131,7 +131,7 @@ async def simple_question(store: BaseEventStore) -> None:
     await s.add(RunCompleted(content="The capital of France is Paris.", iterations=1))
 
 
-async def planning_and_tools(store: BaseEventStore) -> None:
+async def planning_and_tools(store: EventStore) -> None:
     s = Stream(store, SESSION, run_id="run-1")
     await s.add(SessionCreated(profile_id="coder"))
     files = (FileRef(name="notes.txt", path="/data/session_files/a001/notes.txt"),)
@@ -187,7 +187,7 @@ async def planning_and_tools(store: BaseEventStore) -> None:
     await s.add(RunCompleted(content=answer, iterations=2))
 
 
-async def subagent(store: BaseEventStore) -> None:
+async def subagent(store: EventStore) -> None:
     s = Stream(store, SESSION, run_id="run-1")
     child = Stream(store, CHILD, run_id="run-c1")
     await s.add(SessionCreated(profile_id="secretary"))
@@ -219,7 +219,7 @@ async def subagent(store: BaseEventStore) -> None:
     await s.add(RunCompleted(content=answer, iterations=2))
 
 
-async def profile_switch(store: BaseEventStore) -> None:
+async def profile_switch(store: EventStore) -> None:
     s = Stream(store, SESSION, run_id="run-1")
     await s.add(SessionCreated(profile_id="secretary", title="Switching"))
     await s.add(UserMessage(text="Let's write some code"))
@@ -253,7 +253,7 @@ async def _turn(s: Stream, question: str, answer: str) -> None:
     await s.add(RunCompleted(content=answer, iterations=1))
 
 
-async def compression(store: BaseEventStore) -> None:
+async def compression(store: EventStore) -> None:
     s = Stream(store, SESSION)
     await s.add(SessionCreated(profile_id="secretary"))
     await _turn(s, "Tell me about Rome", "Rome is the capital of Italy.")
@@ -299,7 +299,7 @@ async def compression(store: BaseEventStore) -> None:
     await s.add(RunCompleted(content="Rome is older; Florence is smaller.", iterations=1))
 
 
-async def stopped_run(store: BaseEventStore) -> None:
+async def stopped_run(store: EventStore) -> None:
     s = Stream(store, SESSION)
     await s.add(SessionCreated(profile_id="secretary"))
     # Stopped while streaming: the partial answer is kept.
@@ -328,7 +328,7 @@ async def stopped_run(store: BaseEventStore) -> None:
     await s.add(RunStopped(reason="user"))
 
 
-async def resumed_run(store: BaseEventStore) -> None:
+async def resumed_run(store: EventStore) -> None:
     s = Stream(store, SESSION, run_id="run-1")
     await s.add(SessionCreated(profile_id="coder"))
     await s.add(UserMessage(text="Save a file, then tell me"))
@@ -350,7 +350,7 @@ async def resumed_run(store: BaseEventStore) -> None:
     await s.add(RunCompleted(content=answer, iterations=2))
 
 
-Scenario = Callable[[BaseEventStore], Awaitable[None]]
+Scenario = Callable[[EventStore], Awaitable[None]]
 
 SCENARIOS: dict[str, Scenario] = {
     "simple_question": simple_question,

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from navi.replay.export import export_bytes
 from navi.replay.import_ import import_session, parse_export
 from navi.replay.inspect import state_at
-from navi.replay.snapshots import load_context, load_messages
+from navi.replay.snapshots import load_messages
+from tests.navi.replay.support import load_context
 from navi.replay.verify import verify_session
 from tests.golden.make_golden import (
     EXPORTED_AT,
@@ -45,7 +46,7 @@ def test_each_golden_log_replays_to_its_projections(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", NAMES)
-async def test_export_import_replay_round_trip(name: str, store: BaseEventStore) -> None:
+async def test_export_import_replay_round_trip(name: str, store: EventStore) -> None:
     export, expected = golden(name)
     result = await import_session(store, export.splitlines(), snapshot_every=5)
     assert await export_bytes(store, result.session_id, now=EXPORTED_AT) == export

@@ -4,7 +4,7 @@ import anyio
 import pytest
 
 from events.envelope import Recorded
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import (
     Event,
     LLMCompleted,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from events.event_base import ToolCall
+from events.event import ToolCall
 from events.types import ToolCompleted, ToolFailed
 from navi.run.tool_step import _result_event
 from projections.tool_results import tool_result_content

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from navi.memory.facts import fact_id, memory_stream_id
 from navi.memory.service import MemoryService
 from tests.navi.memory.conftest import Clock, learned

@@ -25,7 +25,7 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import httpx
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import Recorded
 
 __all__ = [
@@ -72,7 +72,7 @@ async def wait_until(
 
 
 async def wait_for_events(
-    store: BaseEventStore, session_id: str, kind: str, count: int = 1, *, limit_s: float = 20.0
+    store: EventStore, session_id: str, kind: str, count: int = 1, *, limit_s: float = 20.0
 ) -> list[Recorded]:
     """The session's records once its log holds ``count`` events of type ``kind`` (e.g.
     ``"run.completed"``); fails (``TimeoutError``) after ``limit_s``."""

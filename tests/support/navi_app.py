@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import msgspec
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
 from events.types import TERMINAL_RUN_EVENTS, FileRef
@@ -52,7 +52,7 @@ def navi_settings(tmp_path: Path, fake_url: str, **overrides: Any) -> Settings:
 async def open_navi(
     settings: Settings,
     *,
-    store: BaseEventStore | None = None,
+    store: EventStore | None = None,
     llm: FakeLLM | None = None,
     **kw: Any,
 ) -> AsyncIterator[Navi]:
@@ -68,7 +68,7 @@ async def open_navi(
         await backend.aclose()
 
 
-async def check_every_log(store: BaseEventStore) -> None:
+async def check_every_log(store: EventStore) -> None:
     """Every log the store holds keeps the invariants (projections/invariants.py)."""
     for stream_id in await store.stream_heads():
         problems = log_problems(await store.read(stream_id))

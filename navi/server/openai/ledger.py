@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import RunCompleted, RunFailed, RunStopped
 from navi.session import messages as m
 
@@ -79,7 +79,7 @@ class RunLedger:
 
 
 async def stop_unless_retried(
-    store: BaseEventStore, entry: Entry, stop: Callable[[], Awaitable[None]]
+    store: EventStore, entry: Entry, stop: Callable[[], Awaitable[None]]
 ) -> None:
     """A client following ``entry``'s run hung up: stop the run, unless a retry follows
     it within ``RETRY_GRACE_S`` or it has ended meanwhile."""

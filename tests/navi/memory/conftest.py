@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from events.base import BaseEventStore
-from events.memory import InMemoryEventStore
+from events.store import EventStore
+from events.in_memory import InMemoryEventStore
 from events.postgres import PostgresEventStore
 from events.sqlite import SqliteEventStore
 from events.types import (
@@ -72,7 +72,7 @@ def store_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
 @pytest.fixture
 async def store(
     store_kind: tuple[str, str], clock: Clock, tmp_path: Path
-) -> AsyncIterator[BaseEventStore]:
+) -> AsyncIterator[EventStore]:
     kind, url = store_kind
     if kind == "memory":
         async with InMemoryEventStore(clock=clock) as memory_store:
@@ -118,7 +118,7 @@ def turn_events(role: str, text_: str) -> list[Event]:
 
 
 async def add_turns(
-    store: BaseEventStore, session_id: str, turns: Sequence[tuple[str, str]]
+    store: EventStore, session_id: str, turns: Sequence[tuple[str, str]]
 ) -> list[int]:
     """Append turns to a session; returns the seq of each turn's message."""
     seqs = []
@@ -132,7 +132,7 @@ async def add_turns(
 
 
 async def new_session(
-    store: BaseEventStore,
+    store: EventStore,
     session_id: str,
     turns: Sequence[tuple[str, str]] = (),
     *,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.sql import SqlEventStore
 from events.types import (
     Event,
@@ -29,7 +29,7 @@ FACTS = [
 ]
 
 
-async def append(store: BaseEventStore, *events: Event, user: str = "local") -> None:
+async def append(store: EventStore, *events: Event, user: str = "local") -> None:
     stream = memory_stream_id(user)
     await store.append(stream, list(events), expected_seq=await store.last_seq(stream))
 
@@ -38,7 +38,7 @@ async def keys(service: MemoryService, query: str, user: str = "local") -> list[
     return [f.key for f in await service.search(user, query)]
 
 
-async def test_search_ranks_the_best_match_first(store: BaseEventStore) -> None:
+async def test_search_ranks_the_best_match_first(store: EventStore) -> None:
     await append(store, *(learned(*f) for f in FACTS))
     service = MemoryService(store)
     assert (await keys(service, "python"))[0] == "programming_language"
@@ -65,13 +65,13 @@ async def test_search_ranks_the_best_match_first(store: BaseEventStore) -> None:
         pytest.param("python " + "x" * 5000, id="huge-word"),
     ],
 )
-async def test_query_syntax_is_never_interpreted(store: BaseEventStore, query: str) -> None:
+async def test_query_syntax_is_never_interpreted(store: EventStore, query: str) -> None:
     await append(store, *(learned(*f) for f in FACTS))
     found = await keys(MemoryService(store), query)
     assert found[0] == "programming_language"
 
 
-async def test_search_follows_edits_forgets_and_resets(store: BaseEventStore) -> None:
+async def test_search_follows_edits_forgets_and_resets(store: EventStore) -> None:
     await append(store, *(learned(*f) for f in FACTS))
     service = MemoryService(store)
     assert await keys(service, "neovim") == ["editor"]
@@ -90,7 +90,7 @@ async def test_search_follows_edits_forgets_and_resets(store: BaseEventStore) ->
     assert await keys(service, "python") == []
 
 
-async def test_each_user_searches_their_own_facts(store: BaseEventStore) -> None:
+async def test_each_user_searches_their_own_facts(store: EventStore) -> None:
     await append(store, learned("preference", "editor", "vim"), user="alice")
     await append(store, learned("preference", "editor", "emacs"), user="bob")
     service = MemoryService(store)
@@ -99,7 +99,7 @@ async def test_each_user_searches_their_own_facts(store: BaseEventStore) -> None
     assert await service.search("carol", "editor") == []
 
 
-async def test_the_index_is_rebuilt_from_the_log(store: BaseEventStore) -> None:
+async def test_the_index_is_rebuilt_from_the_log(store: EventStore) -> None:
     await append(store, *(learned(*f) for f in FACTS))
     service = MemoryService(store)
     assert await keys(service, "neovim") == ["editor"]
@@ -115,7 +115,7 @@ async def test_the_index_is_rebuilt_from_the_log(store: BaseEventStore) -> None:
     assert len(await fresh.search("local", "a the python linux neovim élodie", limit=50)) == 5
 
 
-async def test_a_second_process_sees_what_the_first_indexed(store: BaseEventStore) -> None:
+async def test_a_second_process_sees_what_the_first_indexed(store: EventStore) -> None:
     await append(store, learned("preference", "editor", "vim"))
     first, second = MemoryService(store), MemoryService(store)
     assert await keys(first, "vim") == ["editor"]

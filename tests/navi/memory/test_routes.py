@@ -12,7 +12,7 @@ import pytest
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import MemoryExtractionFailed, MemorySummaryUpdated
 from navi.memory.facts import fact_id, memory_stream_id
 from navi.memory.routes import memory_routes

@@ -9,7 +9,7 @@ import time
 import anyio
 import pytest
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from navi.config import Settings
 from navi.llm.ollama import OllamaBackend
 from navi.memory.service import MemoryService

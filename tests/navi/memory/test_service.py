@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pytest
 
 from events.envelope import NewEvent, Recorded
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import Event, MemoryFactForgotten, MemorySummaryUpdated
 from navi.memory import decisions
 from navi.memory.facts import fact_id, memory_stream_id

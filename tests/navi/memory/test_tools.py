@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import LLMCompleted, UserMessage
 from navi.memory.facts import fact_id, memory_stream_id
 from navi.memory.service import MemoryService

@@ -7,7 +7,7 @@ import itertools
 import anyio
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import (
     MemoryExtractionFailed,
     MemoryReset,
@@ -43,18 +43,18 @@ OS = fact_id("environment", "operating_system")
 
 
 def make_worker(
-    store: BaseEventStore, backend: OllamaBackend, clock: Clock, **kw: object
+    store: EventStore, backend: OllamaBackend, clock: Clock, **kw: object
 ) -> tuple[MemoryService, MemoryWorker]:
     service = MemoryService(store)
     return service, MemoryWorker(service, backend, now=clock, **kw)  # type: ignore[arg-type]
 
 
-async def memory_types(store: BaseEventStore) -> list[str]:
+async def memory_types(store: EventStore) -> list[str]:
     return [r.type for r in await store.read(memory_stream_id("local"))]
 
 
 async def test_extraction_happens_after_idle_not_before(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask, _reply] = await new_session(
@@ -90,7 +90,7 @@ async def test_extraction_happens_after_idle_not_before(
 
 
 async def test_processing_the_same_range_twice_changes_nothing(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -110,7 +110,7 @@ async def test_processing_the_same_range_twice_changes_nothing(
 
 
 async def test_only_new_turns_are_read_the_next_time(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [first] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -128,7 +128,7 @@ async def test_only_new_turns_are_read_the_next_time(
 
 
 async def test_a_newer_value_replaces_the_older_one(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [old] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -149,7 +149,7 @@ async def test_a_newer_value_replaces_the_older_one(
 
 
 async def test_an_older_message_does_not_overrule_a_newer_value(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [old] = await new_session(store, "old", [("user", "I use vim.")])
@@ -166,7 +166,7 @@ async def test_an_older_message_does_not_overrule_a_newer_value(
 
 
 async def test_forgetting_removes_a_fact_from_search_summary_and_context(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim on Arch Linux.")])
@@ -209,7 +209,7 @@ async def test_forgetting_removes_a_fact_from_search_summary_and_context(
 
 
 async def test_sources_point_at_the_messages_the_fact_came_from(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     seqs = await new_session(
@@ -241,7 +241,7 @@ async def test_sources_point_at_the_messages_the_fact_came_from(
 
 
 async def test_reextraction_rebuilds_the_same_facts_from_the_same_answers(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -284,7 +284,7 @@ async def test_reextraction_rebuilds_the_same_facts_from_the_same_answers(
     ],
 )
 async def test_a_broken_answer_loses_nothing_and_is_retried(
-    store: BaseEventStore,
+    store: EventStore,
     backend: OllamaBackend,
     fake: FakeLLM,
     clock: Clock,
@@ -306,7 +306,7 @@ async def test_a_broken_answer_loses_nothing_and_is_retried(
 
 
 async def test_a_range_is_skipped_after_too_many_broken_answers(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock, max_attempts=2)
     await new_session(store, "s1", [("user", "I use vim.")])
@@ -326,7 +326,7 @@ async def test_a_range_is_skipped_after_too_many_broken_answers(
 
 
 async def test_a_failed_llm_call_leaves_the_session_unprocessed(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -340,7 +340,7 @@ async def test_a_failed_llm_call_leaves_the_session_unprocessed(
 
 
 async def test_a_failed_summary_call_keeps_the_facts_in_the_context(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -355,7 +355,7 @@ async def test_a_failed_summary_call_keeps_the_facts_in_the_context(
 
 
 async def test_a_long_session_is_processed_in_chunks(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock, max_chunk_chars=400)
     turns = [("user", f"Fact number {i}: " + "blah " * 40) for i in range(5)]
@@ -377,7 +377,7 @@ async def test_a_long_session_is_processed_in_chunks(
 
 
 async def test_subagents_deleted_sessions_and_other_streams_are_not_extracted(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     await new_session(store, "parent", [])
@@ -395,7 +395,7 @@ async def test_subagents_deleted_sessions_and_other_streams_are_not_extracted(
 
 
 async def test_each_user_has_a_memory_of_their_own(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "sa", [("user", "I use vim.")], user_id="alice")
@@ -416,7 +416,7 @@ async def test_each_user_has_a_memory_of_their_own(
 
 
 async def test_the_periodic_task_sweeps_on_start_and_when_triggered(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [ask] = await new_session(store, "s1", [("user", "I use vim on Fedora.")])
@@ -446,7 +446,7 @@ async def test_the_periodic_task_sweeps_on_start_and_when_triggered(
 
 
 async def test_a_reextraction_that_fails_midway_changes_nothing(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "s1", [("user", "I use vim.")])
@@ -468,7 +468,7 @@ async def test_a_reextraction_that_fails_midway_changes_nothing(
 
 
 async def test_a_broken_answer_during_reextraction_leaves_that_session_to_the_sweeps(
-    store: BaseEventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
+    store: EventStore, backend: OllamaBackend, fake: FakeLLM, clock: Clock
 ) -> None:
     service, worker = make_worker(store, backend, clock)
     [a] = await new_session(store, "s1", [("user", "I use vim.")])

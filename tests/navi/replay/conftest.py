@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from events.base import BaseEventStore
-from events.memory import InMemoryEventStore
+from events.store import EventStore
+from events.in_memory import InMemoryEventStore
 from events.postgres import PostgresEventStore
 from events.sqlite import SqliteEventStore
 
@@ -27,7 +27,7 @@ def store_kind(request: pytest.FixtureRequest) -> tuple[str, str]:
 
 
 @pytest.fixture
-async def store(store_kind: tuple[str, str], tmp_path: Path) -> AsyncIterator[BaseEventStore]:
+async def store(store_kind: tuple[str, str], tmp_path: Path) -> AsyncIterator[EventStore]:
     kind, url = store_kind
     if kind == "memory":
         async with InMemoryEventStore() as memory:

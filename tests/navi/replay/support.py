@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from events.base import BaseEventStore
+from events.store import EventStore
+from navi.replay.export import export_lines
+from navi.replay.snapshots import load_projection
+from projections.context import ContextState
 from events.types import (
     Event,
     LLMCompleted,
@@ -49,7 +52,7 @@ def tool_result(call_id: str = "call-1") -> list[Event]:
 
 
 async def make_session(
-    store: BaseEventStore, session_id: str, *turns: list[Event], profile_id: str = "secretary"
+    store: EventStore, session_id: str, *turns: list[Event], profile_id: str = "secretary"
 ) -> int:
     """A session with the given turns; returns its last seq."""
     events: list[Event] = [SessionCreated(profile_id=profile_id)]
@@ -59,9 +62,20 @@ async def make_session(
     return len(events)
 
 
-async def long_session(store: BaseEventStore, session_id: str, turns: int) -> int:
+async def long_session(store: EventStore, session_id: str, turns: int) -> int:
     events: list[Event] = [SessionCreated(profile_id="secretary")]
     for i in range(turns):
         events += turn(f"question {i}", f"answer {i}", chunks=4)
     await store.append(session_id, events, expected_seq=0)
     return len(events)
+
+
+async def export_bytes(store: EventStore, session_id: str, *, now: float | None = None) -> bytes:
+    """A whole export at once (the server streams ``export_lines``)."""
+    return b"".join([line async for line in export_lines(store, session_id, now=now)])
+
+
+async def load_context(store: EventStore, session_id: str, *, every: int) -> ContextState:
+    """The ``context`` projection of a session, through the snapshots."""
+    state: ContextState = await load_projection(store, session_id, "context", every=every)
+    return state

@@ -3,7 +3,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import NewEvent
 from events.types import SessionCreated, UserMessage
 from navi.replay.events_query import (
@@ -31,7 +31,7 @@ def test_type_patterns() -> None:
         type_matcher(["tol"])
 
 
-async def test_the_log_filtered_by_seq_and_type(store: BaseEventStore) -> None:
+async def test_the_log_filtered_by_seq_and_type(store: EventStore) -> None:
     await make_session(store, "s", turn("one"), turn("two"))
     everything = [r async for r in iter_events(store, "s")]
     assert [r.seq for r in everything] == list(range(1, 18))
@@ -47,7 +47,7 @@ async def test_the_log_filtered_by_seq_and_type(store: BaseEventStore) -> None:
         [r async for r in iter_events(store, "s", after=-1)]
 
 
-async def test_json_lines_carry_the_envelope_and_the_payload(store: BaseEventStore) -> None:
+async def test_json_lines_carry_the_envelope_and_the_payload(store: EventStore) -> None:
     new = NewEvent(event=UserMessage(text="hé"), run_id="run-1", causation_id="c")
     await store.append("s", [SessionCreated(profile_id="p"), new], expected_seq=0)
     lines = [line async for line in json_lines(store, "s", types=["user.message"])]
@@ -75,7 +75,7 @@ async def test_json_lines_carry_the_envelope_and_the_payload(store: BaseEventSto
     assert line_decoder.decode(lines[0]).to_recorded(position=stored.position) == stored
 
 
-async def test_text_lines_are_short_and_readable(store: BaseEventStore) -> None:
+async def test_text_lines_are_short_and_readable(store: EventStore) -> None:
     await make_session(store, "s", turn("x" * 300))
     lines = [line async for line in text_lines(store, "s", types=["user.message"])]
     assert len(lines) == 1
@@ -85,7 +85,7 @@ async def test_text_lines_are_short_and_readable(store: BaseEventStore) -> None:
     assert event_text(record) == lines[0]
 
 
-async def test_a_forks_log_is_its_history(store: BaseEventStore) -> None:
+async def test_a_forks_log_is_its_history(store: EventStore) -> None:
     await make_session(store, "o", turn("one"))
     await fork(store, "o", 2, "f")
     await store.append("f", [UserMessage(text="other")], expected_seq=1)

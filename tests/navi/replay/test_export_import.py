@@ -6,8 +6,8 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from events.base import BaseEventStore
-from events.memory import InMemoryEventStore
+from events.store import EventStore
+from events.in_memory import InMemoryEventStore
 from events.types import (
     Event,
     LLMCompleted,
@@ -26,19 +26,25 @@ from events.types import (
 )
 from navi.replay.approvals import approvals
 from navi.replay.errors import ExportFormatError, SessionExistsError
-from navi.replay.export import export_bytes
 from navi.replay.fork import fork
 from navi.replay.history import read_history
 from navi.replay.import_ import import_session, parse_export
 from navi.replay.snapshot_store import snapshots_for
-from navi.replay.snapshots import load_context, load_messages
+from navi.replay.snapshots import load_messages
 from navi.run.progress import RunProgress, evolve
 from navi.run.state import RunState, state_at
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.messages import MESSAGES
 from tests.golden.make_golden import CHILD, SESSION, subagent
-from tests.navi.replay.support import long_session, make_session, tool_turn, turn
+from tests.navi.replay.support import (
+    export_bytes,
+    load_context,
+    long_session,
+    make_session,
+    tool_turn,
+    turn,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +59,7 @@ COPY = "00000000-0000-4000-8000-0000000000d0"
 CHILD_COPY = "00000000-0000-4000-8000-0000000000d1"
 
 
-async def test_an_export_lists_the_session_then_its_subagents(store: BaseEventStore) -> None:
+async def test_an_export_lists_the_session_then_its_subagents(store: EventStore) -> None:
     await subagent(store)
     lines = (await export_bytes(store, SESSION, now=NOW)).splitlines()
     header = msgspec.json.decode(lines[0])
@@ -69,7 +75,7 @@ async def test_an_export_lists_the_session_then_its_subagents(store: BaseEventSt
     assert streams == [SESSION] * len(parent) + [CHILD] * len(child)
 
 
-async def test_export_then_import_elsewhere_gives_the_same_log(store: BaseEventStore) -> None:
+async def test_export_then_import_elsewhere_gives_the_same_log(store: EventStore) -> None:
     await subagent(store)
     export = await export_bytes(store, SESSION, now=NOW)
     async with InMemoryEventStore() as other:
@@ -84,7 +90,7 @@ async def test_export_then_import_elsewhere_gives_the_same_log(store: BaseEventS
         assert await export_bytes(other, SESSION, now=NOW) == export
 
 
-async def test_an_existing_session_is_refused_or_imported_as_new(store: BaseEventStore) -> None:
+async def test_an_existing_session_is_refused_or_imported_as_new(store: EventStore) -> None:
     await subagent(store)
     export = (await export_bytes(store, SESSION, now=NOW)).splitlines()
     with pytest.raises(SessionExistsError, match="--as-new"):
@@ -104,7 +110,7 @@ async def test_an_existing_session_is_refused_or_imported_as_new(store: BaseEven
     assert isinstance(created, SessionCreated) and created.parent_stream_id == COPY
 
 
-async def test_a_fork_is_exported_as_its_history(store: BaseEventStore) -> None:
+async def test_a_fork_is_exported_as_its_history(store: EventStore) -> None:
     await make_session(store, ORIGIN, turn("one"), turn("two"))
     await fork(store, ORIGIN, 9, FORK)
     await store.append(FORK, turn("three"), expected_seq=1)
@@ -121,7 +127,7 @@ async def test_a_fork_is_exported_as_its_history(store: BaseEventStore) -> None:
         ]
 
 
-async def test_an_import_rebuilds_the_snapshots(store: BaseEventStore) -> None:
+async def test_an_import_rebuilds_the_snapshots(store: EventStore) -> None:
     async with InMemoryEventStore() as source:
         await long_session(source, S, 6)  # 55 events
         export = (await export_bytes(source, S, now=NOW)).splitlines()
@@ -216,7 +222,7 @@ async def test_an_older_payload_is_upcast_on_import() -> None:
     assert parsed.streams[S][1].event == UserMessage(text="old shape")
 
 
-async def test_a_forks_subagents_follow_it_into_a_new_import(store: BaseEventStore) -> None:
+async def test_a_forks_subagents_follow_it_into_a_new_import(store: EventStore) -> None:
     await subagent(store)
     head = await store.last_seq(SESSION)
     await fork(store, SESSION, head, FORK)
@@ -319,7 +325,7 @@ async def test_the_importer_owns_the_import_and_foreign_links_are_dropped() -> N
 
 
 async def test_a_subagents_foreign_parent_becomes_the_imported_session(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     await subagent(store)
     lines = (await export_bytes(store, SESSION, now=NOW)).splitlines()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import (
     LLMText,
     ProfileSwitched,
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_a_fork_has_its_origins_history_then_goes_its_own_way(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     await make_session(store, "o", turn("one"), turn("two"))
     origin = await read_history(store, "o")
@@ -50,7 +50,7 @@ async def test_a_fork_has_its_origins_history_then_goes_its_own_way(
     ]
 
 
-async def test_the_session_list_shows_the_lineage(store: BaseEventStore) -> None:
+async def test_the_session_list_shows_the_lineage(store: EventStore) -> None:
     await make_session(store, "o", turn("one"))
     await fork(store, "o", 2, "f", title="take two")
     sessions = fold(SESSIONS, await store.read_all())
@@ -60,7 +60,7 @@ async def test_the_session_list_shows_the_lineage(store: BaseEventStore) -> None
 
 
 async def test_a_fork_inside_a_tool_step_stops_the_run_it_inherits(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     head = await make_session(store, "o", turn("one"), tool_turn("search"), tool_result())
     result = await fork(store, "o", head - 1, "f")  # the call is running
@@ -74,7 +74,7 @@ async def test_a_fork_inside_a_tool_step_stops_the_run_it_inherits(
 
 
 async def test_a_fork_inside_a_streamed_answer_keeps_the_partial_text(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     await make_session(store, "o", turn("one", "a long answer", chunks=3))
     result = await fork(store, "o", 6, "f")  # after the second chunk
@@ -87,7 +87,7 @@ async def test_a_fork_inside_a_streamed_answer_keeps_the_partial_text(
 
 
 async def test_the_fork_starts_with_the_profile_active_at_the_fork_point(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     head = await make_session(store, "o", tool_turn("switch"))
     await store.append("o", [ProfileSwitched(profile_id="coder")], expected_seq=head)
@@ -99,7 +99,7 @@ async def test_the_fork_starts_with_the_profile_active_at_the_fork_point(
     )
 
 
-async def test_forks_of_forks(store: BaseEventStore) -> None:
+async def test_forks_of_forks(store: EventStore) -> None:
     await make_session(store, "o", turn("one"), turn("two"))
     await fork(store, "o", 9, "f1")
     await store.append("f1", [UserMessage(text="f1 says")], expected_seq=1)
@@ -110,7 +110,7 @@ async def test_forks_of_forks(store: BaseEventStore) -> None:
     assert texts == ["one", "answer to one", "f1 says", "f2 says"]
 
 
-async def test_bad_forks_are_refused_and_write_nothing(store: BaseEventStore) -> None:
+async def test_bad_forks_are_refused_and_write_nothing(store: EventStore) -> None:
     head = await make_session(store, "o", turn("one"))
     with pytest.raises(SeqOutOfRangeError, match=r"events 1\.\.9; seq 10"):
         await fork(store, "o", head + 1, "f")

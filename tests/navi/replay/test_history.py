@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import SessionCreated, UserMessage
 from navi.replay.errors import BrokenForkError, SessionNotFoundError
 from navi.replay.history import load_history, read_history
@@ -11,7 +11,7 @@ from tests.navi.replay.support import make_session, turn
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_plain_session_is_its_stream(store: BaseEventStore) -> None:
+async def test_a_plain_session_is_its_stream(store: EventStore) -> None:
     head = await make_session(store, "s", turn("hi"))
     history = await load_history(store, "s")
     assert not history.is_fork and history.offset == 0 and history.head == head
@@ -21,7 +21,7 @@ async def test_a_plain_session_is_its_stream(store: BaseEventStore) -> None:
     assert pages == [[1, 2, 3, 4], [5, 6, 7, 8], [9]]
 
 
-async def test_a_fork_reads_its_origin_then_its_own_events(store: BaseEventStore) -> None:
+async def test_a_fork_reads_its_origin_then_its_own_events(store: EventStore) -> None:
     await make_session(store, "o", turn("one"), turn("two"))
     await store.append(
         "f", [SessionCreated(profile_id="p", forked_from="o", forked_at_seq=9)], expected_seq=0
@@ -42,7 +42,7 @@ async def test_a_fork_reads_its_origin_then_its_own_events(store: BaseEventStore
     assert [r.seq for r in await history.read(after_seq=8, to_seq=10)] == [9, 10]
 
 
-async def test_forks_of_forks_resolve_recursively(store: BaseEventStore) -> None:
+async def test_forks_of_forks_resolve_recursively(store: EventStore) -> None:
     await make_session(store, "o", turn("one"), turn("two"))
     await store.append(
         "f1", [SessionCreated(profile_id="p", forked_from="o", forked_at_seq=3)], expected_seq=0
@@ -60,7 +60,7 @@ async def test_forks_of_forks_resolve_recursively(store: BaseEventStore) -> None
     assert history.head == 6
 
 
-async def test_a_missing_session_or_origin_is_reported(store: BaseEventStore) -> None:
+async def test_a_missing_session_or_origin_is_reported(store: EventStore) -> None:
     with pytest.raises(SessionNotFoundError, match="'nope'"):
         await load_history(store, "nope")
     await store.append(
@@ -70,7 +70,7 @@ async def test_a_missing_session_or_origin_is_reported(store: BaseEventStore) ->
         await load_history(store, "f")
 
 
-async def test_a_fork_point_past_the_origin_is_reported(store: BaseEventStore) -> None:
+async def test_a_fork_point_past_the_origin_is_reported(store: EventStore) -> None:
     await make_session(store, "o")
     await store.append(
         "f", [SessionCreated(profile_id="p", forked_from="o", forked_at_seq=5)], expected_seq=0
@@ -79,7 +79,7 @@ async def test_a_fork_point_past_the_origin_is_reported(store: BaseEventStore) -
         await load_history(store, "f")
 
 
-async def test_a_fork_cycle_is_reported(store: BaseEventStore) -> None:
+async def test_a_fork_cycle_is_reported(store: EventStore) -> None:
     await store.append(
         "a", [SessionCreated(profile_id="p", forked_from="b", forked_at_seq=1)], expected_seq=0
     )

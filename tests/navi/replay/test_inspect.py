@@ -3,7 +3,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import (
     ProfileSwitched,
     ScratchpadUpdated,
@@ -24,7 +24,7 @@ from tests.navi.replay.support import make_session, tool_result, tool_turn, turn
 pytestmark = pytest.mark.anyio
 
 
-async def tools_session(store: BaseEventStore) -> int:
+async def tools_session(store: EventStore) -> int:
     """turn one (2..9), a tool turn (10..15) with todo, scratchpad, profile (16..18), the
     result (19), then a second LLM call (20) and its answer."""
     head = await make_session(store, "s", turn("one"), tool_turn("search"))
@@ -39,7 +39,7 @@ async def tools_session(store: BaseEventStore) -> int:
     return head + len(more)
 
 
-async def test_the_state_right_after_an_event(store: BaseEventStore) -> None:
+async def test_the_state_right_after_an_event(store: EventStore) -> None:
     head = await tools_session(store)
     log = await store.read("s")
     at = await state_at(store, "s", 18)
@@ -60,7 +60,7 @@ async def test_the_state_right_after_an_event(store: BaseEventStore) -> None:
     assert end.run_state == RunState.DONE
 
 
-async def test_llm_requests_are_reconstructed(store: BaseEventStore) -> None:
+async def test_llm_requests_are_reconstructed(store: EventStore) -> None:
     await tools_session(store)
     log = await store.read("s")
     at = await state_at(store, "s", 21)
@@ -82,7 +82,7 @@ async def test_llm_requests_are_reconstructed(store: BaseEventStore) -> None:
         await llm_request(store, "s", 5)
 
 
-async def test_snapshots_give_the_same_answers(store: BaseEventStore) -> None:
+async def test_snapshots_give_the_same_answers(store: EventStore) -> None:
     head = await tools_session(store)
     plain = [await state_at(store, "s", seq) for seq in range(head + 1)]
     await catch_up_snapshots(store, "s", every=4)
@@ -90,7 +90,7 @@ async def test_snapshots_give_the_same_answers(store: BaseEventStore) -> None:
     assert with_snapshots == plain
 
 
-async def test_a_seq_out_of_range_is_refused(store: BaseEventStore) -> None:
+async def test_a_seq_out_of_range_is_refused(store: EventStore) -> None:
     head = await make_session(store, "s", turn("one"))
     with pytest.raises(SeqOutOfRangeError, match=f"seq {head + 1}"):
         await state_at(store, "s", head + 1)
@@ -100,7 +100,7 @@ async def test_a_seq_out_of_range_is_refused(store: BaseEventStore) -> None:
         await llm_request(store, "s", 0)
 
 
-async def test_an_event_the_state_machine_refuses_is_reported(store: BaseEventStore) -> None:
+async def test_an_event_the_state_machine_refuses_is_reported(store: EventStore) -> None:
     head = await make_session(store, "s", turn("one"))
     await store.append("s", [*tool_result(), UserMessage(text="two")], expected_seq=head)
     at = await state_at(store, "s", head + 2)
@@ -108,7 +108,7 @@ async def test_an_event_the_state_machine_refuses_is_reported(store: BaseEventSt
     assert at.messages[-1].content == "two"  # the rest of the state is still there
 
 
-async def test_inspecting_a_fork(store: BaseEventStore) -> None:
+async def test_inspecting_a_fork(store: EventStore) -> None:
     await make_session(store, "o", turn("one"), turn("two"))
     await fork(store, "o", 9, "f")
     await store.append("f", turn("three"), expected_seq=1)

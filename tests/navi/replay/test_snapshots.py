@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from msgspec.structs import replace
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.envelope import Recorded
 from navi.replay import snapshots
 from navi.replay.fork import fork
@@ -18,7 +18,6 @@ from navi.replay.snapshot_store import snapshots_for
 from navi.replay.snapshots import (
     catch_up_snapshots,
     latest_snapshot,
-    load_context,
     load_messages,
     states_at,
 )
@@ -27,7 +26,7 @@ from projections.fold import fold, fold_until
 from projections.messages import MESSAGES, MessagesState
 from projections.types import Message
 from projections.vec import Vec
-from tests.navi.replay.support import long_session, turn
+from tests.navi.replay.support import load_context, long_session, turn
 from tests.projections.logs import recorded_logs
 
 pytestmark = pytest.mark.anyio
@@ -61,7 +60,7 @@ def test_the_schema_version_follows_the_code() -> None:
     assert bumped.schema_version != messages.schema_version
 
 
-async def test_folding_stores_a_snapshot_every_n_events(store: BaseEventStore) -> None:
+async def test_folding_stores_a_snapshot_every_n_events(store: EventStore) -> None:
     head = await long_session(store, "s", 6)  # 55 events
     folded = await catch_up_snapshots(store, "s", every=10)
     assert folded.seq == head and folded.from_seq == 0
@@ -79,7 +78,7 @@ async def test_folding_stores_a_snapshot_every_n_events(store: BaseEventStore) -
     assert again.from_seq == 50 and again.states == folded.states
 
 
-async def test_states_at_any_seq_equal_the_fold_from_scratch(store: BaseEventStore) -> None:
+async def test_states_at_any_seq_equal_the_fold_from_scratch(store: EventStore) -> None:
     await long_session(store, "s", 6)
     await catch_up_snapshots(store, "s", every=10)
     log = await store.read("s")
@@ -89,7 +88,7 @@ async def test_states_at_any_seq_equal_the_fold_from_scratch(store: BaseEventSto
             assert folded.states[name] == fold_until(PROJECTIONS[name], log, seq), (name, seq)
 
 
-async def test_load_messages_starts_from_the_latest_snapshot(store: BaseEventStore) -> None:
+async def test_load_messages_starts_from_the_latest_snapshot(store: EventStore) -> None:
     await long_session(store, "s", 6)
     log = await store.read("s")
     # No snapshot yet: the fold stores them on the way.
@@ -109,7 +108,7 @@ async def test_load_messages_starts_from_the_latest_snapshot(store: BaseEventSto
 
 
 async def test_snapshots_of_another_schema_version_are_ignored_and_rebuilt(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     await long_session(store, "s", 2)  # 19 events
     storage = snapshots_for(store)
@@ -122,7 +121,7 @@ async def test_snapshots_of_another_schema_version_are_ignored_and_rebuilt(
     assert {r.projection: r.schema_version for r in await storage.rows("s")} == current
 
 
-async def test_a_fork_has_its_own_snapshots(store: BaseEventStore) -> None:
+async def test_a_fork_has_its_own_snapshots(store: EventStore) -> None:
     await long_session(store, "o", 4)  # 37 events
     await catch_up_snapshots(store, "o", every=10)
     await fork(store, "o", 28, "f")
@@ -132,7 +131,7 @@ async def test_a_fork_has_its_own_snapshots(store: BaseEventStore) -> None:
     assert sorted({r.seq for r in await snapshots_for(store).rows("f")}) == [10, 20, 30]
 
 
-async def test_snapshots_can_be_deleted_and_are_rebuilt(store: BaseEventStore) -> None:
+async def test_snapshots_can_be_deleted_and_are_rebuilt(store: EventStore) -> None:
     await long_session(store, "s", 2)
     await catch_up_snapshots(store, "s", every=10)
     storage = snapshots_for(store)
@@ -143,7 +142,7 @@ async def test_snapshots_can_be_deleted_and_are_rebuilt(store: BaseEventStore) -
 
 
 async def test_growing_states_are_stored_as_deltas(
-    store: BaseEventStore, monkeypatch: pytest.MonkeyPatch
+    store: EventStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(snapshots, "MAX_CHAIN", 2)
     await long_session(store, "s", 6)  # 55 events

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from msgspec.structs import replace
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.types import LLMText, TodoItem
 from navi.replay.projection_set import ALL
 from navi.replay.snapshot_codec import CODECS
@@ -18,13 +18,13 @@ from tests.navi.replay.support import long_session, make_session, tool_result, t
 pytestmark = pytest.mark.anyio
 
 
-async def plant(store: BaseEventStore, name: str, seq: int, state: object) -> None:
+async def plant(store: EventStore, name: str, seq: int, state: object) -> None:
     codec = CODECS[name]
     payload = codec.full_payload(state)
     await snapshots_for(store).save("s", seq, {name: (codec.schema_version, payload)})
 
 
-async def test_a_sound_session_verifies(store: BaseEventStore) -> None:
+async def test_a_sound_session_verifies(store: EventStore) -> None:
     head = await long_session(store, "s", 6)
     await catch_up_snapshots(store, "s", every=10)
     report = await verify_session(store, "s", every=10)
@@ -35,7 +35,7 @@ async def test_a_sound_session_verifies(store: BaseEventStore) -> None:
 
 
 async def test_a_wrong_snapshot_is_reported_with_the_first_differing_seq(
-    store: BaseEventStore,
+    store: EventStore,
 ) -> None:
     await long_session(store, "s", 6)
     await catch_up_snapshots(store, "s", every=10)
@@ -57,7 +57,7 @@ async def test_a_wrong_snapshot_is_reported_with_the_first_differing_seq(
     }
 
 
-async def test_an_unreadable_or_stale_snapshot(store: BaseEventStore) -> None:
+async def test_an_unreadable_or_stale_snapshot(store: EventStore) -> None:
     await long_session(store, "s", 2)
     await catch_up_snapshots(store, "s", every=10)
     codec = CODECS["context"]
@@ -70,7 +70,7 @@ async def test_an_unreadable_or_stale_snapshot(store: BaseEventStore) -> None:
     assert diff.projection == "context" and "cannot be read" in diff.detail
 
 
-async def test_live_states_that_differ_from_the_fold(store: BaseEventStore) -> None:
+async def test_live_states_that_differ_from_the_fold(store: EventStore) -> None:
     head = await make_session(store, "s", turn("one"))
     # Stale by two events: its last message is the answer still streaming (from seq 5),
     # where the fold has the completed answer (seq 8).
@@ -80,7 +80,7 @@ async def test_live_states_that_differ_from_the_fold(store: BaseEventStore) -> N
     assert (diff.source, diff.at_seq, diff.first_differing_seq) == ("live", head, 5)
 
 
-async def test_a_log_the_state_machine_refuses(store: BaseEventStore) -> None:
+async def test_a_log_the_state_machine_refuses(store: EventStore) -> None:
     head = await make_session(store, "s", turn("one"))
     await store.append("s", tool_result(), expected_seq=head)
     report = await verify_session(store, "s")
@@ -88,7 +88,7 @@ async def test_a_log_the_state_machine_refuses(store: BaseEventStore) -> None:
     assert report.error is not None and "tool.completed" in report.error
 
 
-async def test_verify_all_covers_every_session(store: BaseEventStore) -> None:
+async def test_verify_all_covers_every_session(store: EventStore) -> None:
     await make_session(store, "a", turn("one"))
     await make_session(store, "b")
     await store.append("memory:local", [LLMText(text="not a session")], expected_seq=0)

@@ -12,7 +12,7 @@ import pytest
 
 from events.batch import AppendRequest, Planned
 from events.envelope import Recorded
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import Event, LLMCompleted, ToolCall, ToolRequested, ToolStarted, tag_of
 from navi.config import Settings
 from navi.llm.stop import StopSignal

@@ -350,7 +350,7 @@ async def test_replay_gives_the_context_the_llm_saw(tmp_path: Path) -> None:
         assert sum(m.is_summary for m in fold(CONTEXT, records).as_list()) == 1
 
 
-async def test_recompress_resummarises_the_range_with_another_model(tmp_path: Path) -> None:
+async def test_recompress_summarises_the_range_again_with_another_model(tmp_path: Path) -> None:
     async with FakeLLM() as fake:
         fake.script(
             Reply(text="answer one"),
@@ -375,7 +375,7 @@ async def test_recompress_resummarises_the_range_with_another_model(tmp_path: Pa
             context = fold(CONTEXT, records).as_list()
             assert context[0].content == SUMMARY_HEADER + "- A better summary of one and two."
             assert sum(m.is_summary for m in context) == 1
-            # The context as of before the re-summary is still the one the LLM saw then.
+            # The context as of before the recompression is still the one the LLM saw then.
             then = fold_until(CONTEXT, records, old.seq).as_list()
             assert then[0].content == SUMMARY_HEADER + SUMMARY
             assert [m.content for m in context[1:]] == [m.content for m in then[1:]]

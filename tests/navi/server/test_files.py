@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import SessionCreated, UserMessage
 from navi.blobs import BlobStore
 from navi.server.files import FileStore, safe_name

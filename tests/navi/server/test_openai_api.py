@@ -17,7 +17,7 @@ import msgspec
 import openai
 import pytest
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from navi.blobs import BlobStore
 from navi.run.state import RunState, state_at
 from navi.server.openai import runs as openai_runs

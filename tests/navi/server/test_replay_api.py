@@ -356,7 +356,7 @@ def test_recompress_summarises_again_and_waits(tmp_path: Path) -> None:
         context = http.get(f"/sessions/{sid}/context").json()["messages"]
         assert context[0]["is_summary"] and "three things" in context[0]["content"]
 
-        # A fork's re-summary is its own; the origin keeps its summary.
+        # A fork's recompression is its own; the origin keeps its summary.
         server.fake_llm.script(Reply(text="- a fork's summary"))
         forked = http.post(f"/sessions/{fork_id}/recompress")
         assert forked.status_code == 200, forked.text

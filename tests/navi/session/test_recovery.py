@@ -4,7 +4,7 @@ seqs."""
 
 from __future__ import annotations
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.types import LLMText, SessionPinned, UserMessage
 from navi.replay.fork import fork
 from navi.replay.history import read_history

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from events.memory import InMemoryEventStore
+from events.in_memory import InMemoryEventStore
 from events.tuning import WRITER_MAX_BATCH, WRITER_QUEUE
 from events.types import LLMText
 from navi.app import Navi

@@ -6,13 +6,13 @@ import bisect
 import time
 from collections.abc import Collection
 
-from events.base import BaseEventStore
+from events.store import EventStore
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.codec import encode
 from events.envelope import Recorded
 
 
-class InMemoryEventStore(BaseEventStore):
+class InMemoryEventStore(EventStore):
     """Keeps every event in lists. Payloads still go through the codec, so what tests
     see here is what a SQL store would give back."""
 

@@ -1,4 +1,4 @@
-"""A re-summary, asked for by ``navi recompress`` while the session is at rest: the
+"""A recompression, asked for by ``navi recompress`` while the session is at rest: the
 range of the latest summary is summarised again (from the original messages, with
 another model if asked), and a new ``context.compressed`` supersedes the old one. The
 log keeps both, so the context at any seq is what the LLM saw then.
@@ -56,7 +56,7 @@ def raw_messages(records: Sequence[Recorded], first: int, last: int) -> list[Mes
 def recompress_selection(
     context: context_projection.ContextState, records: Sequence[Recorded], keep_recent: int
 ) -> Selection | None:
-    """What a re-summary covers: the range of the latest summary in the context, from
+    """What a recompression covers: the range of the latest summary in the context, from
     its original messages; with no summary, the older turns as a compression would."""
     messages = context.as_list()
     in_context = {m.seq for m in messages if m.is_summary}
@@ -77,10 +77,10 @@ def recompress_selection(
     )
 
 
-async def resummarise(
+async def recompress_range(
     host: RunHost, deps: RunDeps, selection: Selection, model: str | None
 ) -> bool:
-    """Record a re-summary of ``selection`` (the session is at rest)."""
+    """Record a recompression of ``selection`` (the session is at rest)."""
     context = host.state.context
     tokens = context_tokens(context)
     try:
@@ -89,5 +89,5 @@ async def resummarise(
         )
     except Exception:
         # Whatever went wrong, the session must not stay in compressing_after_run.
-        await abandon_interrupted(host, error="the re-summary failed unexpectedly")
+        await abandon_interrupted(host, error="the recompression failed unexpectedly")
         raise
