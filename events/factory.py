@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from events.store import EventStore
 from events.batch import Clock, IdFactory, new_uuid
+from events.store import EventStore
 
 
 def store_for_url(

@@ -6,10 +6,10 @@ import bisect
 import time
 from collections.abc import Collection
 
-from events.store import EventStore
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.codec import encode
 from events.envelope import Recorded
+from events.store import EventStore
 
 
 class InMemoryEventStore(EventStore):

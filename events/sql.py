@@ -14,13 +14,13 @@ import structlog
 from sqlalchemy import Row, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from events.store import EventStore
 from events.batch import ROW_COLUMNS, AppendRequest, Clock, IdFactory, NewKey, Planned, new_uuid
 from events.batch import Row as LogRow
 from events.codec import decode
 from events.envelope import Recorded
 from events.errors import EventDecodeError
 from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
+from events.store import EventStore
 from events.types import Unreadable
 
 log = structlog.get_logger(__name__)

@@ -29,9 +29,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 from msgspec.structs import replace
 
-from events.store import EventStore
 from events.envelope import NewEvent, Recorded, Staged
 from events.errors import EventStoreError
+from events.store import EventStore
 from events.tuning import WRITER_MAX_BATCH, WRITER_MAX_DELAY, WRITER_QUEUE
 from events.types import Event
 

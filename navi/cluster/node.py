@@ -24,9 +24,9 @@ import asyncpg
 import structlog
 from anyio.abc import TaskGroup
 
-from events.store import EventStore
 from events.pg_writes import wait_settings
 from events.postgres import PostgresEventStore
+from events.store import EventStore
 from navi.cluster.delivery import InboxDelivery
 from navi.cluster.forward import Forwarder
 from navi.cluster.inbox import Inbox, RunIndex

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from events.store import EventStore
 from events.envelope import Recorded
+from events.store import EventStore
 from navi.replay.history import load_history
 from navi.server.frames import running_subagents, waiting_frame
 from navi.server.http import body_as, json_response, user_of

@@ -16,9 +16,9 @@ from contextlib import asynccontextmanager, contextmanager
 import anyio
 import structlog
 
-from events.store import EventStore
 from events.envelope import Recorded
 from events.errors import EventDecodeError
+from events.store import EventStore
 from navi.ids import is_uuid
 from navi.replay.history import read_history
 from navi.run.state import ACTIVE_STATES, RunState, state_at

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from events.store import EventStore
 from events.envelope import NewEvent, Recorded
+from events.store import EventStore
 from events.types import Event, RunStarted, UserMessage
 from events.writer import StreamWriter
 from navi.run.progress import check_call_order

@@ -11,9 +11,9 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from events.store import EventStore
 from events.envelope import NewEvent, Recorded
 from events.errors import ConcurrencyError
+from events.store import EventStore
 from events.types import (
     LLMText,
     RunStarted,

@@ -4,8 +4,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from events.store import EventStore
 from events.in_memory import InMemoryEventStore
+from events.store import EventStore
 from tests.events.store_contract import StoreContract
 from tests.events.writer_contract import WriterContract
 

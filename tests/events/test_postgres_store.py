@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from events.store import EventStore
 from events.postgres import PostgresEventStore
+from events.store import EventStore
 from tests.events.store_contract import DurableStoreContract
 from tests.events.writer_contract import WriterContract
 

@@ -11,9 +11,9 @@ import anyio
 import pytest
 
 import events.sqlite
-from events.store import EventStore
 from events.errors import ConcurrencyError
 from events.sqlite import SqliteEventStore
+from events.store import EventStore
 from events.types import LLMText
 from tests.events.store_contract import DurableStoreContract
 from tests.events.writer_contract import WriterContract

@@ -9,8 +9,8 @@ from typing import Any
 import anyio
 import pytest
 
-from events.store import EventStore
 from events.errors import ConcurrencyError
+from events.store import EventStore
 from events.types import LLMCompleted, LLMText, ToolCompleted, ToolStarted
 from events.writer import StreamWriter, WriterFailedError
 

@@ -25,8 +25,8 @@ from typing import Any, Protocol, TypeVar
 import anyio
 import httpx
 
-from events.store import EventStore
 from events.envelope import Recorded
+from events.store import EventStore
 
 __all__ = [
     "SERVER_START_S",

@@ -12,9 +12,9 @@ from typing import Any
 import anyio
 import msgspec
 
-from events.store import EventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
+from events.store import EventStore
 from events.types import TERMINAL_RUN_EVENTS, FileRef
 from navi.app import Navi
 from navi.config import Settings

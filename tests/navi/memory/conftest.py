@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from events.store import EventStore
 from events.in_memory import InMemoryEventStore
 from events.postgres import PostgresEventStore
 from events.sqlite import SqliteEventStore
+from events.store import EventStore
 from events.types import (
     Event,
     LLMCompleted,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from events.store import EventStore
 from events.sql import SqlEventStore
+from events.store import EventStore
 from events.types import (
     Event,
     MemoryFactEdited,

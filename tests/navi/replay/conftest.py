@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from events.store import EventStore
 from events.in_memory import InMemoryEventStore
 from events.postgres import PostgresEventStore
 from events.sqlite import SqliteEventStore
+from events.store import EventStore
 
 STORES = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 

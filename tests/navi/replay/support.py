@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 from events.store import EventStore
-from navi.replay.export import export_lines
-from navi.replay.snapshots import load_projection
-from projections.context import ContextState
 from events.types import (
     Event,
     LLMCompleted,
@@ -20,6 +17,9 @@ from events.types import (
     ToolStarted,
     UserMessage,
 )
+from navi.replay.export import export_lines
+from navi.replay.snapshots import load_projection
+from projections.context import ContextState
 
 
 def turn(text: str, answer: str | None = None, chunks: int = 3) -> list[Event]:

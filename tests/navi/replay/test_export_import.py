@@ -6,8 +6,8 @@ import msgspec
 import pytest
 from msgspec.structs import replace
 
-from events.store import EventStore
 from events.in_memory import InMemoryEventStore
+from events.store import EventStore
 from events.types import (
     Event,
     LLMCompleted,

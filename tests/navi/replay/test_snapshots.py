@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from msgspec.structs import replace
 
-from events.store import EventStore
 from events.envelope import Recorded
+from events.store import EventStore
 from navi.replay import snapshots
 from navi.replay.fork import fork
 from navi.replay.history import read_history
