@@ -31,10 +31,13 @@ import structlog
 from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
+from navi.mcp.oauth import OAuthPlaces, SignIns, SignInFlow, oauth_provider, uses_oauth
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import (
     SIGN_IN_NEEDED,
+    TOKEN_REFUSED,
+    WAITING_FOR_SIGN_IN,
     ServerStatus,
     StartFailed,
     State,
@@ -84,6 +87,8 @@ class ServerConnection:
         *,
         timeout_s: float = 60.0,
         places: SandboxPlaces | None = None,
+        oauth: OAuthPlaces | None = None,
+        sign_ins: SignIns | None = None,
     ) -> None:
         self.entry = entry
         # What its ${VAR}s gave never shows in a log line or an error message.
@@ -91,6 +96,10 @@ class ServerConnection:
         # Where a sandboxed server's home goes and what its sandbox never shows.
         self.places = places
         self.server = entry.name
+        # Where its OAuth sign-in is kept, and where a waiting sign-in is found by the
+        # callback route (navi/mcp/oauth.py); None: a 401 is only reported.
+        self.oauth = oauth if oauth is not None and uses_oauth(entry) else None
+        self.sign_ins = sign_ins if sign_ins is not None else SignIns()
         self.registry = registry
         # The entry's own "timeout" wins over Navi's default.
         self.timeout_s = entry.timeout or timeout_s
@@ -130,6 +139,9 @@ class ServerConnection:
             dropped=self._dropped,
             resources=len(self.resources.resources) + len(self.resources.templates),
             prompts=self._prompts,
+            sign_in=self.oauth.sign_in_link(self.server)
+            if self.oauth and self.state == "needs-sign-in"
+            else "",
         )
 
     # ------------------------------------------------------------------ life
@@ -191,8 +203,17 @@ class ServerConnection:
         self.notices = ServerNotices(self.server)
         self._unauthorized = False
         async with AsyncExitStack() as stack:
+            auth = None
+            if self.oauth is not None:
+                flow = SignInFlow(self.server, self.sign_ins, self._waiting_for_sign_in)
+                auth = oauth_provider(self.entry, self.oauth, flow)
             transport = await open_transport(
-                self.entry, stack, errlog, places=self.places, on_response=self._note_status
+                self.entry,
+                stack,
+                errlog,
+                places=self.places,
+                on_response=self._note_status,
+                auth=auth,
             )
             client = Client(
                 transport,
@@ -237,8 +258,10 @@ class ServerConnection:
         )
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
+        elif _oauth_error(exc):
+            why = f"its OAuth sign-in failed: {str(exc).strip() or type(exc).__name__}"
         elif self._unauthorized or answered_401(exc):
-            why = SIGN_IN_NEEDED
+            why = SIGN_IN_NEEDED if uses_oauth(self.entry) else TOKEN_REFUSED
         elif timed_out:
             waited = (self.entry.timeout or CHECK_TIMEOUT_S) if self._connected else None
             why = f"it did not answer in {waited or self._start_timeout_s:g} s"
@@ -321,6 +344,20 @@ class ServerConnection:
     async def _note_status(self, response: Any) -> None:
         self._unauthorized = response.status_code == 401
 
+    def _waiting_for_sign_in(self, waiting: bool) -> None:
+        """The SDK's sign-in waits for the user (True), or the user is back (False)."""
+        if waiting:
+            self.state, self.error = "needs-sign-in", WAITING_FOR_SIGN_IN
+            assert self.oauth is not None
+            # The link to Navi's route, never the authorization URL (it holds the state).
+            log.info(
+                "mcp.sign_in_needed", server=self.server, link=self.oauth.sign_in_link(self.server)
+            )
+            self.first_attempt.set()
+        else:
+            self.state, self.error = "starting", ""
+            log.info("mcp.signed_in", server=self.server)
+
     # ------------------------------------------------------------------ calls
 
     async def call_tool(
@@ -384,6 +421,14 @@ class ServerConnection:
     def _down_message(self) -> str:
         why = f" ({self.error})" if self.error else ""
         return f"the MCP server '{self.server}' is not running{why}; Navi is restarting it"
+
+
+def _oauth_error(exc: BaseException) -> bool:
+    from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, (OAuthFlowError, OAuthRegistrationError, OAuthTokenError))
 
 
 async def _all_pages(list_page: Any, field: str) -> list[Any]:
