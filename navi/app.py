@@ -13,9 +13,9 @@ import anyio
 import structlog
 
 from actors import ActorSystem
-from events.store import EventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
+from events.store import EventStore
 from events.types import (
     TERMINAL_RUN_EVENTS,
     CallOptions,

@@ -17,6 +17,10 @@ Navi's proxy and CA variables (navi/mcp/transports.py): never Navi's secrets. Wi
 ``"sandbox": true`` the child runs in the tool sandbox: what it sees there is
 navi/mcp/sandbox.py's. When it fails to start, the error quotes the
 end of its stderr, read once it has stopped.
+
+A remote server without a token in its entry's ``headers`` signs in with OAuth when the
+connection has a place for it (``oauth``): while the sign-in waits for a person, the
+state is ``needs-sign-in`` and the status names the link (navi/mcp/oauth.py).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import structlog
 from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
-from navi.mcp.oauth import OAuthPlaces, SignIns, SignInFlow, oauth_provider, uses_oauth
+from navi.mcp.oauth import OAuthPlaces, SignInFlow, SignIns, oauth_provider, uses_oauth
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import (

@@ -99,5 +99,6 @@ async def oauth_callback(request: Request) -> Response:
 ROUTES = [
     Route("/mcp/sign-ins", list_sign_ins, methods=["GET"]),
     Route("/mcp/{server}/sign-in", sign_in, methods=["GET"]),
-    Route(CALLBACK_PATH, oauth_callback, methods=["GET"]),
+    # A page for a browser that an authorization server redirects, not an API call.
+    Route(CALLBACK_PATH, oauth_callback, methods=["GET"], include_in_schema=False),
 ]

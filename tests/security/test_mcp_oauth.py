@@ -48,9 +48,7 @@ def _tools(server: NaviServerProcess) -> set[str]:
         return {t["name"] for t in http.get("/agents/tools").json()}
 
 
-def test_sign_in_routes_callback_states_and_secrets(
-    tmp_path: Any, start_navi: StartNavi
-) -> None:
+def test_sign_in_routes_callback_states_and_secrets(tmp_path: Any, start_navi: StartNavi) -> None:
     with oauth_mcp_server() as remote:
         config = write_config(tmp_path / "mcp.json", {"remote": {"url": remote.url}})
         server = start_navi(

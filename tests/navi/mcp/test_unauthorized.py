@@ -1,5 +1,6 @@
 """A remote server that wants a sign-in (401): Navi says so, and what to do, instead of
-"Server returned an error response" (OAuth itself is not built: docs/mcp-clients.md)."""
+"Server returned an error response". This connection has no place for an OAuth sign-in
+(the manager gives one: test_oauth_connection.py), so it only says what to do."""
 
 from __future__ import annotations
 
