@@ -131,8 +131,12 @@ class OAuthMcpServer:
 
 
 @contextmanager
-def oauth_mcp_server(token_lifetime_s: int = 3600) -> Iterator[OAuthMcpServer]:
-    """The server on a free 127.0.0.1 port (see the module's docstring)."""
+def oauth_mcp_server(
+    token_lifetime_s: int = 3600, transport: str = "http"
+) -> Iterator[OAuthMcpServer]:
+    """The server on a free 127.0.0.1 port (see the module's docstring); ``transport``
+    ``"sse"``: the legacy SSE transport at ``/sse`` instead."""
+    path = "/sse" if transport == "sse" else "/mcp"
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     provider = ApprovingProvider(token_lifetime_s=token_lifetime_s)
@@ -141,7 +145,7 @@ def oauth_mcp_server(token_lifetime_s: int = 3600) -> Iterator[OAuthMcpServer]:
         warnings.simplefilter("ignore")  # validate_token_resource's future default
         auth = AuthSettings(
             issuer_url=base,  # type: ignore[arg-type]
-            resource_server_url=f"{base}/mcp",  # type: ignore[arg-type]
+            resource_server_url=f"{base}{path}",  # type: ignore[arg-type]
             validate_token_resource=False,
             client_registration_options=ClientRegistrationOptions(
                 enabled=True, valid_scopes=["mcp"], default_scopes=["mcp"]
@@ -156,7 +160,10 @@ def oauth_mcp_server(token_lifetime_s: int = 3600) -> Iterator[OAuthMcpServer]:
         calls.append(text)
         return f"echo: {text}"
 
-    app = server.streamable_http_app(host="127.0.0.1")
+    if transport == "sse":
+        app = server.sse_app(host="127.0.0.1")
+    else:
+        app = server.streamable_http_app(host="127.0.0.1")
     with serve_asgi(app, port=port) as url:
         assert url == base
-        yield OAuthMcpServer(url=f"{base}/mcp", provider=provider, calls=calls)
+        yield OAuthMcpServer(url=f"{base}{path}", provider=provider, calls=calls)

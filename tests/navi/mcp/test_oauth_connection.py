@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -26,16 +27,17 @@ pytest.importorskip("mcp")
 NAVI = "http://127.0.0.1:8123"
 
 
-@pytest.fixture
-def remote() -> object:
-    with oauth_mcp_server() as server:
+@pytest.fixture(params=["http", "sse"])
+def remote(request: pytest.FixtureRequest) -> Iterator[OAuthMcpServer]:
+    with oauth_mcp_server(transport=request.param) as server:
         yield server
 
 
 def _connection(
     url: str, registry: ToolRegistry, places: OAuthPlaces, sign_ins: SignIns
 ) -> ServerConnection:
-    config = parse_config(json.dumps({"mcpServers": {"remote": {"url": url}}}))
+    kind = "sse" if url.endswith("/sse") else "http"
+    config = parse_config(json.dumps({"mcpServers": {"remote": {"url": url, "type": kind}}}))
     return ServerConnection(
         config.servers["remote"], registry, timeout_s=10, oauth=places, sign_ins=sign_ins
     )
