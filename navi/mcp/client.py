@@ -36,6 +36,7 @@ from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
 from navi.mcp.oauth import OAuthPlaces, SignInFlow, SignIns, oauth_provider, uses_oauth
+from navi.mcp.oauth_storage import token_file
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import (
@@ -104,6 +105,11 @@ class ServerConnection:
         # callback route (navi/mcp/oauth.py); None: a 401 is only reported.
         self.oauth = oauth if oauth is not None and uses_oauth(entry) else None
         self.sign_ins = sign_ins if sign_ins is not None else SignIns()
+        # Whether its HTTP client has the OAuth provider: only once a sign-in is kept or
+        # the server answered 401. The SDK's provider holds a lock until each answer's
+        # headers come, so a server that wants no sign-in never pays for it (a slow call
+        # answered as plain JSON would hold up the periodic listing).
+        self._signs_in = False
         self.registry = registry
         # The entry's own "timeout" wins over Navi's default.
         self.timeout_s = entry.timeout or timeout_s
@@ -197,6 +203,9 @@ class ServerConnection:
                         and loopback_failed(stderr_tail(errlog))
                     ):
                         continue
+                    # A 401 before any sign-in: connected again at once, signing in.
+                    if attempt == 1 and not self._connected and self._sign_in_now(exc):
+                        continue
                     raise StartFailed(self._why(exc, errlog)) from exc
             return
 
@@ -208,7 +217,8 @@ class ServerConnection:
         self._unauthorized = False
         async with AsyncExitStack() as stack:
             auth = None
-            if self.oauth is not None:
+            if self.oauth is not None and (self._signs_in or self._kept_sign_in()):
+                self._signs_in = True
                 flow = SignInFlow(self.server, self.sign_ins, self._waiting_for_sign_in)
                 auth = oauth_provider(self.entry, self.oauth, flow)
             transport = await open_transport(
@@ -263,7 +273,10 @@ class ServerConnection:
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
         elif _oauth_error(exc):
-            why = f"its OAuth sign-in failed: {str(exc).strip() or type(exc).__name__}"
+            why = (
+                f"its OAuth sign-in failed: {str(exc).strip() or type(exc).__name__}; "
+                'if the server takes a token instead, give it in the entry\'s "headers"'
+            )
         elif self._unauthorized or answered_401(exc):
             why = SIGN_IN_NEEDED if uses_oauth(self.entry) else TOKEN_REFUSED
         elif timed_out:
@@ -347,6 +360,21 @@ class ServerConnection:
 
     async def _note_status(self, response: Any) -> None:
         self._unauthorized = response.status_code == 401
+
+    def _kept_sign_in(self) -> bool:
+        assert self.oauth is not None
+        return token_file(self.oauth.folder, self.server).exists()
+
+    def _sign_in_now(self, exc: BaseException) -> bool:
+        """After a 401 from a connection without the OAuth provider: the next one has it."""
+        if self.oauth is None or self._signs_in:
+            return False
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if not (self._unauthorized or answered_401(exc)):
+            return False
+        self._signs_in = True
+        return True
 
     def _waiting_for_sign_in(self, waiting: bool) -> None:
         """The SDK's sign-in waits for the user (True), or the user is back (False)."""

@@ -20,6 +20,7 @@ from navi.mcp.config import parse_config
 from navi.mcp.oauth import OAuthPlaces, SignIns
 from navi.mcp.oauth_storage import token_file
 from tests.navi.mcp.oauth_server import OAuthMcpServer, oauth_mcp_server
+from tests.navi.mcp.support import http_server
 from tools import ToolRegistry
 
 pytest.importorskip("mcp")
@@ -152,3 +153,20 @@ async def test_a_refused_sign_in_is_said_and_a_new_link_offered(
     assert not token_file(places.folder, "remote").exists() or not json.loads(
         token_file(places.folder, "remote").read_text()
     ).get("tokens")
+
+
+@pytest.mark.anyio
+async def test_a_server_that_wants_no_sign_in_is_reached_without_the_oauth_provider(
+    tmp_path: Path,
+) -> None:
+    places = OAuthPlaces(folder=tmp_path / "oauth", base_url=NAVI)
+    with http_server(tmp_path / "log") as url:
+        connection = _connection(url, ToolRegistry(), places, SignIns())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(connection.run)
+            await connection.first_attempt.wait()
+            assert connection.status().state == "running"
+            # The SDK's provider serialises requests until their answers' headers come.
+            assert not connection._signs_in
+            tg.cancel_scope.cancel()
+    assert not places.folder.exists()
