@@ -136,7 +136,3 @@ class FileTokenStorage:
 
     async def expires_at(self) -> float | None:
         return self._read().expires_at
-
-    def signed_in(self) -> bool:
-        """Whether tokens are kept for this server (for a status line; not read aloud)."""
-        return bool(self._read().tokens)
