@@ -21,6 +21,7 @@ it is shown to admins only and never logged.
 
 from __future__ import annotations
 
+import functools
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -175,6 +176,7 @@ class SignInFlow:
         return AuthorizationCodeResult(code=flow.code, state=flow.state, iss=flow.iss)
 
 
+@functools.cache
 def _provider_class() -> type[OAuthClientProvider]:
     from mcp.client.auth import OAuthClientProvider
 
