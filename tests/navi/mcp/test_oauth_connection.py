@@ -6,6 +6,7 @@ connection, an expired one is refreshed, and a refused sign-in is said so."""
 from __future__ import annotations
 
 import json
+import logging
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import anyio
 import httpx
 import pytest
+import structlog
 
 from navi.mcp.client import ServerConnection
 from navi.mcp.config import parse_config
@@ -73,8 +75,23 @@ async def _until(check: object, limit_s: float = 20.0) -> None:
 
 @pytest.mark.anyio
 async def test_sign_in_then_tokens_kept_reused_and_refreshed(
-    tmp_path: Path, remote: OAuthMcpServer
+    tmp_path: Path, remote: OAuthMcpServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as logs:
+        await _sign_in_reuse_refresh(tmp_path, remote)
+    # Not one token nor the client secret in a log line, Navi's or a library's.
+    kept = token_file(tmp_path / "secrets" / "mcp_oauth", "remote").read_text()
+    secrets = [*remote.provider.access, *remote.provider.refresh]
+    client = json.loads(json.loads(kept)["client_info"])
+    secrets += [client["client_secret"]] if client.get("client_secret") else []
+    assert len(secrets) >= 4
+    logged = repr(logs) + caplog.text
+    assert "mcp.sign_in_needed" in logged
+    assert not [s for s in secrets if s in logged]
+
+
+async def _sign_in_reuse_refresh(tmp_path: Path, remote: OAuthMcpServer) -> None:
     places = OAuthPlaces(folder=tmp_path / "secrets" / "mcp_oauth", base_url=NAVI)
     sign_ins, registry = SignIns(), ToolRegistry()
     connection = _connection(remote.url, registry, places, sign_ins)
