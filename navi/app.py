@@ -38,6 +38,7 @@ from navi.llm.connection import Connection, KeyFile, connection_settings, mask_k
 from navi.llm.errors import LLMError
 from navi.llm.selection import select_backend
 from navi.mcp import McpManager
+from navi.mcp.oauth import oauth_places
 from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.run.limiter import RunLimiter
@@ -118,6 +119,7 @@ class Navi:
                 settings.mcp_config_path,
                 timeout_s=settings.tools.default_timeout_s,
                 places=sandbox_places(settings),
+                oauth=oauth_places(settings),
             )
             memory_worker = MemoryWorker(memory, llm, idle_seconds=settings.memory_extract_after_s)
             session_tools = SessionTools(profiles, store, new_id)

@@ -197,6 +197,7 @@ async def _saved_llm_settings(settings: Any) -> Any:
 async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
     """Each MCP server of the config: started or not, why, how many tools."""
     from navi.mcp import load_config, probe
+    from navi.mcp.oauth import oauth_places
     from navi.mcp.sandbox import sandbox_places
 
     path = settings.mcp_config_path
@@ -208,8 +209,13 @@ async def _doctor_mcp(settings: Any, tools: Any, line: Any) -> None:
     line(not config.errors, f"MCP config {path}: {plural(len(config.servers), 'server')}")
     for problem in config.errors:
         line(False, f"  {problem}")
-    for status in await probe(config, tools, places=sandbox_places(settings)):
+    # A probe signs in with the kept tokens; one that needs a sign-in is given the link
+    # to navi serve's sign-in route (the probe's own registration is never kept).
+    oauth = oauth_places(settings, persist_registration=False)
+    for status in await probe(config, tools, places=sandbox_places(settings), oauth=oauth):
         line(status.state == "running", status.describe())
+        if status.state == "needs-sign-in":
+            sys.stdout.write(f"  (the link works while navi serve runs at {oauth.base_url})\n")
 
 
 def cmd_reextract(args: argparse.Namespace) -> int:

@@ -17,6 +17,10 @@ Navi's proxy and CA variables (navi/mcp/transports.py): never Navi's secrets. Wi
 ``"sandbox": true`` the child runs in the tool sandbox: what it sees there is
 navi/mcp/sandbox.py's. When it fails to start, the error quotes the
 end of its stderr, read once it has stopped.
+
+A remote server without a token in its entry's ``headers`` signs in with OAuth when the
+connection has a place for it (``oauth``): while the sign-in waits for a person, the
+state is ``needs-sign-in`` and the status names the link (navi/mcp/oauth.py).
 """
 
 from __future__ import annotations
@@ -31,10 +35,14 @@ import structlog
 from navi.log_redaction import hide_values, redact_text
 from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
+from navi.mcp.oauth import OAuthPlaces, SignInFlow, SignIns, oauth_provider, uses_oauth
+from navi.mcp.oauth_storage import token_file
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import (
     SIGN_IN_NEEDED,
+    TOKEN_REFUSED,
+    WAITING_FOR_SIGN_IN,
     ServerStatus,
     StartFailed,
     State,
@@ -84,6 +92,8 @@ class ServerConnection:
         *,
         timeout_s: float = 60.0,
         places: SandboxPlaces | None = None,
+        oauth: OAuthPlaces | None = None,
+        sign_ins: SignIns | None = None,
     ) -> None:
         self.entry = entry
         # What its ${VAR}s gave never shows in a log line or an error message.
@@ -91,6 +101,15 @@ class ServerConnection:
         # Where a sandboxed server's home goes and what its sandbox never shows.
         self.places = places
         self.server = entry.name
+        # Where its OAuth sign-in is kept, and where a waiting sign-in is found by the
+        # callback route (navi/mcp/oauth.py); None: a 401 is only reported.
+        self.oauth = oauth if oauth is not None and uses_oauth(entry) else None
+        self.sign_ins = sign_ins if sign_ins is not None else SignIns()
+        # Whether its HTTP client has the OAuth provider: only once a sign-in is kept or
+        # the server answered 401. The SDK's provider holds a lock until each answer's
+        # headers come, so a server that wants no sign-in never pays for it (a slow call
+        # answered as plain JSON would hold up the periodic listing).
+        self._signs_in = False
         self.registry = registry
         # The entry's own "timeout" wins over Navi's default.
         self.timeout_s = entry.timeout or timeout_s
@@ -130,6 +149,9 @@ class ServerConnection:
             dropped=self._dropped,
             resources=len(self.resources.resources) + len(self.resources.templates),
             prompts=self._prompts,
+            sign_in=self.oauth.sign_in_link(self.server)
+            if self.oauth and self.state == "needs-sign-in"
+            else "",
         )
 
     # ------------------------------------------------------------------ life
@@ -181,6 +203,9 @@ class ServerConnection:
                         and loopback_failed(stderr_tail(errlog))
                     ):
                         continue
+                    # A 401 before any sign-in: connected again at once, signing in.
+                    if attempt == 1 and not self._connected and self._sign_in_now(exc):
+                        continue
                     raise StartFailed(self._why(exc, errlog)) from exc
             return
 
@@ -191,8 +216,18 @@ class ServerConnection:
         self.notices = ServerNotices(self.server)
         self._unauthorized = False
         async with AsyncExitStack() as stack:
+            auth = None
+            if self.oauth is not None and (self._signs_in or self._kept_sign_in()):
+                self._signs_in = True
+                flow = SignInFlow(self.server, self.sign_ins, self._waiting_for_sign_in)
+                auth = oauth_provider(self.entry, self.oauth, flow)
             transport = await open_transport(
-                self.entry, stack, errlog, places=self.places, on_response=self._note_status
+                self.entry,
+                stack,
+                errlog,
+                places=self.places,
+                on_response=self._note_status,
+                auth=auth,
             )
             client = Client(
                 transport,
@@ -237,8 +272,13 @@ class ServerConnection:
         )
         if isinstance(exc, FileNotFoundError) and self.entry.command:
             why = f"command not found: {self.entry.command}"
+        elif _oauth_error(exc):
+            why = (
+                f"its OAuth sign-in failed: {str(exc).strip() or type(exc).__name__}; "
+                'if the server takes a token instead, give it in the entry\'s "headers"'
+            )
         elif self._unauthorized or answered_401(exc):
-            why = SIGN_IN_NEEDED
+            why = SIGN_IN_NEEDED if uses_oauth(self.entry) else TOKEN_REFUSED
         elif timed_out:
             waited = (self.entry.timeout or CHECK_TIMEOUT_S) if self._connected else None
             why = f"it did not answer in {waited or self._start_timeout_s:g} s"
@@ -321,6 +361,35 @@ class ServerConnection:
     async def _note_status(self, response: Any) -> None:
         self._unauthorized = response.status_code == 401
 
+    def _kept_sign_in(self) -> bool:
+        assert self.oauth is not None
+        return token_file(self.oauth.folder, self.server).exists()
+
+    def _sign_in_now(self, exc: BaseException) -> bool:
+        """After a 401 from a connection without the OAuth provider: the next one has it."""
+        if self.oauth is None or self._signs_in:
+            return False
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        if not (self._unauthorized or answered_401(exc)):
+            return False
+        self._signs_in = True
+        return True
+
+    def _waiting_for_sign_in(self, waiting: bool) -> None:
+        """The SDK's sign-in waits for the user (True), or the user is back (False)."""
+        if waiting:
+            self.state, self.error = "needs-sign-in", WAITING_FOR_SIGN_IN
+            assert self.oauth is not None
+            # The link to Navi's route, never the authorization URL (it holds the state).
+            log.info(
+                "mcp.sign_in_needed", server=self.server, link=self.oauth.sign_in_link(self.server)
+            )
+            self.first_attempt.set()
+        else:
+            self.state, self.error = "starting", ""
+            log.info("mcp.signed_in", server=self.server)
+
     # ------------------------------------------------------------------ calls
 
     async def call_tool(
@@ -384,6 +453,14 @@ class ServerConnection:
     def _down_message(self) -> str:
         why = f" ({self.error})" if self.error else ""
         return f"the MCP server '{self.server}' is not running{why}; Navi is restarting it"
+
+
+def _oauth_error(exc: BaseException) -> bool:
+    from mcp.client.auth import OAuthFlowError, OAuthRegistrationError, OAuthTokenError
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, (OAuthFlowError, OAuthRegistrationError, OAuthTokenError))
 
 
 async def _all_pages(list_page: Any, field: str) -> list[Any]:

@@ -21,6 +21,7 @@ import structlog
 
 from navi.mcp.client import ServerConnection
 from navi.mcp.config import McpConfig, ServerEntry, config_stamp, load_config
+from navi.mcp.oauth import OAuthPlaces, SignIns
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import ServerStatus
 from tools.registry import ToolRegistry
@@ -56,6 +57,7 @@ class McpManager:
         timeout_s: float = 60.0,
         poll_s: float = POLL_S,
         places: SandboxPlaces | None = None,
+        oauth: OAuthPlaces | None = None,
     ) -> None:
         self.registry = registry
         self.path = path
@@ -63,6 +65,10 @@ class McpManager:
         self.poll_s = poll_s
         # Sandboxed servers' homes and what their sandbox never shows (navi/mcp/sandbox.py).
         self.places = places
+        # Remote servers' OAuth sign-ins: kept where, and those waiting for the user
+        # (navi/mcp/oauth.py; the routes of navi/server/mcp_auth_routes.py finish them).
+        self.oauth = oauth
+        self.sign_ins = SignIns()
         self.config = McpConfig(path=str(path))
         self._running: dict[str, _Running] = {}
         self._stamp: tuple[int, int] | None = None
@@ -137,7 +143,12 @@ class McpManager:
 
     def _start(self, entry: ServerEntry, tg: anyio.abc.TaskGroup) -> None:
         connection = ServerConnection(
-            entry, self.registry, timeout_s=self.timeout_s, places=self.places
+            entry,
+            self.registry,
+            timeout_s=self.timeout_s,
+            places=self.places,
+            oauth=self.oauth,
+            sign_ins=self.sign_ins,
         )
         running = _Running(connection, anyio.CancelScope())
         self._running[entry.name] = running
@@ -163,6 +174,7 @@ async def probe(
     registry: ToolRegistry,
     wait_s: float = 20.0,
     places: SandboxPlaces | None = None,
+    oauth: OAuthPlaces | None = None,
 ) -> list[ServerStatus]:
     """Start every server of ``config`` once, for ``navi doctor``: each one's state,
     why it failed, and how many tools it gave (after at most ``wait_s``)."""
@@ -173,7 +185,9 @@ async def probe(
         ]
     if config.servers:
         await anyio.to_thread.run_sync(_import_sdk)
-    connections = [ServerConnection(e, registry, places=places) for e in config.servers.values()]
+    connections = [
+        ServerConnection(e, registry, places=places, oauth=oauth) for e in config.servers.values()
+    ]
     statuses: list[ServerStatus] = []
     async with anyio.create_task_group() as tg:
         for connection in connections:

@@ -7,14 +7,22 @@ import os
 from dataclasses import dataclass
 from typing import IO, Literal
 
-State = Literal["starting", "running", "restarting", "failed", "stopped"]
+State = Literal["starting", "running", "restarting", "failed", "stopped", "needs-sign-in"]
 PROMPTS_NAMED = 20
-# A remote server that answers 401: OAuth is not built (docs/mcp-clients.md).
+# A remote server that answers 401 to a connection that cannot sign in (navi/mcp/oauth.py
+# signs in when the manager has a data folder for the tokens).
 SIGN_IN_NEEDED = (
-    "it answered 401 Unauthorized: it wants a sign-in (OAuth), which Navi does not do yet; "
-    'give a token in the entry\'s "headers" ("Authorization": "Bearer ${TOKEN}") if the '
-    "server accepts one"
+    "it answered 401 Unauthorized: it wants a sign-in (OAuth), which this connection "
+    'cannot do; give a token in the entry\'s "headers" ("Authorization": "Bearer ${TOKEN}") '
+    "if the server accepts one"
 )
+# The entry's own token was refused (Navi signs in only for entries without one).
+TOKEN_REFUSED = (
+    'it answered 401 Unauthorized: the "Authorization" of the entry\'s "headers" was '
+    "refused; remove that header to sign in with OAuth instead"
+)
+# The connection waits for the user to sign in (the link is ServerStatus.sign_in).
+WAITING_FOR_SIGN_IN = "it wants a sign-in (OAuth)"
 # How much of a stdio server's stderr a failure report quotes.
 STDERR_TAIL = 600
 
@@ -36,6 +44,8 @@ class ServerStatus:
     resources: int = 0
     # The names of its prompts.
     prompts: tuple[str, ...] = ()
+    # With state "needs-sign-in": Navi's link that leads to the server's sign-in page.
+    sign_in: str = ""
 
     def describe(self) -> str:
         where = self.transport + (", sandboxed" if self.sandboxed else "")
@@ -59,6 +69,9 @@ class ServerStatus:
                 offers += f", prompts: {named}{more}"
             return f"MCP server {self.name} ({where}): running, {count}{left_out}{offers}"
         why = f": {self.error}" if self.error else ""
+        if self.state == "needs-sign-in":
+            at = f"; sign in at {self.sign_in}" if self.sign_in else ""
+            return f"MCP server {self.name} ({where}): needs sign-in{why}{at}"
         return f"MCP server {self.name} ({where}): {self.state}{why}"
 
 

@@ -4,6 +4,7 @@
   messages;
 - ``url``: Streamable HTTP, through an HTTP client whose answers ``on_response`` sees
   (the SDK reports a 401 only as "an error response": the connection says what it is);
+  both remote kinds sign in with ``auth`` when given (navi/mcp/oauth.py);
 - ``command``: a stdio child whose environment is its entry's ``env``, ``LANG`` and
   Navi's proxy and CA variables (navi/mcp/environment.py; the entry's own win), run in
   the tool sandbox with ``"sandbox": true`` (navi/mcp/sandbox.py). Its stderr goes to
@@ -32,6 +33,7 @@ async def open_transport(
     *,
     places: SandboxPlaces | None,
     on_response: Callable[[Any], Awaitable[None]],
+    auth: Any = None,
 ) -> Any:
     """The transport the SDK's ``Client`` enters; what it opens closes with ``stack``."""
     from mcp.client.sse import sse_client
@@ -39,7 +41,7 @@ async def open_transport(
     from mcp.client.streamable_http import streamable_http_client
 
     if entry.transport == "sse":
-        return sse_client(entry.url, headers=dict(entry.headers), timeout=30.0)
+        return sse_client(entry.url, headers=dict(entry.headers), timeout=30.0, auth=auth)
     if entry.url:
         import httpx2
 
@@ -47,6 +49,8 @@ async def open_transport(
             httpx2.AsyncClient(
                 headers=dict(entry.headers),
                 timeout=httpx2.Timeout(30.0, read=300.0),
+                # The SDK's OAuthClientProvider when it signs in (navi/mcp/oauth.py).
+                auth=auth,
                 event_hooks={"response": [on_response]},
             )
         )

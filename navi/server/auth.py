@@ -43,7 +43,9 @@ __all__ = [
     "is_loopback",
 ]
 
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/"})
+# The MCP sign-in callback comes from a browser redirect (no Authorization header): the
+# state of a waiting sign-in lets it in (navi/server/mcp_auth_routes.py).
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/", "/mcp/oauth/callback"})
 TICKET_TTL_S = 30
 CLOSE_UNAUTHORIZED = 4401
 TOKEN_IN_URL = (

@@ -33,6 +33,8 @@ USER_TOKEN = "user-token-0123456789abcdef"
 HASHED_TOKEN = "hashed-token-0123456789abcdef"
 TICKET_SECRET = "ticket-secret-for-the-test-9f2c"
 PUBLIC = {"/health", "/openapi.json", "/"}
+# Public, and refusing a request without what lets it in (the MCP sign-in's state).
+PUBLIC_REFUSING = {"/mcp/oauth/callback": 400}
 USERS: list[dict[str, Any]] = [
     {"id": "alice", "token": ADMIN_TOKEN, "role": "admin"},
     {"id": "bob", "token": USER_TOKEN, "role": "user"},
@@ -129,6 +131,8 @@ def test_no_token_is_a_401_on_every_route_but_the_public_ones(server: NaviServer
             response = anonymous.request(method, path, json={} if method != "GET" else None)
             if path in PUBLIC:
                 assert response.status_code == 200, (method, path, response.text)
+            elif path in PUBLIC_REFUSING:
+                assert response.status_code == PUBLIC_REFUSING[path], (method, path)
             else:
                 assert response.status_code == 401, (method, path, response.text)
                 assert response.headers["www-authenticate"] == "Bearer"

@@ -20,8 +20,9 @@ from tests.support.helpers import SERVER_START_S, free_port
 
 
 @contextmanager
-def serve_asgi(app: ASGIApp) -> Iterator[str]:
-    port = free_port()
+def serve_asgi(app: ASGIApp, port: int | None = None) -> Iterator[str]:
+    """``port``: one the app already names in its URLs (an OAuth issuer), else a free one."""
+    port = port or free_port()
     config = uvicorn.Config(
         app, host="127.0.0.1", port=port, ws="websockets-sansio", log_level="warning"
     )

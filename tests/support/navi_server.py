@@ -52,6 +52,8 @@ def run_server(
     overrides.setdefault("resume_on_start", True)
     # Scripted replies stay simple: a test that wants planning passes planning="on".
     overrides.setdefault("planning", "off")
+    if port is not None:  # the settings name the port it listens on (links to itself)
+        overrides.setdefault("port", port)
     settings = navi_settings(root, fake.url, **overrides)
     app = create_app(settings, env={}, users=users)
     port = port or free_port()

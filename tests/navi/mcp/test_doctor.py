@@ -63,3 +63,37 @@ def test_doctor_reports_each_mcp_server(tmp_path: Path) -> None:
     assert missing in out
     assert "doctor-secret-5e1f" not in out + done.stderr
     assert done.returncode == 1  # the missing server (and the LLM) are problems
+
+
+def test_doctor_gives_the_sign_in_link_of_a_server_that_wants_one(tmp_path: Path) -> None:
+    from tests.navi.mcp.oauth_server import oauth_mcp_server
+
+    with oauth_mcp_server() as remote:
+        config = write_config(tmp_path / "mcp.json", {"remote": {"url": remote.url}})
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(tmp_path),
+            "PYTHONPATH": str(ROOT),
+            "NAVI_DATA_DIR": str(tmp_path / "data"),
+            "NAVI_PORT": "8765",
+            "NAVI_MCP_CONFIG": str(config),
+            "NAVI_LLM_BACKEND": "ollama",
+            "OLLAMA_HOST": "http://127.0.0.1:9",
+        }
+        done = subprocess.run(
+            [sys.executable, "-m", "navi.cli", "doctor"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    out = done.stdout
+    assert (
+        "✗ MCP server remote (http): needs sign-in: it wants a sign-in (OAuth); "
+        "sign in at http://127.0.0.1:8765/mcp/remote/sign-in\n"
+    ) in out, out + done.stderr
+    assert "the link works while navi serve runs at http://127.0.0.1:8765" in out
+    # The probe's own registration is not kept: navi serve's sign-in stays the one.
+    assert not (tmp_path / "data" / "secrets" / "mcp_oauth" / "remote.json").exists()
+    assert "authorize?" not in out + done.stderr

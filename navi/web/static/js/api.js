@@ -102,6 +102,8 @@ export const api = {
   saveSettings: (changes) => request('PATCH', '/settings', { json: changes }),
   // {backend_type, backend_url, api_key?} → {ok, backend, models}, or 422 with the reason.
   verifyConnection: (connection) => request('POST', '/settings/connection/verify', { json: connection }),
+  // MCP servers waiting for a sign-in (admins): {servers: [{name, link, url}]}.
+  mcpSignIns: () => request('GET', '/mcp/sign-ins'),
   // The Memory page (docs/memory.md).
   memoryFacts: () => request('GET', '/memory/facts'),
   memoryStatus: () => request('GET', '/memory/status'),

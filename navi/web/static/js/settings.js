@@ -8,6 +8,7 @@ import { h } from './dom.js';
 import { refreshBackend } from './backend_watch.js';
 import { icon } from './icons.js';
 import { connectionSection } from './settings_connection.js';
+import { mcpSignInSection, waitingSignIns } from './settings_mcp.js';
 
 const WORDS = { auto: 'Run without asking', ask: 'Ask first', deny: 'Never run', varies: 'Depends on the call' };
 
@@ -52,10 +53,11 @@ function options(select, pairs, value) {
 
 /** Opens the settings page (a dialog). Resolves when it closes. */
 export async function openSettings() {
-  const [saved, listed, tools] = await Promise.all([
+  const [saved, listed, tools, signIns] = await Promise.all([
     api.settings(),
     api.llmModels().catch((error) => ({ models: [], default_model: '', error: error.message })),
     api.tools().catch(() => []),
+    waitingSignIns(),
   ]);
   const connection = connectionSection(saved);
   const names = (listed.models || []).map((m) => m.name);
@@ -70,6 +72,7 @@ export async function openSettings() {
   const form = h('form', { method: 'dialog', class: 'settings-form' },
     h('div', { class: 'settings-head' }, h('h2', { text: 'Settings' }),
       h('button', { type: 'button', class: 'icon-button small', 'aria-label': 'Close settings', value: 'cancel', onclick: () => dialog.close('cancel') }, icon('close'))),
+    mcpSignInSection(signIns),
     connection.element,
     field('Model of new chats', model, listed.error ? `The server did not list its models: ${listed.error}` : 'A chat can pick its own in the top bar.'),
     field('Thinking', think, 'Whether the model thinks before it answers.'),
