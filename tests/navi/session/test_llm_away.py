@@ -196,3 +196,37 @@ async def test_a_run_stopped_in_line_after_its_wait_ends_stopped(tmp_path: Path)
             assert len(fake.requests) == 1
         assert navi.live_runs.load() == {"live_runs": 0, "queued": 0, "max_live_runs": 1}
     assert [r.type for r in records][-2:] == ["stop.requested", "run.stopped"]
+
+
+SPAWN = FakeToolCall(name="spawn_agent", arguments={"task": "Read the todo list."})
+
+
+async def test_try_again_in_the_parent_goes_on_with_its_waiting_subagent(tmp_path: Path) -> None:
+    """A subagent's run waits for the model's server (its own log says
+    ``llm.waiting``): Try again asked of the top-level session goes on with it, and the
+    turn ends once, with the subagent's answer."""
+    port = free_port()
+    knobs: dict[str, Any] = {"llm_retries": 0, "llm_retry_backoff_s": 60.0}
+    config = navi_settings(tmp_path, f"http://127.0.0.1:{port}", planning="off", **knobs)
+    async with open_navi(config) as navi:
+        parent = await navi.create_session("secretary")
+        async with FakeLLMServer(port=port) as fake:
+            fake.script(Reply(tool_calls=[SPAWN]), Reply(text="late", delay_first=60))
+            await navi.send(parent, "Delegate it.", mode="run")
+            with anyio.fail_after(10):
+                await fake.wait_for_requests(2)
+        records = await wait_for_events(navi.store, parent, "subagent.spawned")
+        child = next(r.event.child_stream_id for r in records if r.type == "subagent.spawned")
+        await wait_for_events(navi.store, child, "llm.waiting")
+        assert await run_state(navi, child) is RunState.WAITING_FOR_LLM
+        async with FakeLLMServer(port=port) as fake:
+            fake.script(Reply(text="The list is empty."), Reply(text="It is empty."))
+            assert await navi.try_again(parent) is True
+            records = await wait_for_events(navi.store, parent, "run.completed")
+        child_types = [r.type for r in await navi.store.read(child)]
+        with pytest.raises(NotWaitingForLLM):
+            await navi.try_again(parent)  # nothing of its tree waits now
+    assert isinstance(records[-1].event, RunCompleted) and records[-1].event.content == "It is empty."
+    assert [r.type for r in records].count("subagent.spawned") == 1
+    assert child_types.count("run.started") == 1 and child_types.count("run.completed") == 1
+    assert child_types.count("llm.waiting") == 1
