@@ -28,8 +28,8 @@ from actors import (
     Reply,
     Supervision,
 )
-from events.store import EventStore
 from events.errors import EventDecodeError, is_storage_full
+from events.store import EventStore
 from events.types import (
     CallOptions,
     Event,
@@ -49,9 +49,9 @@ from navi.blobs import BlobStore
 from navi.grants import check_entry
 from navi.llm.stop import StopSignal
 from navi.run import compression
-from navi.run.recompress import recompress_range, recompress_selection
 from navi.run.host import RunDeps
 from navi.run.limiter import RunSlot
+from navi.run.recompress import recompress_range, recompress_selection
 from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
 from navi.session import approvals

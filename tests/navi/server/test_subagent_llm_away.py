@@ -24,9 +24,7 @@ pytestmark = pytest.mark.anyio
 SPAWN = FakeToolCall(name="spawn_agent", arguments={"task": "Read the todo list."})
 
 
-async def frames_until(
-    ws: ClientConnection, done: Any, limit: float = 20
-) -> list[dict[str, Any]]:
+async def frames_until(ws: ClientConnection, done: Any, limit: float = 20) -> list[dict[str, Any]]:
     got: list[dict[str, Any]] = []
     with anyio.fail_after(limit):
         while not got or not done(got[-1]):
@@ -53,10 +51,9 @@ async def test_the_parent_sees_its_subagent_wait_and_try_again_goes_on(tmp_path:
         # The subagent's answer never comes: the server goes away while it is asked.
         fake.script(Reply(tool_calls=[SPAWN]), Reply(text="late", delay_first=60))
         with run_server(tmp_path, fake, llm_retries=0, llm_retry_backoff_s=60.0) as server:
-            with httpx.Client(base_url=server.url) as http:
-                sid = http.post("/sessions", json={"profile_id": "secretary"}).json()[
-                    "session_id"
-                ]
+            async with httpx.AsyncClient(base_url=server.url) as http:
+                created = await http.post("/sessions", json={"profile_id": "secretary"})
+                sid = created.json()["session_id"]
             async with connect(f"{server.ws_url}/ws/sessions/{sid}") as ws:
                 await ws.send(json.dumps({"type": "message", "content": "Delegate it."}))
                 with anyio.fail_after(20):

@@ -226,7 +226,9 @@ async def test_try_again_in_the_parent_goes_on_with_its_waiting_subagent(tmp_pat
         child_types = [r.type for r in await navi.store.read(child)]
         with pytest.raises(NotWaitingForLLM):
             await navi.try_again(parent)  # nothing of its tree waits now
-    assert isinstance(records[-1].event, RunCompleted) and records[-1].event.content == "It is empty."
+    assert (
+        isinstance(records[-1].event, RunCompleted) and records[-1].event.content == "It is empty."
+    )
     assert [r.type for r in records].count("subagent.spawned") == 1
     assert child_types.count("run.started") == 1 and child_types.count("run.completed") == 1
     assert child_types.count("llm.waiting") == 1
