@@ -260,17 +260,21 @@ class RunDriver:
         """Wait for the model's server (the wait survives restarts: the log says it
         waits), probing it with a light request on a back-off, then try the call again.
         "Try again" cuts the wait short; a stop ends it. After a restart the first probe
-        is at once: the server may have come back long ago."""
+        is at once: the server may have come back long ago. The run's slot of the node
+        is another run's meanwhile."""
         await self.flush()
         probes = 0 if self.resumed else 1
-        while True:
-            deadline = anyio.current_time() + self._probe_delay(probes)
-            asked = await self.host.wait_for_llm(deadline)
-            if self.host.stop_signal.is_set():
-                return  # the table finishes the stop
-            if asked or await self._answers():
-                break
-            probes += 1
+        async with self.host.slot_given_back():  # taken again, in line, to go on
+            while True:
+                deadline = anyio.current_time() + self._probe_delay(probes)
+                asked = await self.host.wait_for_llm(deadline)
+                if self.host.stop_signal.is_set():
+                    return  # the table finishes the stop
+                if asked or await self._answers():
+                    break
+                probes += 1
+        if self.host.stop_signal.is_set():
+            return  # stopped in line for a slot
         self.resumed = False
         self.log.info("llm.back", attempt=p.attempt + 1)
         self.hold(

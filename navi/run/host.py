@@ -8,6 +8,7 @@ The session actor (navi/session/actor.py) is the host; this package never import
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -56,6 +57,10 @@ class RunHost(Protocol):
     async def wait_for_llm(self, deadline: float) -> bool:
         """Until someone asks to try again (True), a stop, or ``deadline`` (the next
         probe)."""
+
+    def slot_given_back(self) -> AbstractAsyncContextManager[None]:
+        """While the run waits for the model's server: its slot of the node
+        (``NAVI_MAX_LIVE_RUNS``) given back, taken again in line when it goes on."""
 
     @property
     def data_owner(self) -> RunHost:

@@ -6,6 +6,9 @@ run waits in first-come order; a slot given back goes straight to the first wait
 no later run overtakes it. Who waits, and how many are ahead of them, can be watched
 (the WebSocket's ``run_queued`` frame); the counts are on ``/health``.
 
+A run that only waits for the model's server (``waiting_for_llm``) gives its slot back
+for the wait and takes one again, in line like a new run, when it goes on (``RunSlot``).
+
 Own code rather than ``anyio.Semaphore``: a semaphore's waiters are FIFO too, but it
 cannot say how many are ahead of a given one, nor tell anyone that the line moved.
 """
@@ -94,3 +97,25 @@ class RunLimiter:
         if self._changed is not None:
             self._changed.set()
             self._changed = None
+
+
+class RunSlot:
+    """One run's hold on a slot of ``limiter``: taken for the run, given back while the
+    run only waits (for the model's server), taken again when it goes on. ``held``
+    says whether the run has one now, so the slot is given back once and only once."""
+
+    def __init__(self, limiter: RunLimiter, key: str) -> None:
+        self.limiter = limiter
+        self.key = key
+        self.held = False
+
+    async def take(self) -> None:
+        """A slot, in line with every other run when all are taken."""
+        if not self.held:
+            await self.limiter.acquire(self.key)
+            self.held = True
+
+    def give_back(self) -> None:
+        if self.held:
+            self.held = False
+            self.limiter.release()

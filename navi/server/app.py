@@ -38,6 +38,7 @@ from navi.server.http import HTTPError, json_error
 from navi.server.openai import api as openai_api
 from navi.server.openai import edge as openai_edge
 from navi.server.openai import errors as openai_errors
+from navi.server.openai.ledger_pg import open_ledger
 from navi.server.origins import (
     AllowedHosts,
     HostCheckMiddleware,
@@ -163,7 +164,12 @@ def _lifespan(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with factory() as navi, anyio.create_task_group() as tg:
+        async with (
+            factory() as navi,
+            open_ledger(navi.store) as ledger,
+            anyio.create_task_group() as tg,
+        ):
+            app.state.openai_ledger = ledger  # /v1's retries (navi/server/openai/ledger.py)
             files = FileStore(
                 settings.files_root,
                 ttl_hours=settings.session_files_ttl_hours,

@@ -63,6 +63,9 @@ class FrameState:
     # The calls of this stream still waiting for a decision.
     waiting: waiting_projection.Waiting = waiting_projection.NONE
     llm_call: LLMRequested = field(default_factory=LLMRequested)  # the last one
+    # While the run waits for the model's server: its llm_waiting frame (sent again to a
+    # parent's client that connects meanwhile, for a subagent).
+    away: p.LLMWaitingFrame | None = None
 
 
 def _end_thinking(s: FrameState) -> list[Frame]:
@@ -95,6 +98,11 @@ def _llm_tool_calls(s: FrameState, record: Recorded, e: LLMToolCalls) -> list[Fr
 
 def _llm_requested(s: FrameState, record: Recorded, e: LLMRequested) -> list[Frame]:
     s.llm_call = e
+    away, s.away = s.away, None
+    if s.is_subagent and away is not None:
+        # Its server is back: the parent's banner goes (a subagent's stream_retry says
+        # only that; its text is not streamed, so there is no attempt to drop).
+        return [p.StreamRetry(attempt=e.attempt, max_attempts=e.max_attempts)]
     if e.purpose == "loop" and e.attempt > 1 and not s.is_subagent:
         # An interrupted call is asked again: drop the partial answer shown so far.
         out = _end_thinking(s)
@@ -124,10 +132,11 @@ def _llm_failed(s: FrameState, record: Recorded, e: LLMFailed) -> list[Frame]:
 
 def _llm_waiting(s: FrameState, record: Recorded, e: LLMWaiting) -> list[Frame]:
     """The retries are spent: the run waits for the model's server (the client shows
-    a banner with Try again until the next attempt's ``stream_retry`` or the end)."""
-    if s.is_subagent:
-        return []
-    return [p.LLMWaitingFrame(error=e.error)]
+    a banner with Try again until the next attempt's ``stream_retry`` or the end). A
+    subagent's too, marked as its: the parent's user sees that it waits, and Try again
+    in the parent goes on with it."""
+    s.away = p.LLMWaitingFrame(error=e.error)
+    return [s.away]
 
 
 def _llm_completed(s: FrameState, record: Recorded, e: LLMCompleted) -> list[Frame]:
@@ -261,6 +270,7 @@ def _run_started(s: FrameState, record: Recorded, e: RunStarted) -> list[Frame]:
 
 
 def _run_completed(s: FrameState, record: Recorded, e: RunCompleted) -> list[Frame]:
+    s.away = None
     if s.is_subagent:
         return []
     out = _end_thinking(s)
@@ -269,6 +279,7 @@ def _run_completed(s: FrameState, record: Recorded, e: RunCompleted) -> list[Fra
 
 
 def _run_stopped(s: FrameState, record: Recorded, e: RunStopped) -> list[Frame]:
+    s.away = None
     if s.is_subagent:
         return []
     out = _end_thinking(s)
@@ -277,6 +288,7 @@ def _run_stopped(s: FrameState, record: Recorded, e: RunStopped) -> list[Frame]:
 
 
 def _run_failed(s: FrameState, record: Recorded, e: RunFailed) -> list[Frame]:
+    s.away = None
     if s.is_subagent:
         return []
     out = _end_thinking(s)

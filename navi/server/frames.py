@@ -57,8 +57,13 @@ class FrameTranslator:
 
     def awaiting_frames(self) -> list[Frame]:
         """The ``approval_required`` frames of calls that still wait: sent again to a
-        client that connects while they wait (it may have missed them, or lost its page)."""
-        return [waiting_frame(call, is_subagent=self.is_subagent) for call in self._state.waiting]
+        client that connects while they wait (it may have missed them, or lost its page);
+        so is a subagent's ``llm_waiting`` while it waits for the model's server."""
+        state = self._state
+        out = [waiting_frame(call, is_subagent=self.is_subagent) for call in state.waiting]
+        if state.is_subagent and state.away is not None:
+            out.append(state.away)  # a subagent waits for the model's server: the banner
+        return out
 
     def frames(self, record: Recorded) -> list[Frame]:
         state = self._state

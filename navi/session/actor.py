@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import suppress
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,6 +50,7 @@ from navi.grants import check_entry
 from navi.llm.stop import StopSignal
 from navi.run import compression
 from navi.run.host import RunDeps
+from navi.run.limiter import RunSlot
 from navi.run.recompress import recompress_range, recompress_selection
 from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
@@ -67,7 +68,7 @@ from navi.session.errors import (
     SessionNotFound,
 )
 from navi.session.input import check_files, check_text, decode_images, store_images
-from navi.session.run_actor import JobActor, RunActor, Waits
+from navi.session.run_actor import JobActor, RunActor, Waits, slot_given_back
 from navi.session.state import SessionState
 from navi.session.stream import SessionStream
 from profiles import UnknownProfile, profile_hash
@@ -110,6 +111,8 @@ class SessionActor(Actor[object]):
         # Where the run waits on someone else (a shutdown leaves it there at once).
         self.waits = Waits()
         self._run_child: str | None = None
+        # The run's slot of the node (NAVI_MAX_LIVE_RUNS) while it runs; a subagent's None.
+        self.slot: RunSlot | None = None
         self._runs = 0
         self._queue: deque[tuple[m.Send, str, tuple[str | ImageRef, ...]]] = deque()
         # A recompression asked for while the last run was winding down: (model, its reply).
@@ -519,6 +522,10 @@ class SessionActor(Actor[object]):
         if asked:
             self._try_again = anyio.Event()
         return asked
+
+    def slot_given_back(self) -> AbstractAsyncContextManager[None]:
+        """The run's slot of the node given back while it waits for the model's server."""
+        return slot_given_back(self)
 
     async def _try_again_now(self, message: m.TryAgain) -> bool:
         """Try again: the run waiting for the model's server (here, or in a running

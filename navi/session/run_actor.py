@@ -13,6 +13,7 @@ import anyio
 
 from actors import Actor
 from navi.run.driver import RunDriver
+from navi.run.limiter import RunSlot
 from navi.run.state import RunState
 from navi.run.workers import run_workers
 from navi.session import messages as m
@@ -59,21 +60,21 @@ class RunActor(Actor[object]):
         """One of the node's slots for the run's life (navi/run/limiter.py), waited for in
         line when all are taken. A stop while it waits ends the wait: the driver then
         records the run as stopped, without an LLM call. A subagent runs within its
-        parent's slot (waiting for one of its own could deadlock a full node)."""
+        parent's slot (waiting for one of its own could deadlock a full node). A run
+        resumed while it waits for the model's server takes none yet: it takes one when
+        the server is back (``slot_given_back``)."""
         session = self.session
-        limiter = session.deps.run.live_runs
         if session.parent is not None:
             yield
             return
-        with session.waits.waiting(), session.stop_signal.scope() as wait:
-            await limiter.acquire(session.session_id)
-        if wait.cancelled_caught:
-            yield
-            return
+        session.slot = slot = RunSlot(session.deps.run.live_runs, session.session_id)
         try:
+            if session.state.run_state is not RunState.WAITING_FOR_LLM:
+                await take_slot(session, slot)
             yield
         finally:
-            limiter.release()
+            slot.give_back()
+            session.slot = None
 
     async def _leave_if_waiting(self, scope: anyio.CancelScope) -> None:
         await self.stop_requested()
@@ -81,6 +82,27 @@ class RunActor(Actor[object]):
         # soon as it waits (for a person, a subagent, or in line).
         await self.session.waits.until_waiting()
         scope.cancel()
+
+
+async def take_slot(session: SessionActor, slot: RunSlot) -> None:
+    """Take ``slot``, in line; a stop (or Navi shutting down) ends the wait."""
+    with session.waits.waiting(), session.stop_signal.scope():
+        await slot.take()
+
+
+@asynccontextmanager
+async def slot_given_back(session: SessionActor) -> AsyncIterator[None]:
+    """While the run only waits for the model's server, another run may stream in its
+    slot; it takes one again, in line like a new run, when it goes on (not when a stop
+    ended the wait, nor when the wait failed)."""
+    slot = session.slot
+    if slot is None:  # a subagent: its parent's slot
+        yield
+        return
+    slot.give_back()
+    yield
+    if not session.stop_signal.is_set():
+        await take_slot(session, slot)
 
 
 class Waits:

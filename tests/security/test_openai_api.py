@@ -249,3 +249,39 @@ def test_cors_answers_only_listed_origins_and_only_on_v1(start_navi: StartNavi) 
         sessions = http.get("/sessions", headers={"origin": listed})
         assert "access-control-allow-origin" not in sessions.headers
     assert server.llm.requests == []
+
+
+@pytest.mark.postgres
+def test_on_postgresql_another_users_key_on_another_node_never_reaches_my_run(
+    start_navi: StartNavi, postgres_url: str
+) -> None:
+    """The shared ledger (navi/server/openai/ledger_pg.py): Bob sends Alice's key and
+    body to the other node; he gets a run of his own, not hers (the key then refuses
+    another body of his only). Alice's own retry there follows her run."""
+    cluster = {"NAVI_DATABASE_URL": postgres_url, "NAVI_WS_TICKET_SECRET": "v1-ledger-secret"}
+    a = start_navi(users=USERS, env=cluster, canary_row=False)
+    b = start_navi(users=USERS, env=cluster, canary_row=False)
+    a.llm.script(Reply(text="Alice's secret answer."))
+    b.llm.script(Reply(text="Bob's own answer."))
+    body = {"model": "navi/secretary", "messages": [{"role": "user", "content": "Hello"}]}
+    key = f"shared-key-{time.time_ns()}"
+
+    def post(server: NaviServerProcess, token: str, payload: dict[str, Any]) -> httpx.Response:
+        headers = {"idempotency-key": key, "authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=server.url, timeout=30) as http:
+            return http.post("/v1/chat/completions", json=payload, headers=headers)
+
+    alice = post(a, ALICE, body)
+    bob = post(b, BOB, body)
+    assert alice.status_code == bob.status_code == 200
+    assert bob.json()["choices"][0]["message"]["content"] == "Bob's own answer."
+    assert bob.headers["x-navi-session"] != alice.headers["x-navi-session"]
+    assert "idempotent-replayed" not in bob.headers
+    other = {**body, "messages": [{"role": "user", "content": "Something else"}]}
+    bob_other = post(b, BOB, other)
+    assert bob_other.status_code == 400  # his own key reused: his own refusal
+    assert bob_other.json()["error"]["code"] == "idempotency_key_reused"
+    again = post(b, ALICE, body)
+    assert again.status_code == 200 and again.headers["idempotent-replayed"] == "true"
+    assert again.json()["choices"][0]["message"]["content"] == "Alice's secret answer."
+    assert again.headers["x-navi-session"] == alice.headers["x-navi-session"]

@@ -43,6 +43,7 @@ from navi.server.openai.ledger import (
     MAX_KEY_CHARS,
     REPEAT_WINDOW_S,
     Entry,
+    Ledger,
     RunLedger,
 )
 from navi.server.openai.options import call_options, refuse_unshapeable
@@ -189,14 +190,15 @@ async def chat_completions(request: Request) -> Response:
         return RunStream(
             navi, entry, model, include_usage, headers, options, _ledger(request), approve_at
         )
-    reader = await collect(navi, entry, request.receive)
+    ledger = _ledger(request)
+    reader = await collect(navi, ledger, entry, request.receive)
     if reader is None:  # the client is gone
         return Response(status_code=499)
-    entry.leave()
+    await ledger.leave(entry)
     failed = run_error(reader, options)
     if failed is not None:
         if not reader.acted:
-            _ledger(request).forget(entry)
+            await ledger.forget(entry)
         return _error(failed, {**headers, **no_retry(reader)})
     return _json(
         completion(
@@ -211,8 +213,10 @@ async def chat_completions(request: Request) -> Response:
     )
 
 
-def _ledger(request: Request) -> RunLedger:
-    ledger: RunLedger | None = getattr(request.app.state, "openai_ledger", None)
+def _ledger(request: Request) -> Ledger:
+    """The server's ledger: PostgreSQL's, shared by the nodes (made with the app, see
+    navi/server/app.py), else one in this node's memory."""
+    ledger: Ledger | None = getattr(request.app.state, "openai_ledger", None)
     if ledger is None:
         ledger = request.app.state.openai_ledger = RunLedger()
     return ledger
@@ -233,20 +237,13 @@ async def _start_or_follow(
         raise invalid(f"Idempotency-Key is at most {MAX_KEY_CHARS} characters")
     fingerprint = hashlib.sha256(_encode(body)).hexdigest()
     name, keep_s = (f"key:{key}", KEY_TTL_S) if key else (f"body:{fingerprint}", REPEAT_WINDOW_S)
-    ledger = _ledger(request)
-    async with ledger.lock:
-        entry = ledger.find(user.id, name)
-        if entry is not None and entry.fingerprint != fingerprint:
-            raise invalid(
-                "this Idempotency-Key was used for another request: use a new key",
-                code="idempotency_key_reused",
-            )
-        found = entry is not None
-        if entry is None:
-            session_id, reply = await _start_turn(request, user, profile, turns, options)
-            entry = ledger.add(user.id, name, Entry(session_id, reply, fingerprint, keep_s))
-        entry.follow()
-    return entry, found
+    return await _ledger(request).start_or_follow(
+        user.id,
+        name,
+        fingerprint,
+        keep_s,
+        lambda: _start_turn(request, user, profile, turns, options),
+    )
 
 
 async def _start_turn(

@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from events.types import CallOptions
 from navi.server.openai.errors import OpenAIError
 from navi.server.openai.events import RunReader, merged
-from navi.server.openai.ledger import Entry, RunLedger, stop_unless_retried
+from navi.server.openai.ledger import Entry, Ledger, stop_unless_retried
 from navi.server.openai.options import answer_mismatch, mismatch_error
 from navi.server.openai.wire import SSE_DONE, SSE_KEEPALIVE, chunk, sse
 
@@ -60,7 +60,7 @@ async def stop_for_client(navi: Navi, session_id: str) -> None:
     log.info("openai.client_disconnected", session_id=session_id)
 
 
-async def collect(navi: Navi, entry: Entry, receive: Receive) -> RunReader | None:
+async def collect(navi: Navi, ledger: Ledger, entry: Entry, receive: Receive) -> RunReader | None:
     """Follow the run to its end (None: the client hung up first; the run is stopped
     unless a retry follows it)."""
     reader = RunReader(run_id=entry.reply.run_id)
@@ -85,7 +85,7 @@ async def collect(navi: Navi, entry: Entry, receive: Receive) -> RunReader | Non
         tg.cancel_scope.cancel()
     if gone and reader.ending is None:
         await stop_unless_retried(
-            navi.store, entry, lambda: stop_for_client(navi, entry.session_id)
+            navi.store, ledger, entry, lambda: stop_for_client(navi, entry.session_id)
         )
         return None
     return reader
@@ -106,7 +106,7 @@ class RunStream(Response):
         include_usage: bool,
         headers: dict[str, str],
         options: CallOptions | None,
-        ledger: RunLedger,
+        ledger: Ledger,
         approve_at: str = "",
     ) -> None:
         self.status_code = 200
@@ -150,12 +150,16 @@ class RunStream(Response):
         if self.gone:
             if self.reader.ending is None:
                 stop = functools.partial(stop_for_client, self.navi, self.session_id)
-                await stop_unless_retried(self.navi.store, self.entry, stop)
+                await stop_unless_retried(self.navi.store, self.ledger, self.entry, stop)
             else:
-                self.entry.leave()
+                await self._leave()
             return
-        self.entry.leave()
+        await self._leave()
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _leave(self) -> None:
+        with anyio.CancelScope(shield=True):  # the client may be gone: still counted
+            await self.ledger.leave(self.entry)
 
     async def _send_frames(self, frames: Any, send: Send) -> None:
         async with frames:
@@ -191,7 +195,7 @@ class RunStream(Response):
             failed = run_error(reader, self.options)
             if failed is not None:
                 if not reader.acted:
-                    self.ledger.forget(self.entry)
+                    await self.ledger.forget(self.entry)
                 await out.send(sse(failed.body()))
             else:
                 await out.send(self._chunk(delta={}, finish_reason="stop"))

@@ -1,20 +1,56 @@
 """Following a ``/v1`` run (navi/server/openai/runs.py, ledger.py) against a
 real ``navi serve``: a client of the official ``openai`` package whose first attempt
 times out retries into the same run (one session, one run), an ``Idempotency-Key``
-gives the same run again, and a stream says where a waiting call is approved."""
+gives the same run again, and a stream says where a waiting call is approved. Each on
+SQLite (the ledger in the node's memory) and on PostgreSQL (the ledger in its table,
+navi/server/openai/ledger_pg.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import asyncpg
 import httpx
 import openai
+import pytest
+from sqlalchemy.engine import make_url
 
 from tests.security.conftest import NaviServerProcess, StartNavi, start_navi
 from tests.support.fake_llm_script import FakeToolCall, Reply
 
 __all__ = ["start_navi"]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The environment of a server on SQLite, or on a PostgreSQL database of its own."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    server_url = os.environ.get("NAVI_TEST_POSTGRES_URL")
+    if not server_url:
+        pytest.skip("PostgreSQL tests need NAVI_TEST_POSTGRES_URL")
+    base = make_url(server_url).set(drivername="postgresql")
+    name = f"navi_v1_{uuid.uuid4().hex[:10]}"
+
+    async def admin(sql: str) -> None:
+        conn = await asyncpg.connect(base.render_as_string(hide_password=False))
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
+    try:
+        yield {"NAVI_DATABASE_URL": base.set(database=name).render_as_string(hide_password=False)}
+    finally:
+        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
 
 ASK: Any = [{"role": "user", "content": "Take your time, then say hello."}]
 
@@ -24,9 +60,9 @@ def _loop_calls(server: NaviServerProcess) -> int:
 
 
 def test_a_client_whose_first_attempt_fails_gets_one_session_and_one_run(
-    start_navi: StartNavi,
+    start_navi: StartNavi, database: dict[str, str]
 ) -> None:
-    server = start_navi(canary_row=False)
+    server = start_navi(env=database, canary_row=False)
     server.llm.script(Reply(text="Hello at last.", delay_first=3.0))
     # The first attempt times out after 2 s and the client tries again, same body.
     with openai.OpenAI(
@@ -45,8 +81,10 @@ def test_a_client_whose_first_attempt_fails_gets_one_session_and_one_run(
     assert [m["role"] for m in messages] == ["user", "assistant"]
 
 
-def test_an_idempotency_key_gives_the_same_run_again(start_navi: StartNavi) -> None:
-    server = start_navi(canary_row=False)
+def test_an_idempotency_key_gives_the_same_run_again(
+    start_navi: StartNavi, database: dict[str, str]
+) -> None:
+    server = start_navi(env=database, canary_row=False)
     server.llm.script(Reply(text="Once."), Reply(text="Twice."))
     body = {"model": "navi/secretary", "messages": ASK}
     key = {"idempotency-key": "order-4711"}

@@ -126,3 +126,109 @@ async def test_a_server_that_refuses_the_model_still_fails_the_run(tmp_path: Pat
             await navi.send(session, "hello", mode="run")
             records = await wait_for_events(navi.store, session, "run.failed")
     assert "llm.waiting" not in [r.type for r in records]
+
+
+async def slot_given_back(navi: Navi) -> None:
+    """Until the waiting run has given its slot back (just after its llm.waiting)."""
+    with anyio.fail_after(10):
+        while navi.live_runs.load()["live_runs"]:
+            await anyio.sleep(0.01)
+
+
+async def test_a_run_waiting_for_its_server_lends_its_slot_and_queues_to_go_on(
+    tmp_path: Path,
+) -> None:
+    """NAVI_MAX_LIVE_RUNS=1: the run that waits holds no slot, so another session's
+    run streams; Try again puts it in line behind that run (as a new run would be), and
+    it goes on once the slot is free. Nothing is lost, nothing runs twice."""
+    port = free_port()
+    knobs: dict[str, Any] = {"llm_retries": 0, "llm_retry_backoff_s": 60.0, "max_live_runs": 1}
+    async with away_after_a_tool(tmp_path, port, **knobs) as (navi, first):
+        await slot_given_back(navi)
+        async with FakeLLMServer(port=port) as fake:
+            fake.script(Reply(text="Second.", delay_first=1.5), Reply(text="First."))
+            second = await navi.create_session("secretary")
+            await navi.send(second, "Say something.", mode="run")
+            with anyio.fail_after(10):
+                await fake.wait_for_requests(1)  # it streams: not in line behind the first
+            assert navi.live_runs.load()["live_runs"] == 1
+            assert await navi.try_again(first) is True
+            with anyio.fail_after(10):
+                while navi.live_runs.ahead(first) != 0:
+                    await anyio.sleep(0.01)
+            assert len(fake.requests) == 1  # the first waits in line, asks nothing yet
+            assert await run_state(navi, first) is RunState.WAITING_FOR_LLM
+            second_records = await wait_for_events(navi.store, second, "run.completed")
+            first_records = await wait_for_events(navi.store, first, "run.completed")
+            asked = [r["messages"][-1]["content"] for r in fake.requests]
+        assert navi.live_runs.load() == {"live_runs": 0, "queued": 0, "max_live_runs": 1}
+    assert asked[0] == "Say something." and len(asked) == 2  # the first went on after
+    first_types = [r.type for r in first_records]
+    assert isinstance(first_records[-1].event, RunCompleted)
+    assert first_records[-1].event.content == "First."
+    for kind in ("run.started", "tool.started", "llm.waiting", "run.completed"):
+        assert first_types.count(kind) == 1, kind
+    second_types = [r.type for r in second_records]
+    assert second_types.count("llm.requested") == 1 and second_types.count("run.completed") == 1
+
+
+async def test_a_run_stopped_in_line_after_its_wait_ends_stopped(tmp_path: Path) -> None:
+    """Back from its wait but in line for a slot: a stop ends it without an LLM call,
+    and the slot it never took is not given back (the count stays right)."""
+    port = free_port()
+    knobs: dict[str, Any] = {"llm_retries": 0, "llm_retry_backoff_s": 60.0, "max_live_runs": 1}
+    async with away_after_a_tool(tmp_path, port, **knobs) as (navi, first):
+        await slot_given_back(navi)
+        async with FakeLLMServer(port=port) as fake:
+            fake.script(Reply(text="Second.", delay_first=1.5))
+            second = await navi.create_session("secretary")
+            await navi.send(second, "Say something.", mode="run")
+            with anyio.fail_after(10):
+                await fake.wait_for_requests(1)
+            assert await navi.try_again(first) is True
+            with anyio.fail_after(10):
+                while navi.live_runs.ahead(first) != 0:
+                    await anyio.sleep(0.01)
+            assert await navi.stop(first)
+            records = await wait_for_events(navi.store, first, "run.stopped")
+            assert navi.live_runs.load() == {"live_runs": 1, "queued": 0, "max_live_runs": 1}
+            await wait_for_events(navi.store, second, "run.completed")
+            assert len(fake.requests) == 1
+        assert navi.live_runs.load() == {"live_runs": 0, "queued": 0, "max_live_runs": 1}
+    assert [r.type for r in records][-2:] == ["stop.requested", "run.stopped"]
+
+
+SPAWN = FakeToolCall(name="spawn_agent", arguments={"task": "Read the todo list."})
+
+
+async def test_try_again_in_the_parent_goes_on_with_its_waiting_subagent(tmp_path: Path) -> None:
+    """A subagent's run waits for the model's server (its own log says
+    ``llm.waiting``): Try again asked of the top-level session goes on with it, and the
+    turn ends once, with the subagent's answer."""
+    port = free_port()
+    knobs: dict[str, Any] = {"llm_retries": 0, "llm_retry_backoff_s": 60.0}
+    config = navi_settings(tmp_path, f"http://127.0.0.1:{port}", planning="off", **knobs)
+    async with open_navi(config) as navi:
+        parent = await navi.create_session("secretary")
+        async with FakeLLMServer(port=port) as fake:
+            fake.script(Reply(tool_calls=[SPAWN]), Reply(text="late", delay_first=60))
+            await navi.send(parent, "Delegate it.", mode="run")
+            with anyio.fail_after(10):
+                await fake.wait_for_requests(2)
+        records = await wait_for_events(navi.store, parent, "subagent.spawned")
+        child = next(r.event.child_stream_id for r in records if r.type == "subagent.spawned")
+        await wait_for_events(navi.store, child, "llm.waiting")
+        assert await run_state(navi, child) is RunState.WAITING_FOR_LLM
+        async with FakeLLMServer(port=port) as fake:
+            fake.script(Reply(text="The list is empty."), Reply(text="It is empty."))
+            assert await navi.try_again(parent) is True
+            records = await wait_for_events(navi.store, parent, "run.completed")
+        child_types = [r.type for r in await navi.store.read(child)]
+        with pytest.raises(NotWaitingForLLM):
+            await navi.try_again(parent)  # nothing of its tree waits now
+    assert (
+        isinstance(records[-1].event, RunCompleted) and records[-1].event.content == "It is empty."
+    )
+    assert [r.type for r in records].count("subagent.spawned") == 1
+    assert child_types.count("run.started") == 1 and child_types.count("run.completed") == 1
+    assert child_types.count("llm.waiting") == 1

@@ -82,13 +82,19 @@ export function mountConnectionBanner(el) {
   });
 }
 
-/** While the run waits for the model's server: what happened, and Try again now
+function whoWaits() {
+  return state.llmAwayWho === 'subagent'
+    ? 'A subagent waits for the model\'s server, which is not answering'
+    : 'The model\'s server is not answering';
+}
+
+/** While the run (or a subagent's) waits for the model's server: what happened, and Try again now
  *  (`onTryAgain`). The banner is made here, under the connection banner. */
 export function mountLLMAwayBanner(after, onTryAgain) {
   const el = h('div', { class: 'banner warn', id: 'llm-away-banner', role: 'status' });
   el.hidden = true;
   after.after(el);
-  subscribe(['llmAway', 'sessionId'], () => {
+  subscribe(['llmAway', 'llmAwayWho', 'sessionId'], () => {
     const error = state.llmAway;
     el.hidden = !error;
     if (!error) return;
@@ -99,7 +105,7 @@ export function mountLLMAwayBanner(after, onTryAgain) {
     });
     clear(el).append(
       icon('alert'),
-      h('span', { text: 'The model\'s server is not answering; Navi will go on when it is back · ', title: error }),
+      h('span', { text: `${whoWaits()}; Navi will go on when it is back · `, title: error }),
       button,
     );
   });

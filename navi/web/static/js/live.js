@@ -28,7 +28,8 @@ export class LiveRenderer {
    * hooks: {isRunning(), setRunning(bool), setContext(tokens, max), setProfile(id, name),
    *         setTodo(items), runEnded({figures}), llm(status, detail), llmAway(error),
    *         approvals}
-   *  llmAway(error): the run waits for the model's server ('' once it no longer does).
+   *  llmAway(error, who): the run waits for the model's server ('' once it no longer
+   *  does); who: 'subagent' when a subagent's run is the one that waits.
    *  llm() tells the footer's dot what the model's server is doing: 'waiting',
    *  'answering', 'retrying', 'failed' or 'idle'.
    *  approvals: the Approvals of approvals.js (calls that wait for the user).
@@ -36,6 +37,7 @@ export class LiveRenderer {
   constructor(view, hooks) {
     this.view = view;
     this.hooks = hooks;
+    this.awaySubagent = null; // the subagent whose wait for the model the banner shows
   }
 
   handle(frame) {
@@ -44,6 +46,10 @@ export class LiveRenderer {
       this.hooks.setRunning(true);
     }
     if (BACK_FRAMES.has(frame.type) && !frame.is_subagent) this.hooks.llmAway?.('');
+    else if (this.awaySubagent && this.subagentBack(frame)) {
+      this.awaySubagent = null;
+      this.hooks.llmAway?.('');
+    }
     if (ANSWER_FRAMES.has(frame.type)) {
       this.view.turn?.stopWaiting();
       // The model said something; an error, a stop or the run's end is not that (a
@@ -52,6 +58,13 @@ export class LiveRenderer {
     }
     const method = HANDLERS[frame.type];
     if (method) method.call(this, frame);
+  }
+
+  /** Whether the subagent whose wait the banner shows no longer waits: it asked the
+   *  model again (its stream_retry), or the parent has its result (its tool_call). */
+  subagentBack(frame) {
+    if (frame.is_subagent) return frame.type === 'stream_retry' && frame.subagent_id === this.awaySubagent;
+    return frame.type === 'tool_call';
   }
 
   scope(frame) {
@@ -135,8 +148,8 @@ export class LiveRenderer {
   /** The server asked the model again (after a failure or a restart): what the lost
    *  attempt streamed is superseded, and the turn waits for the new one. */
   stream_retry(frame) {
+    if (frame.is_subagent) return; // a subagent's: it asks again after a wait (no text shown)
     this.scope(frame).dropAttempt();
-    if (frame.is_subagent) return;
     const of = frame.max_attempts ? `/${frame.max_attempts}` : '';
     this.view.currentTurn().startWaiting(`Retrying ${frame.attempt}${of} · `);
     this.hooks.llm?.('retrying', `attempt ${frame.attempt}${of}`);
@@ -159,7 +172,13 @@ export class LiveRenderer {
   /** The retries are spent: the run stays open and waits for the model's server (a
    *  banner with Try again, until the next attempt's stream_retry or the run's end). */
   llm_waiting(frame) {
-    if (frame.is_subagent) return;
+    if (frame.is_subagent) {
+      // A subagent waits: the same banner, saying whose wait it is; Try again now in
+      // this session goes on with the subagent's run.
+      this.awaySubagent = frame.subagent_id;
+      this.hooks.llmAway?.(frame.error || 'the server does not answer', 'subagent');
+      return;
+    }
     this.view.currentTurn().stopWaiting();
     this.hooks.llm?.('retrying', frame.error || '');
     this.hooks.llmAway?.(frame.error || 'the server does not answer');

@@ -89,7 +89,7 @@ const live = new LiveRenderer(view, {
   },
   setTodo: (items) => update({ todo: items }),
   llm: llmActivity,
-  llmAway: (error) => update({ llmAway: error }),
+  llmAway: (error, who = '') => update({ llmAway: error, llmAwayWho: error ? who : '' }),
   approvals,
   runEnded: ({ figures }) => {
     sidebar.refresh();
@@ -231,7 +231,7 @@ async function openSession(sessionId) {
   approvals.reset();
   if (sessionId && sessionId.startsWith(REPLAY)) return openReplay(sessionId.slice(REPLAY.length));
   leaveReplay();
-  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, chatModel: '', llmAway: '' });
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, chatModel: '', llmAway: '', llmAwayWho: '' });
   composer.showError(null);
   if (!sessionId) {
     update({ profileId: rememberedProfile() });
@@ -290,7 +290,7 @@ async function showForkOrigin(session, token) {
 function openReplay(sessionId) {
   app.classList.add('replaying');
   $('#replay').hidden = false;
-  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, llmAway: '' });
+  update({ sessionId, running: false, todo: [], contextTokens: null, maxContextTokens: null, llmAway: '', llmAwayWho: '' });
   $('#replay-button').hidden = true;
   const listed = state.sessions.find((s) => s.session_id === sessionId);
   const title = listed ? sessionTitle(listed) : '';

@@ -16,6 +16,7 @@ export const state = {
   chatModel: '', // the chat's model picker (GET /sessions/{id} → model); '': the profile's
   llm: { activity: 'idle', detail: '', probe: null, answeredAt: 0 }, // the footer's dot
   llmAway: '', // the run waits for the model's server (llm_waiting): the last error
+  llmAwayWho: '', // 'subagent': the run that waits is a subagent's of this chat
 };
 
 const listeners = new Map();
