@@ -24,6 +24,7 @@ from navi.server import (
     approvals,
     bodies,
     llm_routes,
+    prompt_routes,
     routes,
     settings_routes,
 )
@@ -117,6 +118,7 @@ def create_app(
             *approvals.ROUTES,
             *llm_routes.ROUTES,
             *settings_routes.ROUTES,
+            *prompt_routes.ROUTES,
             *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),
