@@ -4,7 +4,7 @@ report progress while they run.
     python mcp_prompt_server.py stdio
 
 Prompts: ``review(path, focus="")``, ``summarize()``, and the hostile ones: ``huge``
-(a text longer than Navi takes), ``blank`` (no text at all), ``broken`` (refused).
+(a text longer than Navi takes), ``blank`` (white space only), ``broken`` (refused).
 Tools: ``slow_work(steps, delay)`` reports a progress per step (its message names a
 password), ``flood_progress(count, size)`` sends ``count`` progress notifications of
 ``size`` characters as fast as it can, ``stray_progress()`` sends progress under a
@@ -18,7 +18,6 @@ import warnings
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import ImageContent, PromptMessage
 
 warnings.simplefilter("ignore")
 
@@ -46,10 +45,9 @@ def huge() -> str:
 
 
 @server.prompt()
-def blank() -> list[PromptMessage]:
-    """A prompt with an image and no text."""
-    image = ImageContent(type="image", data="aGVsbG8=", mime_type="image/png")
-    return [PromptMessage(role="user", content=image)]
+def blank() -> str:
+    """A prompt whose text is only white space."""
+    return "  \n\t "
 
 
 @server.prompt()
