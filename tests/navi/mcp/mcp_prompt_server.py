@@ -5,14 +5,15 @@ report progress while they run.
 
 Prompts: ``review(path, focus="")``, ``summarize()``, and the hostile ones: ``huge``
 (a text longer than Navi takes), ``blank`` (white space only), ``broken`` (refused).
-Tools: ``slow_work(steps, delay)`` reports a progress per step (its message names a
-password), ``flood_progress(count, size)`` sends ``count`` progress notifications of
+Tools: ``slow_work(steps, delay)`` reports a progress per step (its message names
+``PROGRESS_SECRET``, in a URL too), ``flood_progress(count, size)`` sends ``count`` progress notifications of
 ``size`` characters as fast as it can, ``stray_progress()`` sends progress under a
 token nobody asked for.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 
@@ -59,8 +60,10 @@ def broken() -> str:
 @server.tool()
 async def slow_work(steps: int, delay: float, ctx: Context) -> str:
     """Reports a progress per step, ``delay`` seconds apart."""
+    secret = os.environ.get("PROGRESS_SECRET", SECRET)
     for step in range(steps):
-        await ctx.report_progress(step + 1, steps, f"step {step + 1} password={SECRET}")
+        said = f"step {step + 1} via https://bot:{secret}@example.test/run?key={secret} as {secret}"
+        await ctx.report_progress(step + 1, steps, said)
         await anyio.sleep(delay)
     return f"worked {steps} steps"
 

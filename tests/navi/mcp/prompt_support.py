@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -26,3 +27,11 @@ def wait_for_prompts(server: NaviServerProcess, token: str | None = None) -> lis
             return listed
         assert time.monotonic() < deadline, f"no prompts listed:\n{server.logs()}"
         time.sleep(0.1)
+
+
+def events(server: NaviServerProcess, session_id: str) -> list[dict[str, Any]]:
+    """The session's raw log (``GET /sessions/{id}/events``), one dict per event."""
+    with server.client() as http:
+        response = http.get(f"/sessions/{session_id}/events")
+        assert response.status_code == 200, response.text
+    return [json.loads(line) for line in response.text.splitlines() if line.strip()]
