@@ -6,6 +6,7 @@ tool's progress shows in its running card, live and in the replay."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -110,3 +111,34 @@ def test_a_slow_tools_progress_shows_in_its_running_card(
     ui.wait_idle()
     expect(card).to_have_class("tool-card ok")
     expect(line).to_have_count(0)  # the finished card shows its result instead
+
+
+def test_the_replay_shows_the_progress_in_the_running_card(
+    navi_page: NaviPage, llm: LLMScript, navi_server: Any
+) -> None:
+    call = FakeToolCall(name="mcp__pr__slow_work", arguments={"steps": 4, "delay": 0.6})
+    llm(Reply(tool_calls=[call]), Reply(text="All done."))
+    with httpx.Client(base_url=navi_server.url, timeout=60) as http:
+        sid = http.post("/sessions", json={"title": "Slow"}).json()["session_id"]
+        http.post(f"/sessions/{sid}/messages", json={"content": "work"}).raise_for_status()
+        lines = http.get(f"/sessions/{sid}/events").text.splitlines()
+    log = [json.loads(line) for line in lines]
+    first = next(e for e in log if e["type"] == "tool.progress")
+    ui = navi_page
+    page = ui.page
+    page.goto(f"{ui.url}/#replay/{sid}")
+    expect(page.locator(".tl-lane").first).to_be_visible()
+    frame = page.locator(".tl-frame")
+    frame.focus()
+    page.keyboard.press("Home")
+    head = log[-1]["seq"]
+    position = page.locator("#replay-position")
+    expect(position).to_have_text(re.compile(r"^Step 0 of "))
+    for _ in range(first["seq"]):
+        page.keyboard.press("ArrowRight")
+    expect(position).to_have_text(f"Step {first['seq']} of {head} · a tool said how far it got")
+    card = page.locator("#replay-conversation .tool-card[data-tool='mcp__pr__slow_work']")
+    line = card.get_by_test_id("tool-progress")
+    expect(line).to_be_visible()
+    expect(line).to_contain_text(f"{first['event']['progress']:g} / 4")
+    ui.shot("replay")
