@@ -120,7 +120,6 @@ def checked_text(text: str) -> str:
     """The filled-in prompt's text, or :class:`PromptTooLong`."""
     if len(text) > TEXT_MAX:
         raise PromptTooLong(
-            f"the MCP server's prompt is {len(text)} characters long; Navi takes at most "
-            f"{TEXT_MAX}"
+            f"the MCP server's prompt is {len(text)} characters long; Navi takes at most {TEXT_MAX}"
         )
     return text

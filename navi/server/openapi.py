@@ -31,9 +31,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("post", "/mcp/prompts/{server}/{name}"): {
         "type": "object",
-        "properties": {
-            "arguments": {"type": "object", "additionalProperties": {"type": "string"}}
-        },
+        "properties": {"arguments": {"type": "object", "additionalProperties": {"type": "string"}}},
     },
     ("patch", "/sessions/{session_id}/pin"): {
         "type": "object",

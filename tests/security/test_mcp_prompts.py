@@ -7,7 +7,6 @@ of bounded size. After each, the prompts still fill in."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +29,9 @@ PLAIN = {"id": "pete", "token": "pete-token-4f2a-7d0e11", "role": "user"}
 
 
 @pytest.fixture(scope="module")
-def served(start_module_navi: StartNavi, tmp_path_factory: pytest.TempPathFactory) -> NaviServerProcess:
+def served(
+    start_module_navi: StartNavi, tmp_path_factory: pytest.TempPathFactory
+) -> NaviServerProcess:
     config = write_config(tmp_path_factory.mktemp("mcp") / "mcp.json", {"pr": prompt_entry()})
     server = start_module_navi(
         users=[ADMIN, GRANTED, PLAIN], env={"NAVI_MCP_CONFIG": str(config)}, canary_row=False
@@ -96,7 +97,12 @@ def test_a_malformed_or_oversized_body_is_refused(served: NaviServerProcess) -> 
     assert _post(served, "/mcp/prompts/pr/review", {"other": 1}).status_code == 422
     big = {"arguments": {"path": "a" * 70_000}}
     assert _post(served, "/mcp/prompts/pr/review", big).status_code == 413
-    not_json = _post(served, "/mcp/prompts/pr/review", content=b"{no", headers={"content-type": "application/json"})
+    not_json = _post(
+        served,
+        "/mcp/prompts/pr/review",
+        content=b"{no",
+        headers={"content-type": "application/json"},
+    )
     assert not_json.status_code == 400
     _still_works(served)
 
@@ -104,7 +110,10 @@ def test_a_malformed_or_oversized_body_is_refused(served: NaviServerProcess) -> 
 def test_without_a_token_nothing(served: NaviServerProcess) -> None:
     with served.client(token="") as http:
         assert http.get("/mcp/prompts").status_code == 401
-        assert http.post("/mcp/prompts/pr/review", json={"arguments": {"path": "a"}}).status_code == 401
+        assert (
+            http.post("/mcp/prompts/pr/review", json={"arguments": {"path": "a"}}).status_code
+            == 401
+        )
     with served.client(token="wrong-token") as http:
         assert http.get("/mcp/prompts").status_code == 401
 
@@ -125,7 +134,10 @@ def test_an_account_not_granted_the_servers_tools_finds_no_prompt(
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("huge", f"the MCP server's prompt is 200000 characters long; Navi takes at most {TEXT_MAX}"),
+        (
+            "huge",
+            f"the MCP server's prompt is 200000 characters long; Navi takes at most {TEXT_MAX}",
+        ),
         ("blank", "the MCP server 'pr' gave the prompt 'blank' without text"),
         ("broken", "the MCP server 'pr' refused the call"),
     ],

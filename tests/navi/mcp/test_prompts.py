@@ -3,8 +3,6 @@ in a real ``navi serve``: listed with their descriptions and arguments, and fill
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.navi.mcp.prompt_support import prompt_entry, wait_for_prompts
@@ -15,12 +13,16 @@ pytest.importorskip("mcp")
 
 
 @pytest.fixture(scope="module")
-def served(start_module_navi: StartNavi, tmp_path_factory: pytest.TempPathFactory) -> NaviServerProcess:
+def served(
+    start_module_navi: StartNavi, tmp_path_factory: pytest.TempPathFactory
+) -> NaviServerProcess:
     config = write_config(tmp_path_factory.mktemp("mcp") / "mcp.json", {"pr": prompt_entry()})
     return start_module_navi(env={"NAVI_MCP_CONFIG": str(config)}, canary_row=False)
 
 
-def test_the_menu_lists_each_prompt_with_its_server_and_arguments(served: NaviServerProcess) -> None:
+def test_the_menu_lists_each_prompt_with_its_server_and_arguments(
+    served: NaviServerProcess,
+) -> None:
     listed = {p["name"]: p for p in wait_for_prompts(served)}
     assert set(listed) == {"review", "summarize", "huge", "blank", "broken"}
     review = listed["review"]

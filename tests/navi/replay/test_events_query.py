@@ -3,8 +3,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from events.store import EventStore
 from events.envelope import NewEvent
+from events.store import EventStore
 from events.types import SessionCreated, UserMessage
 from navi.replay.events_query import (
     event_text,
