@@ -74,7 +74,9 @@ def test_slash_offers_the_prompts_and_puts_one_in_the_box(navi_page: NaviPage) -
     expect(page.locator(".message.user")).to_have_count(0)  # nothing was sent
 
 
-def test_a_prompt_without_arguments_is_picked_with_the_arrows(navi_page: NaviPage) -> None:
+def test_a_prompt_without_arguments_is_picked_with_the_arrows(
+    navi_page: NaviPage, llm: LLMScript
+) -> None:
     ui = navi_page.open()
     page = ui.page
     page.locator("#prompt").click()
@@ -89,6 +91,15 @@ def test_a_prompt_without_arguments_is_picked_with_the_arrows(navi_page: NaviPag
     page.keyboard.press("Enter")
     expect(page.locator("#prompt")).to_have_value("Summarize what we said so far.")
     expect(page.get_by_test_id("prompt-form")).to_be_hidden()
+    # A slash that names no prompt is text: Enter sends it as it always did.
+    llm(Reply(text="A path, then."))
+    page.locator("#prompt").fill("")
+    page.keyboard.type("/etc/hosts")
+    expect(page.locator("#prompt-menu")).to_contain_text("No prompt matches")
+    page.keyboard.press("Enter")
+    expect(page.locator(".message.user")).to_have_count(1)
+    expect(page.locator(".message.user")).to_contain_text("/etc/hosts")
+    expect(page.locator("#prompt-menu")).to_be_hidden()
 
 
 def test_a_slow_tools_progress_shows_in_its_running_card(

@@ -77,9 +77,12 @@ export class PromptMenu {
     const all = this.prompts || [];
     this.shown = all.filter((p) => [p.name, p.server, p.title || ''].some((t) => t.toLowerCase().includes(query))).slice(0, SHOWN_MAX);
     this.active = Math.min(this.active, Math.max(0, this.shown.length - 1));
+    if (!all.length) {
+      this.close(); // no MCP server offers prompts: `/` is only a slash
+      return;
+    }
     if (!this.shown.length) {
-      const why = all.length ? 'No prompt matches' : 'No prompts: none of your MCP servers offers any';
-      this.menu.append(h('div', { class: 'prompt-note', text: why }));
+      this.menu.append(h('div', { class: 'prompt-note', text: 'No prompt matches' }));
       return;
     }
     this.shown.forEach((prompt, index) => {
@@ -113,14 +116,17 @@ export class PromptMenu {
   /** The composer's keydown, first: true when the menu took the key. */
   keydown(event) {
     if (!this.open) return false;
-    const keys = {
+    const picked = this.shown[this.active];
+    // With nothing to pick, Enter sends what was typed ("/etc/hosts is gone"), as always.
+    const keys = picked ? {
       ArrowDown: () => this.move(1),
       ArrowUp: () => this.move(-1),
       Escape: () => this.close(),
-      Enter: () => this.shown[this.active] && this.choose(this.shown[this.active]),
-      Tab: () => this.shown[this.active] && this.choose(this.shown[this.active]),
-    };
+      Enter: () => this.choose(picked),
+      Tab: () => this.choose(picked),
+    } : { Escape: () => this.close() };
     const act = keys[event.key];
+    if (!picked && event.key === 'Enter') this.close();
     if (!act || event.isComposing || (event.key === 'Enter' && event.shiftKey)) return false;
     event.preventDefault();
     act();
