@@ -46,7 +46,9 @@ def test_progress_is_in_the_log_while_the_call_runs_about_once_a_second(
 ) -> None:
     sid = served.create_session()
     _script(served, steps=10, delay=0.3)
+    began = time.monotonic()
     response = served.send(sid, "work")
+    took = time.monotonic() - began
     assert response.status_code == 200, response.text
     log = events(served, sid)
     types = [e["type"] for e in log]
@@ -56,8 +58,9 @@ def test_progress_is_in_the_log_while_the_call_runs_about_once_a_second(
     assert progress and all(started < i < ended for i in at)
     call_id = log[started]["event"]["call_id"]
     assert {e["event"]["call_id"] for e in progress} == {call_id}
-    # Ten notifications in three seconds: about one a second, and the last one kept.
-    assert 2 <= len(progress) <= 5, [e["event"]["progress"] for e in progress]
+    # Ten notifications in three seconds (or more, on a busy machine): about one a
+    # second, and the last one kept.
+    assert 2 <= len(progress) <= took + 2, ([e["event"]["progress"] for e in progress], took)
     assert progress[-1]["event"]["progress"] == 10 and progress[-1]["event"]["total"] == 10
     values = [e["event"]["progress"] for e in progress]
     assert values == sorted(values)
