@@ -197,6 +197,23 @@ class ToolCompleted(Event, frozen=True, kw_only=True, tag="tool.completed"):
     metadata: dict[str, Any] = {}
 
 
+class ToolProgress(Chunk, frozen=True, kw_only=True, tag="tool.progress"):
+    """How far a running call has got, as its tool says (an MCP server's
+    ``notifications/progress``: navi/run/tool_progress.py). Recorded only between the
+    call's ``tool.started`` and its outcome, at most about one a second per call;
+    ``message`` is redacted and at most ``TOOL_PROGRESS_MESSAGE_MAX`` characters.
+    ``total`` None: the tool did not say. A chunk: staged, never waited for (the call
+    goes on meanwhile), and never part of the LLM's context."""
+
+    call_id: str
+    progress: float = 0.0
+    total: float | None = None
+    message: str = ""
+
+
+TOOL_PROGRESS_MESSAGE_MAX = 300
+
+
 # "denied": the user or the approval policy declined the call, or no one decided within
 # NAVI_APPROVAL_TIMEOUT (the error says which, in a sentence the LLM reads).
 ToolFailureReason = Literal["error", "stopped", "interrupted", "timeout", "denied"]
@@ -361,6 +378,7 @@ AnyEvent = (
     | LLMWaiting
     | ToolRequested
     | ToolStarted
+    | ToolProgress
     | ToolCompleted
     | ToolFailed
     | ToolApprovalRequested

@@ -8,6 +8,8 @@ these are the rules across events that it cannot see one event at a time:
   not in this log, so the calls and the end of a run open there are taken as they come);
 - a tool call starts and settles only after its ``tool.requested`` in the same run, and
   settles (``tool.completed`` / ``tool.failed``) at most once;
+- a call's progress (``tool.progress``) comes after its ``tool.started`` and before its
+  outcome;
 - a decision (``tool.approval_decided``) answers a call that waits: one asked about and
   not yet decided;
 - a run ends once: no run event outside a run, no second end, and a new run starts
@@ -31,6 +33,7 @@ from events.types import (
     ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
+    ToolProgress,
     ToolRequested,
     ToolStarted,
 )
@@ -45,6 +48,7 @@ class _Run:
         self.run_id = run_id
         self.seen = seen  # False: begun in a fork's origin, before this log
         self.requested: set[str] = set()
+        self.started: set[str] = set()
         self.settled: set[str] = set()
         self.waiting: set[str] = set()
 
@@ -84,6 +88,7 @@ def log_problems(records: Iterable[Recorded]) -> list[str]:
 _CALL_EVENTS = (
     ToolRequested,
     ToolStarted,
+    ToolProgress,
     ToolCompleted,
     ToolFailed,
     ToolApprovalRequested,
@@ -100,7 +105,12 @@ def _call_problem(run: _Run, event: object) -> str | None:
     call = event.call_id
     if call not in run.requested:
         return f"call {call} before its tool.requested"
-    if isinstance(event, ToolApprovalRequested):
+    if isinstance(event, ToolStarted):
+        run.started.add(call)
+    elif isinstance(event, ToolProgress):
+        if call not in run.started or call in run.settled:
+            return f"progress of call {call}, which is not running"
+    elif isinstance(event, ToolApprovalRequested):
         run.waiting.add(call)
     elif isinstance(event, ToolApprovalDecided):
         if call not in run.waiting:

@@ -24,6 +24,9 @@
   a tool, the iteration budget spent), an assistant message carries them (with
   ``run.completed``'s content). ``thinking_seconds`` is how long an answer's thinking
   streamed (first thinking chunk to the first chunk after it). All from event times.
+- ``tool.progress``: the last one of each call still running is kept (``progress``,
+  the running tool card's bar: a replay drawn at any seq shows it); the call's result
+  or the run's end clears it.
 - ``context.injected`` and ``context.compressed`` are for the LLM only: not shown.
 - ``session.deleted`` marks the session deleted; its history stays in the log.
 """
@@ -54,6 +57,7 @@ from events.types import (
     ToolCall,
     ToolCompleted,
     ToolFailed,
+    ToolProgress,
     ToolRequested,
     UserMessage,
 )
@@ -118,6 +122,8 @@ class MessagesState(msgspec.Struct, frozen=True, kw_only=True):
     # Calls that asked for approval (call id, when), and their decisions, until the result.
     asked: tuple[tuple[str, float], ...] = ()
     decided: tuple[tuple[str, ApprovalNote], ...] = ()
+    # The last progress of each call still running (its card's bar), in call order.
+    progress: tuple[ToolProgress, ...] = ()
 
     def messages(self, *, with_streaming: bool = True) -> list[Message]:
         """The display history; with the in-progress assistant message last, if any."""
@@ -271,8 +277,18 @@ def _on_approval_decided(state: MessagesState, record: Recorded) -> MessagesStat
     return replace(state, asked=asked, decided=(*state.decided, (event.call_id, note)))
 
 
+def _on_tool_progress(state: MessagesState, record: Recorded) -> MessagesState:
+    event: ToolProgress = record.event  # type: ignore[assignment]
+    others = tuple(p for p in state.progress if p.call_id != event.call_id)
+    return replace(state, progress=(*others, event))
+
+
 def _on_tool_result(state: MessagesState, record: Recorded) -> MessagesState:
     event: ToolCompleted | ToolFailed = record.event  # type: ignore[assignment]
+    if state.progress:
+        state = replace(
+            state, progress=tuple(p for p in state.progress if p.call_id != event.call_id)
+        )
     note = None
     if state.decided or state.asked:
         note = next((n for c, n in state.decided if c == event.call_id), None)
@@ -313,7 +329,7 @@ def _on_run_ended(state: MessagesState, record: Recorded) -> MessagesState:
     current = state.streaming
     if current is None or not current.shows_something:
         current = state.superseded
-    state = replace(state, llm_purpose="loop", streaming=None, superseded=None)
+    state = replace(state, llm_purpose="loop", streaming=None, superseded=None, progress=())
     if current is not None and current.shows_something:
         # The user saw this partial answer: keep it, without the calls that never ran.
         partial = replace(current, tool_calls=())
@@ -386,6 +402,7 @@ _HANDLERS: dict[type, _Handler] = {
     ToolApprovalDecided: _on_approval_decided,
     ToolCompleted: _on_tool_result,
     ToolFailed: _on_tool_result,
+    ToolProgress: _on_tool_progress,
     PlanReady: _on_plan_ready,
     RunCompleted: _on_run_ended,
     RunStopped: _on_run_ended,

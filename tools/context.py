@@ -62,6 +62,9 @@ class OutboundConsent(Protocol):
 
 
 EmitFn = Callable[[Event], Awaitable[None]]
+# A running call's progress: (progress, total or None, message). Recorded as
+# ``tool.progress``, bounded and rate-limited by the caller (navi/run/tool_progress.py).
+ProgressFn = Callable[[float, float | None, str | None], Awaitable[None]]
 # Future hooks (spawn_agent, switch_profile) are opaque callables the navi layer provides.
 Hook = Callable[..., Awaitable[Any]]
 
@@ -104,6 +107,9 @@ class ToolContext(msgspec.Struct, frozen=True, kw_only=True):
     # Bytes the user may still store (NAVI_USER_QUOTA_MB, navi/quota.py): at most what a
     # sandboxed call may write. None: no quota is kept (no blob store, or outside a run).
     storage_left: int | None = None
+    # Says how far the call has got while it runs (an MCP server's progress); None:
+    # nobody listens (outside a run).
+    progress: ProgressFn | None = None
 
     @property
     def write_limit_bytes(self) -> int:

@@ -46,6 +46,7 @@ class ChatView:
         self.thinking = ""
         self.text = ""
         self.status = "waiting for the model"
+        self.tool = "a tool"  # the call last started, for its progress on the status line
         self.failed = False
         self.started = False
         self._since = time.monotonic()
@@ -116,6 +117,9 @@ class ChatView:
             self._flush()
             self._tool_line(sub, f"⚙ {frame.get('tool')} {_short(frame.get('args'))}")
             self._status(f"running {frame.get('tool')}")
+            self.tool = str(frame.get("tool") or "a tool")
+        elif kind == "tool_progress":
+            self._status(f"running {self.tool}: {_progress(frame)}")
         elif kind == "tool_call":
             mark = "✓" if frame.get("success") else "✗"
             self._tool_line(sub, f"  {mark} {_short(frame.get('result'))}")
@@ -248,3 +252,13 @@ def _short(value: Any, limit: int = 200) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _progress(frame: dict[str, Any]) -> str:
+    """A running call's progress as the status line says it: "3/8 · linking"."""
+    done, total = frame.get("progress"), frame.get("total")
+    if not isinstance(done, int | float):
+        return "…"
+    amount = f"{done:g}/{total:g}" if isinstance(total, int | float) else f"{done:g}"
+    message = str(frame.get("message") or "")[:80]
+    return amount + (f" · {message}" if message else "")

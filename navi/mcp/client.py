@@ -37,6 +37,7 @@ from navi.mcp.config import ServerEntry, tool_name
 from navi.mcp.notices import CallMessages, ServerNotices, listen_for_changes
 from navi.mcp.oauth import OAuthPlaces, SignInFlow, SignIns, oauth_provider, uses_oauth
 from navi.mcp.oauth_storage import token_file
+from navi.mcp.prompts import PromptInfo, prompt_infos
 from navi.mcp.resources import ReadResourceTool, ResourceIndex
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import (
@@ -120,6 +121,8 @@ class ServerConnection:
         # What mcp__<server>__read_resource may read (navi/mcp/resources.py).
         self.resources = ResourceIndex()
         self._prompts: tuple[str, ...] = ()
+        # Its prompts as a client's prompt menu shows them (navi/mcp/prompts.py: bounded).
+        self.prompt_list: tuple[PromptInfo, ...] = ()
         # The HTTP server's last answer was 401 (it wants a sign-in).
         self._unauthorized = False
         # What the server listed last, as published in the registry (None: nothing yet).
@@ -357,6 +360,7 @@ class ServerConnection:
         if caps.prompts is not None:
             prompts = await _all_pages(client.list_prompts, "prompts")
             self._prompts = tuple(p.name for p in prompts)
+            self.prompt_list = prompt_infos(self.server, prompts)
 
     async def _note_status(self, response: Any) -> None:
         self._unauthorized = response.status_code == 401

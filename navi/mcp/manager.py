@@ -22,6 +22,7 @@ import structlog
 from navi.mcp.client import ServerConnection
 from navi.mcp.config import McpConfig, ServerEntry, config_stamp, load_config
 from navi.mcp.oauth import OAuthPlaces, SignIns
+from navi.mcp.prompts import PromptInfo
 from navi.mcp.sandbox import SandboxPlaces
 from navi.mcp.status import ServerStatus
 from tools.registry import ToolRegistry
@@ -98,6 +99,14 @@ class McpManager:
     def prompts(self) -> dict[str, tuple[str, ...]]:
         """Per running server, the names of its prompts (for a client's prompt menu)."""
         return {n: r.connection.status().prompts for n, r in self._running.items()}
+
+    def prompt_list(self) -> dict[str, tuple[PromptInfo, ...]]:
+        """Per running server, its prompts with their descriptions and arguments."""
+        return {
+            n: r.connection.prompt_list
+            for n, r in self._running.items()
+            if r.connection.state == "running"
+        }
 
     async def prompt_text(self, server: str, name: str, arguments: dict[str, str]) -> str:
         """A server's prompt filled in, its messages' text joined (a composer puts it in

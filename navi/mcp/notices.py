@@ -8,7 +8,9 @@
 - ``notifications/message`` (log lines): into Navi's log at their level (``mcp.server_log``,
   at most ``LOG_LINES_PER_S`` a second; the rest are counted), and into the messages of
   the call in flight when there is only one (a line cannot say which call it is about).
-- ``notifications/progress``: into the messages of the call that asked for it.
+- ``notifications/progress``: into the messages of the call that asked for it, and
+  on to the call's progress callback (``ToolContext.progress``) while it runs: the
+  run records it as ``tool.progress`` (navi/run/tool_progress.py bounds it).
 
 A call's messages (:class:`CallMessages`) are kept short (the last ``CALL_LINES`` lines,
 each at most ``LINE_MAX`` characters) and come back with its result (navi/mcp/tools.py).
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -57,9 +60,13 @@ def one_line(value: Any, limit: int = LINE_MAX) -> str:
 class CallMessages:
     """What the server said while one call ran: its progress and log lines."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, forward: Callable[[float, float | None, str | None], Awaitable[None]] | None = None
+    ) -> None:
         self.lines: collections.deque[str] = collections.deque(maxlen=CALL_LINES)
         self.dropped = 0
+        # The call's progress callback (the tool context's), told every progress too.
+        self.forward = forward
 
     def add(self, line: str) -> None:
         if len(self.lines) == self.lines.maxlen:
@@ -70,6 +77,8 @@ class CallMessages:
         """The SDK's progress callback for the call."""
         done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
         self.add(f"progress {done}" + (f": {one_line(message)}" if message else ""))
+        if self.forward is not None:
+            await self.forward(progress, total, one_line(message) if message else None)
 
     def text(self) -> str:
         """The lines, for the tool's output; empty when the server said nothing."""

@@ -101,7 +101,7 @@ class McpTool(Tool):
         )
 
     async def call(self, args: dict[str, Any], ctx: ToolContext) -> ToolResult:
-        messages = CallMessages()
+        messages = CallMessages(forward=ctx.progress)
         result = await self.caller.call_tool(self.remote_name, args, messages)
         try:
             done = to_result(result, image_max_bytes=ctx.settings.image_max_bytes)

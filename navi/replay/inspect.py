@@ -23,7 +23,7 @@ import msgspec
 
 from events.envelope import Recorded
 from events.store import EventStore
-from events.types import LLMRequested, TodoItem
+from events.types import LLMRequested, TodoItem, ToolProgress
 from navi.replay.errors import SeqOutOfRangeError
 from navi.replay.history import History, load_history
 from navi.replay.projection_set import LLMRequestInfo, LLMRequestsState, RunInfo
@@ -71,6 +71,8 @@ class SessionStateAt(msgspec.Struct, frozen=True, kw_only=True):
     scratchpad: dict[str, str]
     active_profile: ActiveProfile
     llm_requests: list[LLMRequestView]
+    # The last progress of each tool call running at ``seq`` (its card's bar).
+    tool_progress: list[ToolProgress] = []
 
 
 def _view(info: LLMRequestInfo, messages: list[Message] | None = None) -> LLMRequestView:
@@ -181,6 +183,7 @@ async def state_at(
         scratchpad=dict(states["scratchpad"]),
         active_profile=states["active_profile"],
         llm_requests=[_view(info, detailed.get(info.seq)) for info in infos],
+        tool_progress=list(messages.progress),
     )
 
 

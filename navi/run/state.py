@@ -28,6 +28,10 @@ Design notes (also in docs/state-machine.md):
 - ``run.stopped`` is legal only in ``stopping``: a stop is always recorded first as
   ``stop.requested``. In ``stopping``, in-flight results may still land (chunks,
   ``llm.completed``, ``tool.completed``/``tool.failed``), but nothing new may start.
+- ``tool.progress`` (a running call's progress) is legal where calls run: in
+  ``executing_tools``, and in ``stopping`` while a call winds down. That it falls
+  between its call's ``tool.started`` and outcome is a rule across events
+  (projections/invariants.py), kept by its writer (navi/run/tool_progress.py).
 - A tool call that needs a person's approval (navi/run/approval.py) is recorded as
   ``tool.approval_requested``: ``executing_tools`` → ``awaiting_approval``, where nothing
   happens but the decision (``tool.approval_decided`` → ``executing_tools``) or a stop.
@@ -164,6 +168,7 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
     EXECUTING_TOOLS: {
         "tool.requested":             EXECUTING_TOOLS,
         "tool.started":               EXECUTING_TOOLS,
+        "tool.progress":              EXECUTING_TOOLS,        # a running call's (chunk)
         "tool.completed":             EXECUTING_TOOLS,
         "tool.failed":                EXECUTING_TOOLS,
         "subagent.spawned":           EXECUTING_TOOLS,
@@ -211,6 +216,7 @@ TRANSITIONS: dict[RunState, dict[str, RunState]] = {
         "llm.completed":              STOPPING,
         "llm.completed+tools":        STOPPING,
         "llm.failed":                 STOPPING,
+        "tool.progress":              STOPPING,               # a call still running
         "tool.completed":             STOPPING,
         "tool.failed":                STOPPING,               # reason="stopped" for open calls
         "subagent.finished":          STOPPING,

@@ -41,6 +41,7 @@ from navi.ids import session_folder
 from navi.quota import StorageUse, counted_writes
 from navi.run import approval, permissions
 from navi.run.host import Commit, RunDeps, RunHost, active_profile, is_subagent
+from navi.run.tool_progress import ProgressReporter
 from profiles import Profile
 from tools import ProfileInfo, ToolContext, ToolResult
 from tools.base import CallDescription
@@ -243,8 +244,15 @@ class ToolStep:
         # The user's storage before the call (a running total: no I/O), and after it,
         # the folder it could write measured: past the quota, the call fails (quota.py).
         before = None if blobs is None else await blobs.astorage(user_id)
-        context = self._context(call, storage=before)
-        result = await self.deps.tools.execute(call.name, call.arguments, context)
+        # Its progress goes to the log while it runs (before its outcome, which the
+        # driver records after this returns).
+        reporter = ProgressReporter(call.id, self.host.stage, running=self._running)
+        context = self._context(call, storage=before, progress=reporter)
+        try:
+            result = await self.deps.tools.execute(call.name, call.arguments, context)
+            await reporter.close()
+        finally:
+            reporter.shut()
         # An image it returned goes to the blob store; the log keeps a reference.
         result = await keep_tool_image(
             blobs, result, user_id=user_id, session_id=self.host.data_owner.session_id
@@ -254,6 +262,10 @@ class ToolStep:
                 blobs, result, before=before, folder=context.files_dir, user_id=user_id
             )
         return _result_event(call, result)
+
+    def _running(self, call_id: str) -> bool:
+        progress = self.state.progress
+        return call_id in progress.started and call_id not in progress.resolved
 
     async def _execute_and_record(self, call: ToolCall) -> None:
         await self.host.record(await self._execute(call))
@@ -276,7 +288,12 @@ class ToolStep:
         )
 
     def _context(
-        self, call: ToolCall, *, make: bool = True, storage: StorageUse | None = None
+        self,
+        call: ToolCall,
+        *,
+        make: bool = True,
+        storage: StorageUse | None = None,
+        progress: ProgressReporter | None = None,
     ) -> ToolContext:
         """The call's context; ``make``: it runs now (its files folder is made, and its
         web requests get what they may reach), else it is only described. ``storage``:
@@ -308,6 +325,7 @@ class ToolStep:
             spawn=hooks.get("spawn"),
             switch_profile=hooks.get("switch_profile"),
             storage_left=None if storage is None else storage.remaining,
+            progress=progress,
         )
         if not make or self.deps.settings.tool_approval == "auto":
             return context

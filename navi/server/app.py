@@ -25,6 +25,7 @@ from navi.server import (
     bodies,
     llm_routes,
     mcp_auth_routes,
+    prompt_routes,
     routes,
     settings_routes,
 )
@@ -120,6 +121,7 @@ def create_app(
             *llm_routes.ROUTES,
             *settings_routes.ROUTES,
             *mcp_auth_routes.ROUTES,
+            *prompt_routes.ROUTES,
             *AUTH_ROUTES,
             Route("/sessions/{session_id}/files", upload_file, methods=["POST"]),
             Route("/sessions/{session_id}/blobs/{sha256}", get_blob, methods=["GET"]),

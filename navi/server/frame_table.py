@@ -37,6 +37,7 @@ from events.types import (
     ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
+    ToolProgress,
     ToolRequested,
     UserMessage,
 )
@@ -156,6 +157,18 @@ def _tool_requested(s: FrameState, record: Recorded, e: ToolRequested) -> list[F
     s.tool_calls += 1
     return [
         p.ToolStarted(tool=e.name, args=e.arguments, is_subagent=s.is_subagent, call_id=e.call_id)
+    ]
+
+
+def _tool_progress(s: FrameState, record: Recorded, e: ToolProgress) -> list[Frame]:
+    return [
+        p.ToolProgressFrame(
+            call_id=e.call_id,
+            progress=e.progress,
+            total=e.total,
+            message=e.message,
+            is_subagent=s.is_subagent,
+        )
     ]
 
 
@@ -325,6 +338,7 @@ TABLE: dict[type[Event], Handler] = {
     LLMWaiting: _llm_waiting,
     LLMCompleted: _llm_completed,
     ToolRequested: _tool_requested,
+    ToolProgress: _tool_progress,
     ToolApprovalRequested: _approval_requested,
     ToolApprovalDecided: _approval_decided,
     ToolCompleted: _tool_ended,

@@ -29,6 +29,10 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
         "type": "object",
         "properties": {"profile_id": {"type": "string"}, "title": {"type": "string"}},
     },
+    ("post", "/mcp/prompts/{server}/{name}"): {
+        "type": "object",
+        "properties": {"arguments": {"type": "object", "additionalProperties": {"type": "string"}}},
+    },
     ("patch", "/sessions/{session_id}/pin"): {
         "type": "object",
         "properties": {"pinned": {"type": "boolean"}},

@@ -204,6 +204,17 @@ class ToolStarted(Frame, tag="tool_started"):
     call_id: str
 
 
+class ToolProgressFrame(Frame, tag="tool_progress"):
+    """How far a running call has got (``tool.progress``): ``total`` null when the
+    tool did not say; ``message`` redacted and short."""
+
+    call_id: str
+    progress: float
+    total: float | None
+    message: str
+    is_subagent: bool
+
+
 class SessionScope(msgspec.Struct, kw_only=True):
     key: str
     label: str
@@ -336,6 +347,7 @@ ServerFrame = (
     | StreamStopped
     | ErrorFrame
     | ToolStarted
+    | ToolProgressFrame
     | ApprovalRequired
     | ApprovalDecided
     | ToolCall

@@ -20,6 +20,7 @@ from events.types import (
     ToolApprovalRequested,
     ToolCompleted,
     ToolFailed,
+    ToolProgress,
     ToolRequested,
     ToolStarted,
 )
@@ -68,6 +69,19 @@ def test_each_broken_rule_is_named_with_its_seq() -> None:
     assert log_problems(log(CREATED, END)) == ["seq 2 (run.completed): outside a run"]
     gap = [*log(CREATED, STARTED), *log(END, first=4)]
     assert log_problems(gap) == ["seq 4 (run.completed): follows seq 2"]
+
+
+def test_progress_comes_only_while_its_call_runs() -> None:
+    started = ToolStarted(call_id="c1", name="todo")
+    moved = ToolProgress(call_id="c1", progress=1, total=2, message="half")
+    assert log_problems(log(CREATED, STARTED, ASKED, started, moved, moved, DONE, END)) == []
+    assert log_problems(log(CREATED, STARTED, ASKED, moved, started, DONE, END)) == [
+        "seq 4 (tool.progress): progress of call c1, which is not running"
+    ]
+    assert log_problems(log(CREATED, STARTED, ASKED, started, DONE, moved, END)) == [
+        "seq 6 (tool.progress): progress of call c1, which is not running"
+    ]
+    assert log_problems(log(CREATED, moved)) == ["seq 2 (tool.progress): outside a run"]
 
 
 def test_a_fork_may_begin_inside_its_origins_run() -> None:

@@ -24,6 +24,7 @@ from events.types import (
     ToolCall,
     ToolCompleted,
     ToolFailed,
+    ToolProgress,
     ToolRequested,
     UserMessage,
 )
@@ -128,6 +129,29 @@ def test_tool_calls_and_results() -> None:
         {"id": "c3", "name": "ssh_exec", "arguments": {}},
         {"id": "c4", "name": "code_exec", "arguments": {}},
     ]
+
+
+def test_a_running_calls_last_progress_is_kept_until_its_result() -> None:
+    other = ToolCall(id="c2", name="terminal")
+    begun = [
+        UserMessage(text="q"),
+        RunStarted(profile_id="p"),
+        LLMRequested(),
+        LLMCompleted(tool_calls=(CALL, other)),
+        ToolProgress(call_id="c1", progress=1, total=4, message="one"),
+        ToolProgress(call_id="c2", progress=5),
+        ToolProgress(call_id="c1", progress=3, total=4, message="three"),
+    ]
+    running = messages_of(begun)
+    assert [(p.call_id, p.progress, p.message) for p in running.progress] == [
+        ("c2", 5, ""),
+        ("c1", 3, "three"),
+    ]
+    assert len(running.messages()) == 2  # progress is no message of its own
+    settled = messages_of([*begun, ToolCompleted(call_id="c1", name="web_search", output="ok")])
+    assert [p.call_id for p in settled.progress] == ["c2"]
+    ended = messages_of([*begun, StopRequested(), RunStopped()])
+    assert ended.progress == ()
 
 
 def test_a_stopped_call_says_so() -> None:

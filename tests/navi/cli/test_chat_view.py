@@ -75,3 +75,23 @@ def test_a_queued_run_says_so_on_stderr(capsys: pytest.CaptureFixture[str]) -> N
         "queued (2 ahead): the server is busy",
         "queued (0 ahead): the server is busy",
     ]
+
+
+def test_a_running_calls_progress_is_the_status_line_and_nothing_else(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = io.StringIO()
+    view = ChatView(Console(file=out, force_terminal=False))
+    view.begin()
+    view.show({"type": "tool_started", "tool": "mcp__s__build", "args": {}})
+    view.show(
+        {"type": "tool_progress", "call_id": "c", "progress": 3, "total": 8, "message": "linking"}
+    )
+    assert view.status == "running mcp__s__build: 3/8 · linking"
+    view.show(
+        {"type": "tool_progress", "call_id": "c", "progress": 0.5, "total": None, "message": ""}
+    )
+    assert view.status == "running mcp__s__build: 0.5"
+    view.end()
+    assert out.getvalue() == ""
+    assert capsys.readouterr().err.splitlines() == ["⚙ mcp__s__build {}"]

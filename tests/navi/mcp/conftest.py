@@ -1,3 +1,3 @@
 """The security suite's real ``navi serve`` fixture, for the MCP tests that need one."""
 
-from tests.security.conftest import start_navi  # noqa: F401
+from tests.security.conftest import start_module_navi, start_navi  # noqa: F401

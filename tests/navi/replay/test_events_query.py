@@ -23,7 +23,7 @@ pytestmark = pytest.mark.anyio
 def test_type_patterns() -> None:
     assert type_matcher([]) is None
     assert type_matcher(["user.message"]) == {"user.message"}
-    tools = {"tool.requested", "tool.started", "tool.completed", "tool.failed"}
+    tools = {"tool.requested", "tool.started", "tool.progress", "tool.completed", "tool.failed"}
     tools |= {"tool.approval_requested", "tool.approval_decided"}
     assert type_matcher(["tool"]) == tools
     assert type_matcher(["tool.*", "run.started"]) == tools | {"run.started"}

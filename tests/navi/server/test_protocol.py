@@ -149,6 +149,7 @@ def test_the_translator_sends_what_the_untyped_one_sent() -> None:
         "replay_status",
         "replay_end",
         "llm_waiting",  # newer than the untyped translator: tests/web/test_llm_away.py
+        "tool_progress",  # newer too: tests/navi/mcp/test_progress.py
     }
     assert kinds == from_the_log  # every frame the log makes is in the comparison
     for frames in got.values():

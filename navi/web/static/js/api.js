@@ -98,6 +98,9 @@ export const api = {
   llmStatus: () => request('GET', '/llm/status'),
   llmModels: (profileId) => request('GET', '/llm/models', { query: { profile_id: profileId } }),
   tools: () => request('GET', '/agents/tools'),
+  prompts: () => request('GET', '/mcp/prompts'),
+  renderPrompt: (server, name, args) => request('POST',
+    `/mcp/prompts/${encodeURIComponent(server)}/${encodeURIComponent(name)}`, { json: { arguments: args } }),
   settings: () => request('GET', '/settings'),
   saveSettings: (changes) => request('PATCH', '/settings', { json: changes }),
   // {backend_type, backend_url, api_key?} → {ok, backend, models}, or 422 with the reason.

@@ -3,7 +3,7 @@
 // turns.js decides what goes where.
 
 import { authHeaders } from './auth.js';
-import { copyText, formatBytes, formatSeconds, h } from './dom.js';
+import { copyText, formatBytes, formatCount, formatSeconds, h } from './dom.js';
 import { icon, spinner } from './icons.js';
 import { MarkdownView, mountMarkdown } from './markdown.js';
 import { state } from './state.js';
@@ -259,6 +259,27 @@ export function toolCard(tool, args) {
       status.replaceChildren(awaiting ? icon('shield') : spinner());
       status.title = awaiting ? 'waiting for your approval' : '';
     },
+    /** How far the call has got (a tool_progress frame): a bar when the tool said its
+     *  total, and its progress line, under the head until the call ends. */
+    progress({ progress = 0, total = null, message = '' } = {}) {
+      if (done) return;
+      let line = el.querySelector(':scope > .tool-progress');
+      if (!line) {
+        line = h('div', { class: 'tool-progress', 'data-testid': 'tool-progress', role: 'status' },
+          h('progress', { class: 'tool-progress-bar' }), h('span', { class: 'tool-progress-text' }));
+        el.insertBefore(line, body);
+      }
+      const bar = line.querySelector('progress');
+      const known = Number.isFinite(total) && total > 0;
+      if (known) {
+        bar.max = total;
+        bar.value = Math.min(Math.max(progress, 0), total);
+      } else {
+        bar.removeAttribute('value'); // indeterminate
+      }
+      const amount = known ? `${formatCount(progress)} / ${formatCount(total)}` : formatCount(progress);
+      line.querySelector('.tool-progress-text').textContent = message ? `${amount} · ${message}` : amount;
+    },
     /** `images`: what the tool returned to look at (blob references), shown as
      *  thumbnails under the head, folded or not; a click opens one full size. */
     complete(result, success, images = []) {
@@ -268,6 +289,7 @@ export function toolCard(tool, args) {
           images.map((image) => thumbnail(image, `image returned by ${tool}`))), body);
       }
       el.classList.remove('running');
+      el.querySelector(':scope > .tool-progress')?.remove();
       el.classList.add(success ? 'ok' : 'failed');
       status.replaceChildren(icon(success ? 'check' : 'cross'));
       status.title = success ? 'succeeded' : 'failed';

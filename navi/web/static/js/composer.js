@@ -2,10 +2,12 @@
 // answer streams the box stays open: Enter queues the message for after it. Images
 // (pasted, dropped or picked) are shown as thumbnails and sent inline; other files are
 // uploaded at once (POST /sessions/{id}/files, with a progress bar) and referenced.
+// `/` at the start opens the MCP prompts menu (prompt_menu.js).
 
 import { api } from './api.js';
 import { clear, formatBytes, h } from './dom.js';
 import { icon } from './icons.js';
+import { PromptMenu } from './prompt_menu.js';
 import { state, subscribe } from './state.js';
 
 const MAX_IMAGES = 10;
@@ -66,11 +68,14 @@ export class Composer {
       this.addFiles([...(event.dataTransfer?.files || [])]);
     });
     this.hint = form.querySelector('.composer-hint');
+    // `/` at the start of the box: the MCP servers' prompts (prompt_menu.js).
+    this.prompts = new PromptMenu(this);
     subscribe(['running', 'connection', 'sessionId'], () => this.renderLock());
     this.renderLock();
   }
 
   keydown(event) {
+    if (this.prompts.keydown(event)) return;
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
       this.submit();

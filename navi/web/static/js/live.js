@@ -10,8 +10,8 @@ import { callIdOf } from './turns.js';
 // reload mid-run, stream_start is in the past).
 const RUN_FRAMES = new Set([
   'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking', 'planning_status',
-  'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed',
-  'llm_waiting', 'approval_required', 'approval_decided', 'run_queued',
+  'plan_ready', 'tool_started', 'tool_progress', 'tool_call', 'stream_delta', 'stream_retry',
+  'llm_failed', 'llm_waiting', 'approval_required', 'approval_decided', 'run_queued',
 ]);
 
 // Frames that show the model answered (or the run ended): they end "Waiting for the model…".
@@ -110,6 +110,11 @@ export class LiveRenderer {
 
   tool_started(frame) {
     this.scope(frame).toolStarted(frame.tool, frame.args, callIdOf(frame));
+  }
+
+  /** How far a running call has got: a bar (when the tool said its total) and a line. */
+  tool_progress(frame) {
+    this.view.currentTurn().toolProgress(callIdOf(frame), frame);
   }
 
   tool_call(frame) {
@@ -257,7 +262,7 @@ export class LiveRenderer {
 // The frame types drawn here, each by the method of the same name.
 const HANDLERS = Object.fromEntries([
   'user_message', 'stream_start', 'thinking_delta', 'thinking_end', 'turn_thinking',
-  'planning_status', 'plan_ready', 'tool_started', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'llm_waiting',
+  'planning_status', 'plan_ready', 'tool_started', 'tool_progress', 'tool_call', 'stream_delta', 'stream_retry', 'llm_failed', 'llm_waiting',
   'stream_end', 'stream_stopped', 'error', 'context_compressed', 'profile_switched', 'todo_updated',
   'approval_required', 'approval_decided', 'run_queued', 'run_dequeued',
 ].map((type) => [type, LiveRenderer.prototype[type]]));

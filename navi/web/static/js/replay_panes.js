@@ -84,6 +84,8 @@ export class ReplayPanes {
   renderConversation(state) {
     const running = ACTIVE.has(state.run_state);
     const turn = renderHistory(this.view, state.messages || [], { running });
+    // The running calls' progress at this point, as their live cards showed it.
+    for (const progress of state.tool_progress || []) turn?.toolProgress(progress.call_id, progress);
     this.view.adoptTurn(running ? turn : null);
     if (!(state.messages || []).length) {
       this.view.inner.append(h('div', { class: 'replay-empty', text: 'Nothing said yet at this point.' }));

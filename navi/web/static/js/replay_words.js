@@ -22,6 +22,7 @@ const EVENT_WORDS = {
   'llm.waiting': 'the run waited for the model’s server',
   'tool.requested': 'a tool was asked for',
   'tool.started': 'a tool started',
+  'tool.progress': 'a tool said how far it got',
   'tool.completed': 'a tool finished',
   'tool.failed': 'a tool failed',
   'tool.approval_requested': 'a tool waited for your approval',

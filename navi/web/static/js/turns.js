@@ -232,6 +232,12 @@ export class Turn {
     if (card.tool === 'spawn_agent') this.agentCards.push(card);
   }
 
+  /** A running call's progress (tool_progress) into its card; a call not shown: none. */
+  toolProgress(callId, frame) {
+    const found = callId ? this.tools.find((t) => t.callId === callId) : null;
+    found?.card.progress(frame);
+  }
+
   /** The pending card that a tool_call completes: by id, else oldest of that name. */
   takeTool(tool, scope, callId) {
     const pick = (test) => {
