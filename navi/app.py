@@ -13,9 +13,9 @@ import anyio
 import structlog
 
 from actors import ActorSystem
-from events.store import EventStore
 from events.envelope import Recorded
 from events.factory import store_for_url
+from events.store import EventStore
 from events.types import (
     TERMINAL_RUN_EVENTS,
     CallOptions,
@@ -40,6 +40,7 @@ from navi.llm.selection import select_backend
 from navi.mcp import McpManager
 from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
+from navi.replay.fork_upgrade import copy_linked_forks
 from navi.run.limiter import RunLimiter
 from navi.run.workers import Worker
 from navi.session import messages as m
@@ -109,6 +110,7 @@ class Navi:
             anyio.create_task_group() as tg,
         ):
             navi: Navi
+            await copy_linked_forks(store)  # once: forks made before forks were copies
             user_settings = SettingsService(store)
             llm = await opening_backend(settings, user_settings, backend)
             memory = MemoryService(store)

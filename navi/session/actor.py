@@ -28,8 +28,8 @@ from actors import (
     Reply,
     Supervision,
 )
-from events.store import EventStore
 from events.errors import EventDecodeError, is_storage_full
+from events.store import EventStore
 from events.types import (
     CallOptions,
     Event,
@@ -49,8 +49,8 @@ from navi.blobs import BlobStore
 from navi.grants import check_entry
 from navi.llm.stop import StopSignal
 from navi.run import compression
-from navi.run.recompress import recompress_range, recompress_selection
 from navi.run.host import RunDeps
+from navi.run.recompress import recompress_range, recompress_selection
 from navi.run.state import IllegalTransition, RunState
 from navi.run.workers import Worker
 from navi.session import approvals
@@ -128,9 +128,8 @@ class SessionActor(Actor[object]):
         self.stream.state = state
 
     async def on_start(self) -> None:
-        # The state folds the session's history (a fork's: its origin's events up to
-        # the fork point, then its own); after a failure, the last writer first commits
-        # what it took.
+        # The state folds the session's stream; after a failure, the last writer first
+        # commits what it took.
         try:
             writer = await self.stream.open()
         except (EventDecodeError, ValueError, OverflowError) as exc:

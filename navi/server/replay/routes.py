@@ -28,7 +28,7 @@ from navi.replay.errors import (
 )
 from navi.replay.export import export_lines
 from navi.replay.fork import fork
-from navi.replay.history import load_history
+from navi.replay.history import session_head
 from navi.replay.import_ import ParsedExport, import_parsed, parse_export
 from navi.replay.inspect import llm_request, state_at
 from navi.replay.verify import verify_session
@@ -81,7 +81,7 @@ async def session_state(request: Request) -> Response:
     server, session_id = await _owned(request)
     at = _seq(request.query_params.get("at"), "at")
     if at is None:
-        at = (await load_history(server.navi.store, session_id)).head
+        at = await session_head(server.navi.store, session_id)
     return _raw_json(_encode(await state_at(server.navi.store, session_id, at)))
 
 
