@@ -55,11 +55,11 @@ from events.types import (
     ToolStarted,
     UserMessage,
 )
-from navi.replay.export import export_bytes
 from projections.context import CONTEXT
 from projections.fold import fold
 from projections.messages import MESSAGES
 from projections.types import Message
+from tests.navi.replay.support import export_bytes
 
 HERE = Path(__file__).resolve().parent
 T0 = 1_700_000_000.0

@@ -6,11 +6,9 @@ from __future__ import annotations
 import pytest
 
 from events.store import EventStore
-from navi.replay.export import export_bytes
 from navi.replay.import_ import import_session, parse_export
 from navi.replay.inspect import state_at
 from navi.replay.snapshots import load_messages
-from tests.navi.replay.support import load_context
 from navi.replay.verify import verify_session
 from tests.golden.make_golden import (
     EXPORTED_AT,
@@ -20,6 +18,7 @@ from tests.golden.make_golden import (
     paths,
     record,
 )
+from tests.navi.replay.support import export_bytes, load_context
 
 pytestmark = pytest.mark.anyio
 
