@@ -104,8 +104,8 @@ async def session_timeline(request: Request) -> Response:
 
 
 async def fork_session(request: Request) -> Response:
-    """Fork: ``{"at": <seq>, "title"?}`` → 201, a new session whose history is this one's
-    up to ``at`` (linked, not copied)."""
+    """Fork: ``{"at": <seq>, "title"?}`` → 201, a new session whose stream starts with a
+    copy of this one's up to ``at`` (navi/replay/fork.py)."""
     server, session_id = await _owned(request)
     body = await body_as(request, ForkBody)
     summary = await server.sessions.get(session_id, user_of(request))
@@ -127,7 +127,7 @@ async def export_session(request: Request) -> Response:
     """The whole log as JSON lines (a header, the history, then subagent streams)."""
     server, session_id = await _owned(request)
     lines = export_lines(server.navi.store, session_id)
-    first = await anext(lines)  # errors (a broken fork) before the response starts
+    first = await anext(lines)  # errors (an unknown session) before the response starts
     filename = f"navi-session-{session_id}.jsonl"
 
     async def body() -> AsyncIterator[bytes]:
