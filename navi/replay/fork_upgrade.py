@@ -43,7 +43,10 @@ async def linked_forks(store: EventStore) -> dict[str, SessionCreated]:
     """The streams that are forks still linked to their origin."""
     found: dict[str, SessionCreated] = {}
     for stream_id in sorted(await store.stream_heads()):
-        first = await first_event(store, stream_id)
+        try:
+            first = await first_event(store, stream_id)
+        except EventStoreError:  # a damaged first event: its session's views say so
+            continue
         event = None if first is None else first.event
         if isinstance(event, SessionCreated) and event.forked_from and not event.history_copied:
             found[stream_id] = event
