@@ -18,7 +18,10 @@ its line number (``ExportFormatError``) and nothing is imported:
 Then, against the store and still before writing (import_links.py): the importing user
 (``owner``) becomes the owner of every stream; a fork link to a session that is not the
 importer's is dropped, a subagent's parent that is not in the file nor the importer's
-becomes the imported session; each change is a line of ``ImportResult.warnings``.
+becomes the imported session; each change is a line of ``ImportResult.warnings``. A
+kept link of a stream that holds only a fork's own events (exported before forks were
+copies: no ``history_copied``) brings a copy of the origin's events 2..k from the store,
+the file's own events following at k+1… (``_with_origin``), as a fork holds them.
 
 A session whose stream ids already exist in the store is refused
 (``SessionExistsError``); ``new_session_id`` imports it under that id instead, with new

@@ -19,7 +19,6 @@ from events.types import ContextCompressed
 from navi.ids import new_id
 from navi.recompress import recompress_and_wait
 from navi.replay.errors import (
-    BrokenForkError,
     ExportFormatError,
     ReplayError,
     SeqOutOfRangeError,
@@ -245,7 +244,7 @@ ROUTES = [
 def _status(exc: ReplayError) -> int:
     if isinstance(exc, SessionNotFoundError):
         return 404
-    if isinstance(exc, SessionExistsError | BrokenForkError):
+    if isinstance(exc, SessionExistsError):
         return 409
     if isinstance(exc, ExportFormatError):
         return 422
