@@ -90,16 +90,16 @@ async def export_lines(
 ) -> AsyncIterator[bytes]:
     """The export file, line by line (each with its newline)."""
     streams = await collect(store, session_id)
-    link = streams[0][1][0].event
-    forked = isinstance(link, SessionCreated) and link.forked_from is not None
+    first = streams[0][1][0].event
+    link = first if isinstance(first, SessionCreated) else SessionCreated(profile_id="")
     header = ExportHeader(
         navi_export=EXPORT_FORMAT,
         session_id=session_id,
         exported_at=iso_time(time.time() if now is None else now),
         events=sum(info.events for info, _ in streams),
         streams=[info for info, _ in streams],
-        forked_from=link.forked_from if forked else None,  # type: ignore[union-attr]
-        forked_at_seq=link.forked_at_seq if forked else None,  # type: ignore[union-attr]
+        forked_from=link.forked_from,
+        forked_at_seq=link.forked_at_seq if link.forked_from is not None else None,
     )
     yield _encoder.encode(header) + b"\n"
     for _, records in streams:

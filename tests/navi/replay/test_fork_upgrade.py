@@ -13,7 +13,6 @@ from navi.replay.fork_upgrade import copy_linked_forks
 from navi.replay.snapshot_store import snapshots_for
 from navi.replay.snapshots import catch_up_snapshots, load_messages
 from projections.fold import fold
-from projections.messages import MESSAGES
 from projections.runner import LogProjectionRunner
 from projections.sessions import SESSIONS
 from tests.navi.replay.support import make_session, turn

@@ -264,10 +264,11 @@ async def test_a_fork_is_followed_live_with_its_own_seqs(navi_server: RunningSer
     from inside the copy and after it."""
     navi_server.fake_llm.script(Reply(text="One."), Reply(text="one two three four", delay=0.01))
     sid = new_session(navi_server)
-    with httpx.Client(base_url=navi_server.url, timeout=30) as http:
-        assert http.post(f"/sessions/{sid}/messages", json={"content": "first"}).status_code == 200
-        head = len(http.get(f"/sessions/{sid}/events").text.splitlines())
-        forked = http.post(f"/sessions/{sid}/fork", json={"at": head}).json()
+    async with httpx.AsyncClient(base_url=navi_server.url, timeout=30) as http:
+        sent = await http.post(f"/sessions/{sid}/messages", json={"content": "first"})
+        assert sent.status_code == 200
+        head = len((await http.get(f"/sessions/{sid}/events")).text.splitlines())
+        forked = (await http.post(f"/sessions/{sid}/fork", json={"at": head})).json()
     fork, fork_head = forked["session_id"], forked["head"]
     url = f"{navi_server.ws_url}/ws/sessions/{fork}"
     async with connect(url) as ws:
@@ -286,8 +287,8 @@ async def test_a_fork_is_followed_live_with_its_own_seqs(navi_server: RunningSer
         "One.",
         "one two three four",
     ]
-    with httpx.Client(base_url=navi_server.url, timeout=30) as http:
-        lines = http.get(f"/sessions/{fork}/events").text.splitlines()
+    async with httpx.AsyncClient(base_url=navi_server.url, timeout=30) as http:
+        lines = (await http.get(f"/sessions/{fork}/events")).text.splitlines()
     events = [json.loads(line) for line in lines]
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
     by_seq = {e["seq"]: e["type"] for e in events}
