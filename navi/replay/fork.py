@@ -7,7 +7,10 @@ then holds the origin's events 2..seq (payload, type, time, run, causation and e
 as the origin stores them; only the position is new), so its seqs are those of the
 origin up to the fork point: a session's history is its own stream, followed and read
 by seq like any other (no reader resolves links). The whole fork is one append: it
-exists whole or not at all. A fork taken in the middle of a run would inherit a run that nobody
+exists whole or not at all (the origin's part is read at once, and PostgreSQL takes up
+to 16M events in one transaction). A fork of a fork that is still linked (its link was
+broken when the start-up upgrade ran: fork_upgrade.py) is refused: its stream is not its
+history. A fork taken in the middle of a run would inherit a run that nobody
 drives, so the fork closes it at once, as a stop would: ``stop.requested(reason="fork")``,
 a ``tool.failed(reason="stopped")`` for each call still waiting for its result, then
 ``run.stopped(reason="fork")`` (a post-run compression in progress gets
@@ -114,6 +117,11 @@ async def fork(
     if isinstance(root, SessionCreated) and root.parent_stream_id is not None:
         raise ReplayError(
             f"session {session_id!r} is a subagent's stream; fork its parent session instead"
+        )
+    if isinstance(root, SessionCreated) and root.forked_from and not root.history_copied:
+        raise ReplayError(
+            f"session {session_id!r} is a fork whose link to {root.forked_from!r} is broken; "
+            "it cannot be forked"
         )
     folded = await states_at(
         store,

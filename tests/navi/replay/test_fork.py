@@ -131,5 +131,10 @@ async def test_bad_forks_are_refused_and_write_nothing(store: EventStore) -> Non
     )
     with pytest.raises(ReplayError, match="subagent"):
         await fork(store, "child", 1, "f")
+    # A fork left linked (its origin was gone when the upgrade ran) is not its history.
+    broken = SessionCreated(profile_id="p", forked_from="gone", forked_at_seq=5)
+    await store.append("linked", [broken], expected_seq=0)
+    with pytest.raises(ReplayError, match="link to 'gone' is broken"):
+        await fork(store, "linked", 1, "f")
     assert await store.last_seq("f") == 0
     assert await store.last_seq("taken") == 1
