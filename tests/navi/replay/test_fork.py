@@ -14,6 +14,7 @@ from navi.replay.fork import fork
 from navi.run.state import RunState, state_at
 from projections.context import CONTEXT
 from projections.fold import fold, fold_until
+from projections.invariants import log_problems
 from projections.messages import MESSAGES
 from projections.sessions import SESSIONS
 from tests.navi.replay.support import make_session, tool_result, tool_turn, turn
@@ -74,6 +75,7 @@ async def test_a_fork_inside_a_tool_step_stops_the_run_it_inherits(
     forked = await store.read("f")
     assert [r.type for r in forked[head - 1 :]] == ["stop.requested", "tool.failed", "run.stopped"]
     assert state_at(forked) == RunState.STOPPED
+    assert log_problems(forked) == []  # the copy holds the run it closes: checked whole
     context = fold(CONTEXT, forked)
     assert_well_formed(context)
     assert context.as_list()[-1].content.startswith("Stopped")
