@@ -8,7 +8,8 @@ from collections.abc import Collection
 
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.codec import encode
-from events.envelope import Recorded
+from events.envelope import NewEvent, Recorded
+from events.errors import ConcurrencyError
 from events.store import EventStore
 
 
@@ -25,7 +26,7 @@ class InMemoryEventStore(EventStore):
     async def _commit(self, batch: list[AppendRequest]) -> list[Planned]:
         heads = {r.stream_id: len(self._streams.get(r.stream_id, ())) for r in batch}
         keys = dict(self._keys)
-        planned, new_keys = self.plan(batch, heads, len(self._all), keys)
+        planned, new_keys = self.plan(batch, heads, self._position(), keys)
         # Encode as a SQL store would, so a payload that cannot be stored fails here too,
         # before anything is kept.
         for item in planned:
@@ -37,6 +38,30 @@ class InMemoryEventStore(EventStore):
         for stream_id, key, first, last in new_keys:
             self._keys[(stream_id, key)] = (first, last)
         return planned
+
+    def _position(self) -> int:
+        # Not len(self._all): a rewritten stream leaves gaps (rewrite_stream).
+        return self._all[-1].position if self._all else 0
+
+    async def _rewrite(
+        self,
+        stream_id: str,
+        events: list[NewEvent],
+        expected_seq: int,
+        keys_after: int,
+        keys_moved_by: int,
+    ) -> None:
+        head = len(self._streams.get(stream_id, ()))
+        if head != expected_seq:
+            raise ConcurrencyError(stream_id, expected_seq, head)
+        records = self.plan_stream(stream_id, events, self._position(), None)
+        for record in records:
+            encode(record.event)
+        self._all = [r for r in self._all if r.stream_id != stream_id] + records
+        self._streams[stream_id] = records
+        for (sid, key), (first, last) in list(self._keys.items()):
+            if sid == stream_id and first > keys_after:
+                self._keys[(sid, key)] = (first + keys_moved_by, last + keys_moved_by)
 
     async def _read(
         self, stream_id: str, *, after_seq: int, to_seq: int | None, limit: int | None

@@ -59,6 +59,7 @@ from events.pg_writes import (
     as_wait_timeout,
     begin_locked,
     roll_back,
+    stream_lock_key,
     wait_settings,
 )
 from events.sql import INSERT_COLUMNS, SqlEventStore
@@ -123,6 +124,23 @@ class PostgresEventStore(SqlEventStore):
     async def _lock_for_write(self, conn: AsyncConnection) -> None:
         # Only the creation of the tables, at open: two nodes starting at once.
         await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK_KEY})
+
+    def _rewrite_engine(self) -> AsyncEngine:
+        # The write engine's one connection belongs to the committer.
+        return self.engine
+
+    async def _locked_for_rewrite(self, conn: AsyncConnection, stream_id: str) -> int:
+        # The stream's lock, as an append takes it; positions from this transaction's id
+        # (events.pg_writes); and the NOTIFY that makes other nodes read it again.
+        await conn.execute(
+            text("SELECT pg_advisory_xact_lock(:k)"), {"k": stream_lock_key(stream_id)}
+        )
+        xid = await conn.scalar(text("SELECT pg_current_xact_id()::text::bigint"))
+        await conn.execute(
+            text("SELECT pg_notify(:channel, :payload)"),
+            {"channel": CHANNEL, "payload": f"{self.node_id}:{stream_id}"},
+        )
+        return int(xid) << POSITION_SHIFT
 
     async def _open(self) -> None:
         await super()._open()

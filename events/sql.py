@@ -11,15 +11,21 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import structlog
-from sqlalchemy import Row, and_, func, select
+from sqlalchemy import Row, and_, delete, func, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from events.batch import ROW_COLUMNS, AppendRequest, Clock, IdFactory, NewKey, Planned, new_uuid
 from events.batch import Row as LogRow
 from events.codec import decode
-from events.envelope import Recorded
-from events.errors import EventDecodeError
-from events.schema import SCHEMA_VERSION, events_table, metadata, schema_version_table
+from events.envelope import NewEvent, Recorded
+from events.errors import ConcurrencyError, EventDecodeError
+from events.schema import (
+    SCHEMA_VERSION,
+    events_table,
+    idempotency_table,
+    metadata,
+    schema_version_table,
+)
 from events.store import EventStore
 from events.types import Unreadable
 
@@ -139,6 +145,47 @@ class SqlEventStore(EventStore):
         rows: list[LogRow] = []
         planned, new_keys = self.plan(batch, heads, position, used_keys, rows=rows)
         return planned, rows, new_keys
+
+    async def _locked_for_rewrite(self, conn: AsyncConnection, stream_id: str) -> int:
+        """In a rewrite's transaction: hold off the stream's other writers; returns the
+        position the rewritten events go after."""
+        raise NotImplementedError
+
+    def _rewrite_engine(self) -> AsyncEngine:
+        assert self._write_engine is not None, "store not open"
+        return self._write_engine
+
+    async def _rewrite(
+        self,
+        stream_id: str,
+        events: list[NewEvent],
+        expected_seq: int,
+        keys_after: int,
+        keys_moved_by: int,
+    ) -> None:
+        async with self._rewrite_engine().begin() as conn:
+            position = await self._locked_for_rewrite(conn, stream_id)
+            head = await conn.scalar(
+                select(func.coalesce(func.max(_E.c.seq), 0)).where(_E.c.stream_id == stream_id)
+            )
+            if head != expected_seq:
+                raise ConcurrencyError(stream_id, expected_seq, int(head or 0))
+            rows: list[LogRow] = []
+            self.plan_stream(stream_id, events, position, rows)
+            await conn.execute(delete(_E).where(_E.c.stream_id == stream_id))
+            await conn.execute(
+                insert(_E), [dict(zip(INSERT_COLUMNS, row, strict=True)) for row in rows]
+            )
+            if keys_moved_by:
+                keys = idempotency_table.c
+                await conn.execute(
+                    update(idempotency_table)
+                    .where(keys.stream_id == stream_id, keys.first_seq > keys_after)
+                    .values(
+                        first_seq=keys.first_seq + keys_moved_by,
+                        last_seq=keys.last_seq + keys_moved_by,
+                    )
+                )
 
     # ---------------------------------------------------------------- read
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import anyio
 import structlog
-from sqlalchemy import event
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy import event, text
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from events.batch import AppendRequest, Clock, IdFactory, Planned, new_uuid
 from events.envelope import Recorded
@@ -197,6 +197,10 @@ class SqliteEventStore(SqlEventStore):
             _pragmas(dbapi_connection, sync)
 
         return writer, reader
+
+    async def _locked_for_rewrite(self, conn: AsyncConnection, stream_id: str) -> int:
+        # The write engine begins with BEGIN IMMEDIATE: the database's write lock is held.
+        return int(await conn.scalar(text(_POSITION)) or 0)
 
     async def _open(self) -> None:
         await super()._open()  # the schema, through SQLAlchemy

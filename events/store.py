@@ -214,6 +214,47 @@ class EventStore:
             batch, heads, position, used_keys, now=self._clock(), new_id=self._new_id, rows=rows
         )
 
+    # ------------------------------------------------------------------ rewrite
+
+    async def rewrite_stream(
+        self,
+        stream_id: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int,
+        keys_after: int = 0,
+        keys_moved_by: int = 0,
+    ) -> None:
+        """Replace the whole of ``stream_id``, whose head must still be ``expected_seq``,
+        by ``events``, in one transaction. For schema upgrades at start-up only
+        (navi/replay/fork_upgrade.py), while nothing follows the stream: its events get
+        new positions at the end of the log, so that within a stream positions still
+        follow seqs (``read_all`` readers rely on it); an idempotency key whose range
+        starts after seq ``keys_after`` moves by ``keys_moved_by``, with its events."""
+        if not events:
+            raise ValueError("a stream cannot be rewritten empty")
+        await self._rewrite(stream_id, list(events), expected_seq, keys_after, keys_moved_by)
+        self.notifier.invalidate(stream_id)
+
+    async def _rewrite(
+        self,
+        stream_id: str,
+        events: list[NewEvent],
+        expected_seq: int,
+        keys_after: int,
+        keys_moved_by: int,
+    ) -> None:
+        raise NotImplementedError
+
+    def plan_stream(
+        self, stream_id: str, events: list[NewEvent], position: int, rows: list[Row] | None
+    ) -> list[Recorded]:
+        """The records (and rows) of ``events`` as a whole stream from seq 1, at
+        positions after ``position`` (``rewrite_stream``)."""
+        request = AppendRequest(stream_id, list(events), 0, None)
+        [planned], _ = self.plan([request], {stream_id: 0}, position, {}, rows=rows)
+        return planned.records
+
     # ------------------------------------------------------------------ read
 
     async def read(

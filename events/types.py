@@ -50,6 +50,10 @@ class SessionCreated(Event, frozen=True, kw_only=True, tag="session.created"):
     parent_call_id: str | None = None
     forked_from: str | None = None
     forked_at_seq: int | None = None
+    # A fork's stream holds a copy of its origin's events 2..forked_at_seq (navi/replay/
+    # fork.py). False: a fork written before forks were copies (linked), which the
+    # start-up upgrade copies (navi/replay/fork_upgrade.py).
+    history_copied: bool = False
     # Where the chat was started: "" the web client or REST, "cli" a one-shot `navi chat
     # "…"`, "api" an OpenAI-compatible client (/v1). The sidebar groups the last two.
     origin: str = ""

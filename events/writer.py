@@ -27,7 +27,6 @@ from typing import Self
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
-from msgspec.structs import replace
 
 from events.envelope import NewEvent, Recorded, Staged
 from events.errors import EventStoreError
@@ -54,10 +53,7 @@ class _Awaited:
 
 
 class StreamWriter:
-    """The single writer of ``stream_id``, whose last event is at ``last_seq``.
-
-    ``offset`` is added to every seq the writer gives out (a fork's stream stores its
-    own events from seq 1, while its session speaks in seqs of the fork's history)."""
+    """The single writer of ``stream_id``, whose last event is at ``last_seq``."""
 
     def __init__(
         self,
@@ -65,16 +61,14 @@ class StreamWriter:
         stream_id: str,
         *,
         last_seq: int,
-        offset: int = 0,
         max_batch: int = WRITER_MAX_BATCH,
         max_delay: float = WRITER_MAX_DELAY,
         queue: int = WRITER_QUEUE,
     ) -> None:
         self.store = store
         self.stream_id = stream_id
-        self.offset = offset
-        self._queued = last_seq - offset  # the stored seq of the last event queued
-        self._head = last_seq - offset  # the stored seq of the last event committed
+        self._queued = last_seq  # the seq of the last event queued
+        self._head = last_seq  # the seq of the last event committed
         self._max_batch = max_batch
         self._max_delay = max_delay
         self._send, self._receive = anyio.create_memory_object_stream[Staged | _Awaited](queue)
@@ -84,7 +78,7 @@ class StreamWriter:
     @property
     def last_seq(self) -> int:
         """The seq of the last event queued (committed soon, or already)."""
-        return self._queued + self.offset
+        return self._queued
 
     # ------------------------------------------------------------------ the callers' side
 
@@ -214,8 +208,6 @@ class StreamWriter:
                 self._failed = exc
             else:
                 self._head += len(events)
-                if self.offset:
-                    records = [replace(r, seq=r.seq + self.offset) for r in records]
         for item, start in awaited:
             item.records = records[start : start + len(item.events)]
             item.error = self._failed

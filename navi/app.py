@@ -41,6 +41,7 @@ from navi.mcp import McpManager
 from navi.mcp.oauth import oauth_places
 from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
+from navi.replay.fork_upgrade import copy_linked_forks
 from navi.run.limiter import RunLimiter
 from navi.run.workers import Worker
 from navi.session import messages as m
@@ -110,6 +111,7 @@ class Navi:
             anyio.create_task_group() as tg,
         ):
             navi: Navi
+            await copy_linked_forks(store)  # once: forks made before forks were copies
             user_settings = SettingsService(store)
             llm = await opening_backend(settings, user_settings, backend)
             memory = MemoryService(store)

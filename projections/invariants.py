@@ -4,8 +4,9 @@ The run state machine (navi/run/state.py) says which event may follow which *sta
 these are the rules across events that it cannot see one event at a time:
 
 - seqs are dense: each record's seq is the one before plus one;
-- (a fork's log goes on from its origin's history, maybe inside a run: that history is
-  not in this log, so the calls and the end of a run open there are taken as they come);
+- (a fork made before forks were copies and left linked goes on from its origin's
+  history, maybe inside a run: that history is not in its log, so the calls and the end
+  of a run open there are taken as they come; a fork's copy holds it, and is checked);
 - a tool call starts and settles only after its ``tool.requested`` in the same run, and
   settles (``tool.completed`` / ``tool.failed``) at most once;
 - a call's progress (``tool.progress``) comes after its ``tool.started`` and before its
@@ -64,7 +65,7 @@ def log_problems(records: Iterable[Recorded]) -> list[str]:
             problems.append(f"{where}: follows seq {previous}")
         previous = record.seq
         event = record.event
-        if isinstance(event, SessionCreated) and event.forked_from:
+        if isinstance(event, SessionCreated) and event.forked_from and not event.history_copied:
             run = _Run(None, seen=False)  # the origin's run may be open at the fork
             continue
         if isinstance(event, RunStarted):

@@ -126,6 +126,8 @@ class SessionEntry(msgspec.Struct, frozen=True, kw_only=True):
     answer_last: bool = False  # the last message shown is the model's answer
     # The calls waiting for a person (subagents' included).
     awaiting: waiting.Waiting = waiting.NONE
+    # A fork's seqs 2..copied_to are its origin's events (navi/replay/fork.py).
+    copied_to: int = 0
 
 
 class SessionsState(msgspec.Struct, frozen=True, kw_only=True):
@@ -318,6 +320,18 @@ _HANDLERS: dict[type, _Handler] = {
 }
 
 
+# What the origin's pins, renames and deletion said of the origin, not of a fork that
+# holds a copy of them.
+_ABOUT_THE_SESSION = frozenset({SessionPinned, SessionRenamed, SessionDeleted})
+
+
+def copied_to(created: SessionCreated) -> int:
+    """The last seq of a fork's copy of its origin's events (0: not a copying fork)."""
+    if created.forked_from is None or not created.history_copied:
+        return 0
+    return created.forked_at_seq or 0
+
+
 def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
     event: SessionCreated = record.event  # type: ignore[assignment]
     stream_id = record.stream_id
@@ -347,7 +361,10 @@ def _on_created(state: SessionsState, record: Recorded) -> SessionsState:
         origin=event.origin,
     )
     entry = SessionEntry(
-        summary=summary, last_active_ts=record.timestamp, title_fixed=bool(event.title)
+        summary=summary,
+        last_active_ts=record.timestamp,
+        title_fixed=bool(event.title),
+        copied_to=copied_to(event),
     )
     return _with_entry(state, stream_id, entry)
 
@@ -423,6 +440,8 @@ def _evolve(state: SessionsState, record: Recorded) -> SessionsState:
             updated = replace(entry, had_partial=False)
         else:
             return state
+    elif record.seq <= entry.copied_to and type(event) in _ABOUT_THE_SESSION:
+        return state  # a fork's copy of its origin's events: said of the origin
     else:
         updated = _HANDLERS.get(type(event), _unchanged)(entry, record)
         updated = _approval_event(updated, record)

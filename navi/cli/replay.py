@@ -130,15 +130,15 @@ async def run_range(store: EventStore, session_id: str, run: int | None) -> tupl
         raise ValueError(f"session {session_id!r} has runs 1..{len(runs)}, not {run}")
     first, last = runs[number - 1]
     if last is None:
-        from navi.replay.history import load_history
+        from navi.replay.history import session_head
 
-        last = (await load_history(store, session_id)).head
+        last = await session_head(store, session_id)
     return first, last, len(runs)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from navi.cli.printing import DIM, RESET, RunPrinter
-    from navi.replay.history import load_history
+    from navi.replay.history import pages
     from navi.replay.pacing import paced_gap, parse_speed
 
     async def work(store: EventStore) -> int:
@@ -151,9 +151,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
             f"{dim}replaying run {number} of {runs} (events {first}..{last}), "
             f"speed {args.speed}{reset}\n"
         )
-        history = await load_history(store, args.session)
         previous = None
-        async for page in history.pages(after_seq=first - 1, to_seq=last):
+        async for page in pages(store, args.session, after_seq=first - 1, to_seq=last):
             for record in page:
                 if speed is not None:
                     await anyio.sleep(paced_gap(previous, record) / speed)
@@ -239,12 +238,12 @@ def format_request(request: Any) -> str:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from navi.replay.approvals import approval_lines, approvals
-    from navi.replay.history import load_history
+    from navi.replay.history import session_head
     from navi.replay.inspect import llm_request, state_at
 
     async def work(store: EventStore) -> int:
         if args.approvals:
-            await load_history(store, args.session)  # an unknown session says so
+            await session_head(store, args.session)  # an unknown session says so
             found = await approvals(store, args.session, to_seq=args.at)
             if args.json:
                 sys.stdout.write(msgspec.json.encode(found).decode() + "\n")
@@ -261,7 +260,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             else:
                 sys.stdout.write(format_request(request))
             return 0
-        at = args.at if args.at is not None else (await load_history(store, args.session)).head
+        at = args.at if args.at is not None else await session_head(store, args.session)
         state = await state_at(store, args.session, at)
         if args.json:
             sys.stdout.write(msgspec.json.encode(state).decode() + "\n")

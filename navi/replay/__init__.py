@@ -3,7 +3,7 @@
 Pure library functions over an ``EventStore``; the REST server and the ``navi`` CLI wire
 them in. See docs/replay.md.
 
-- ``history``: a session's history, with fork links resolved (``read_history``).
+- ``history``: helpers for reading a session's stream (its history) by page.
 - ``fork``: a new session whose history is another's up to a seq.
 - ``projection_set`` / ``snapshot_codec`` / ``snapshots``: the projections that are
   snapshotted every N events, how their states are stored, and folding from the

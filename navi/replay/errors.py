@@ -30,14 +30,6 @@ class SeqOutOfRangeError(ReplayError):
         )
 
 
-class BrokenForkError(ReplayError):
-    """A fork link that cannot be followed (missing origin, bad seq, or a cycle)."""
-
-    def __init__(self, session_id: str, reason: str) -> None:
-        self.session_id = session_id
-        super().__init__(f"session {session_id!r}: broken fork link: {reason}")
-
-
 class ExportFormatError(ReplayError):
     """An export file that cannot be imported; ``line`` is 1-based (0: the whole file)."""
 

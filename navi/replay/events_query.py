@@ -1,7 +1,7 @@
 """The raw log of a session, filtered: ``navi events SESSION [--after SEQ] [--type T] [--json]``.
 
-Events are those of the session's history (a fork's includes its origin's events up
-to the fork point, numbered as its history numbers them: see history.py). A type
+Events are those of the session's stream (a fork's holds a copy of its origin's events
+up to the fork point: see fork.py). A type
 filter is an exact tag (``tool.completed``) or a family: ``tool`` or ``tool.*`` matches
 every ``tool.…`` tag. Unknown types are refused, so a typo does not silently match
 nothing. Events are read page by page: a long log is never all in memory.
@@ -17,7 +17,7 @@ import msgspec
 from events.envelope import Recorded
 from events.store import EventStore
 from events.types import EVENT_TYPES, tag_of
-from navi.replay.history import load_history
+from navi.replay.history import pages, session_head
 from navi.replay.jsonl import event_line
 
 PAGE = 1000
@@ -53,8 +53,8 @@ async def iter_events(
     if after < 0:
         raise ValueError(f"after must be 0 or more, not {after}")
     selected = type_matcher(types)
-    history = await load_history(store, session_id)
-    async for batch in history.pages(after_seq=after, size=page):
+    head = await session_head(store, session_id)
+    async for batch in pages(store, session_id, after_seq=after, to_seq=head, size=page):
         for record in batch:
             if selected is None or tag_of(record.event) in selected:
                 yield record

@@ -11,9 +11,9 @@ the order they were spawned:
      "forked_from": null, "forked_at_seq": null}
 
 The header's counts let an import tell a truncated file from a whole one. A forked
-session is exported as its history (history.py): its origin's events up to the fork
-point, then its own, as one stream under the session's id numbered 1..N; the header's
-``forked_from`` / ``forked_at_seq`` keep the lineage for the reader.
+session's stream holds a copy of its origin's events up to the fork point (fork.py), so
+its export is self-contained; the header's ``forked_from`` / ``forked_at_seq`` (as its
+``session.created`` says) keep the lineage for the reader.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import msgspec
 from events.envelope import Recorded
 from events.store import EventStore
 from events.types import SessionCreated, SubagentSpawned
-from navi.replay.history import first_event, load_history
+from navi.replay.errors import SessionNotFoundError
 from navi.replay.jsonl import event_line
 from projections.types import iso_time
 
@@ -61,10 +61,11 @@ def _children(records: list[Recorded]) -> list[str]:
 
 
 async def collect(store: EventStore, session_id: str) -> list[tuple[StreamInfo, list[Recorded]]]:
-    """The streams of an export, with their events: the session's history first, then
-    its subagents' streams (depth first, in spawn order)."""
-    history = await load_history(store, session_id)
-    records = await history.read()
+    """The streams of an export, with their events: the session's first, then its
+    subagents' streams (depth first, in spawn order)."""
+    records = await store.read(session_id)
+    if not records:
+        raise SessionNotFoundError(session_id)
     streams = [(StreamInfo(stream_id=session_id, events=len(records)), records)]
     done = {session_id}
     pending = _children(records)
@@ -89,17 +90,16 @@ async def export_lines(
 ) -> AsyncIterator[bytes]:
     """The export file, line by line (each with its newline)."""
     streams = await collect(store, session_id)
-    first = await first_event(store, session_id)
-    link = first.event if first is not None else None
-    forked = isinstance(link, SessionCreated) and link.forked_from is not None
+    first = streams[0][1][0].event
+    link = first if isinstance(first, SessionCreated) else SessionCreated(profile_id="")
     header = ExportHeader(
         navi_export=EXPORT_FORMAT,
         session_id=session_id,
         exported_at=iso_time(time.time() if now is None else now),
         events=sum(info.events for info, _ in streams),
         streams=[info for info, _ in streams],
-        forked_from=link.forked_from if forked else None,  # type: ignore[union-attr]
-        forked_at_seq=link.forked_at_seq if forked else None,  # type: ignore[union-attr]
+        forked_from=link.forked_from,
+        forked_at_seq=link.forked_at_seq if link.forked_from is not None else None,
     )
     yield _encoder.encode(header) + b"\n"
     for _, records in streams:

@@ -1,9 +1,16 @@
 """Forks: a new session whose history is another's up to an event, and which then goes
 its own way (``POST /sessions/{id}/fork`` with ``at=<seq>``).
 
-The new stream is linked, not copied (see history.py): it starts with
-``session.created(forked_from=<origin>, forked_at_seq=<seq>, profile_id=<the profile
-active at seq>)``. A fork taken in the middle of a run would inherit a run that nobody
+The new stream is a copy: it starts with ``session.created(forked_from=<origin>,
+forked_at_seq=<seq>, profile_id=<the profile active at seq>, history_copied=True)``,
+then holds the origin's events 2..seq (payload, type, time, run, causation and event id
+as the origin stores them; only the position is new), so its seqs are those of the
+origin up to the fork point: a session's history is its own stream, followed and read
+by seq like any other (no reader resolves links). The whole fork is one append: it
+exists whole or not at all (the origin's part is read at once, and PostgreSQL takes up
+to 16M events in one transaction). A fork of a fork that is still linked (its link was
+broken when the start-up upgrade ran: fork_upgrade.py) is refused: its stream is not its
+history. A fork taken in the middle of a run would inherit a run that nobody
 drives, so the fork closes it at once, as a stop would: ``stop.requested(reason="fork")``,
 a ``tool.failed(reason="stopped")`` for each call still waiting for its result, then
 ``run.stopped(reason="fork")`` (a post-run compression in progress gets
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import msgspec
 
+from events.envelope import NewEvent, Recorded
 from events.errors import ConcurrencyError
 from events.store import EventStore
 from events.types import (
@@ -31,7 +39,7 @@ from events.types import (
     ToolFailed,
 )
 from navi.replay.errors import ReplayError, SeqOutOfRangeError, SessionExistsError
-from navi.replay.history import load_history
+from navi.replay.history import session_head
 from navi.replay.projection_set import RunStateInfo
 from navi.replay.snapshots import states_at
 from navi.run.state import ACTIVE_STATES, RunState, transition
@@ -48,6 +56,17 @@ class ForkResult(msgspec.Struct, frozen=True, kw_only=True):
     profile_id: str
     head: int  # the last seq of the new session's history
     closed_run: bool  # the fork point was inside a run, which the fork stopped
+
+
+def copied(record: Recorded) -> NewEvent:
+    """``record`` as a fork's copy of it: the same event, id, time, run and cause."""
+    return NewEvent(
+        event=record.event,
+        run_id=record.run_id,
+        causation_id=record.causation_id,
+        event_id=record.event_id,
+        timestamp=record.timestamp,
+    )
 
 
 def closing_events(
@@ -88,23 +107,28 @@ async def fork(
 ) -> ForkResult:
     """Create ``new_session_id`` as a fork of ``session_id`` right after ``at_seq``
     (``model``: the chat's chosen model, kept in the fork)."""
-    history = await load_history(store, session_id)
-    if not 1 <= at_seq <= history.head:
-        raise SeqOutOfRangeError(session_id, at_seq, history.head)
+    head = await session_head(store, session_id)
+    if not 1 <= at_seq <= head:
+        raise SeqOutOfRangeError(session_id, at_seq, head)
     if await store.last_seq(new_session_id) != 0:
         raise SessionExistsError([new_session_id])
-    [first] = await history.read(to_seq=1)
-    root = first.event
+    history = await store.read(session_id, to_seq=at_seq)
+    root = history[0].event
     if isinstance(root, SessionCreated) and root.parent_stream_id is not None:
         raise ReplayError(
             f"session {session_id!r} is a subagent's stream; fork its parent session instead"
+        )
+    if isinstance(root, SessionCreated) and root.forked_from and not root.history_copied:
+        raise ReplayError(
+            f"session {session_id!r} is a fork whose link to {root.forked_from!r} is broken; "
+            "it cannot be forked"
         )
     folded = await states_at(
         store,
         session_id,
         at_seq,
         names=("run_state", "context", "active_profile"),
-        history=history,
+        head=head,
     )
     profile: ActiveProfile = folded.states["active_profile"]
     run: RunStateInfo = folded.states["run_state"]
@@ -117,11 +141,13 @@ async def fork(
         title=title,
         forked_from=session_id,
         forked_at_seq=at_seq,
+        history_copied=True,
     )
+    copies = [copied(record) for record in history[1:]]
     closing = closing_events(run_state, folded.states["context"])
     kept: list[Event] = [SessionModelChosen(model=model)] if model else []
     try:
-        await store.append(new_session_id, [created, *closing, *kept], expected_seq=0)
+        await store.append(new_session_id, [created, *copies, *closing, *kept], expected_seq=0)
     except ConcurrencyError as exc:
         raise SessionExistsError([new_session_id]) from exc
     return ForkResult(

@@ -18,7 +18,10 @@ its line number (``ExportFormatError``) and nothing is imported:
 Then, against the store and still before writing (import_links.py): the importing user
 (``owner``) becomes the owner of every stream; a fork link to a session that is not the
 importer's is dropped, a subagent's parent that is not in the file nor the importer's
-becomes the imported session; each change is a line of ``ImportResult.warnings``.
+becomes the imported session; each change is a line of ``ImportResult.warnings``. A
+kept link of a stream that holds only a fork's own events (exported before forks were
+copies: no ``history_copied``) brings a copy of the origin's events 2..k from the store,
+the file's own events following at k+1… (``_with_origin``), as a fork holds them.
 
 A session whose stream ids already exist in the store is refused
 (``SessionExistsError``); ``new_session_id`` imports it under that id instead, with new
@@ -79,12 +82,10 @@ from navi.replay.export import EXPORT_FORMAT, ExportHeader
 from navi.replay.fork import closing_events
 from navi.replay.import_links import checked_links
 from navi.replay.jsonl import EventLine, line_decoder
-from navi.replay.projection_set import RunStateInfo
 from navi.replay.snapshots import (
     SNAPSHOT_EVERY,
     catch_up_snapshots,
     delete_snapshots,
-    states_at,
 )
 from navi.run.state import (
     INITIAL,
@@ -280,30 +281,47 @@ def _imported(event: Event) -> Event:
     return event
 
 
-async def _closing(
-    store: EventStore, records: list[Recorded], created: SessionCreated, state: RunState
-) -> list[NewEvent]:
+async def _closing(records: list[Recorded], state: RunState) -> list[NewEvent]:
     """The events that close the run the stream leaves unfinished once imported (none if
-    it rests), in the name of that run, no earlier than the file's last event. ``state``
-    is the file's; a fork link that is kept (``created``) puts its origin's events
-    first, and with them maybe the origin's run: the history decides."""
-    # The folds run in a worker thread: a big file's would hold up the event loop.
-    if created.forked_from is None:
-        folded = await anyio.to_thread.run_sync(
-            functools.reduce, context.evolve, records, context.INITIAL
-        )
-    else:
-        origin = await states_at(
-            store, created.forked_from, created.forked_at_seq, names=("run_state", "context")
-        )
-        run: RunStateInfo = origin.states["run_state"]
-        state, folded = await anyio.to_thread.run_sync(
-            _after_origin, run.state, origin.states["context"], records
-        )
+    it rests), in the name of that run, no earlier than the file's last event."""
+    # The fold runs in a worker thread: a big file's would hold up the event loop.
+    folded = await anyio.to_thread.run_sync(
+        functools.reduce, context.evolve, records, context.INITIAL
+    )
     events = closing_events(state, folded, reason=IMPORT_REASON, said="the session was imported")
     run_id = next((r.run_id for r in reversed(records) if r.run_id is not None), None)
     at = max(time.time(), records[-1].timestamp)
     return [NewEvent(event=event, run_id=run_id, timestamp=at) for event in events]
+
+
+async def _with_origin(
+    store: EventStore, records: list[Recorded], created: SessionCreated
+) -> tuple[list[Recorded], RunState]:
+    """A stream of a file that holds only a fork's own events (exported before forks
+    were copies) with its origin's events 2..k copied in from the store, as a fork holds
+    them (fork.py), its own events after them; and its run state at the end."""
+    at = created.forked_at_seq or 1
+    assert created.forked_from is not None  # import_links.py checked the link
+    copies = await store.read(created.forked_from, after_seq=1, to_seq=at)
+    stream_id = records[0].stream_id
+    combined = [
+        records[0],
+        *(replace(r, stream_id=stream_id) for r in copies),
+        *(replace(r, seq=r.seq + at - 1) for r in records[1:]),
+    ]
+    return combined, await anyio.to_thread.run_sync(_run_state, combined)
+
+
+def _run_state(records: list[Recorded]) -> RunState:
+    state = INITIAL
+    for record in records:
+        try:
+            state = transition(state, record.event)
+        except IllegalTransition as exc:
+            raise ExportFormatError(
+                0, f"stream {record.stream_id!r} does not follow its fork origin: {exc}"
+            ) from exc
+    return state
 
 
 class ImportObserver(Protocol):
@@ -331,21 +349,6 @@ def _as_recorded(stream_id: str, events: list[NewEvent]) -> list[Recorded]:
         )
         for seq, new in enumerate(events, start=1)
     ]
-
-
-def _after_origin(
-    state: RunState, folded: context.ContextState, records: list[Recorded]
-) -> tuple[RunState, context.ContextState]:
-    """A forked stream's run state and context: its own events on its origin's."""
-    for record in records[1:]:
-        try:
-            state = transition(state, record.event)
-        except IllegalTransition as exc:
-            raise ExportFormatError(
-                0, f"stream {record.stream_id!r} does not follow its fork origin: {exc}"
-            ) from exc
-        folded = context.evolve(folded, record)
-    return state, folded
 
 
 def _new_events(
@@ -439,10 +442,12 @@ async def import_parsed(
     created = _first_events(parsed)
     user = owner if owner is not None else created[exported_id].user_id
     links = await checked_links(store, created, session_id, user)
-    closing = {
-        sid: await _closing(store, records, links.created[sid], parsed.states[sid])
-        for sid, records in parsed.streams.items()
-    }
+    firsts, streams, states = dict(links.created), dict(parsed.streams), dict(parsed.states)
+    for sid, first in links.created.items():
+        if first.forked_from is not None and not first.history_copied:
+            streams[sid], states[sid] = await _with_origin(store, streams[sid], first)
+            firsts[sid] = replace(first, history_copied=True)
+    closing = {sid: await _closing(records, states[sid]) for sid, records in streams.items()}
     closed = tuple(
         f"stream {target[sid]!r}: its unfinished run was stopped (an import never resumes one)"
         for sid in parsed.streams
@@ -455,7 +460,7 @@ async def import_parsed(
     for sid in order:
         parent_default = None if sid == exported_id else session_id
         events = await anyio.to_thread.run_sync(
-            _new_events, parsed.streams[sid], links.created[sid], ids, parent_default
+            _new_events, streams[sid], firsts[sid], ids, parent_default
         )
         staged[sid] = [*events, *closing[sid]]
     if observer is not None:
@@ -469,8 +474,8 @@ async def import_parsed(
         await catch_up_snapshots(store, target[sid], every=snapshot_every)
     return ImportResult(
         session_id=session_id,
-        streams={target[sid]: len(r) + len(closing[sid]) for sid, r in parsed.streams.items()},
-        events=sum(len(r) + len(closing[sid]) for sid, r in parsed.streams.items()),
+        streams={target[sid]: len(r) + len(closing[sid]) for sid, r in streams.items()},
+        events=sum(len(r) + len(closing[sid]) for sid, r in streams.items()),
         renamed={} if ids is None else dict(ids),
         forked_from=parsed.header.forked_from,
         owner=user,

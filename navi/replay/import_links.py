@@ -5,10 +5,12 @@ An export file is the importer's data, not a key to anybody else's:
 
 - the importing user owns every imported stream, whatever ``session.created.user_id``
   says in the file;
-- ``forked_from`` makes a session's history begin with another session's events, so it
-  is kept only when it names a session the importer owns (not deleted), and
-  ``forked_at_seq`` lies within that session's history; otherwise the link is dropped
-  (the session is then its own stream alone) and a warning says so;
+- ``forked_from`` names the session it was forked from (and, for a file that holds only
+  the fork's own events, an export of a fork made before forks were copies, the
+  session whose events the import copies in first: import_.py), so it is kept only
+  when it names a session the importer owns (not deleted), and ``forked_at_seq`` lies
+  within that session's events; otherwise the link is dropped (the session is then
+  the file's events alone) and a warning says so;
 - a subagent stream's ``parent_stream_id`` decides whose files folder its tools use: a
   parent that is not in the file and not a session of the importer is replaced by the
   imported session, with a warning.
@@ -22,8 +24,7 @@ from msgspec.structs import replace
 from events.store import EventStore
 from events.types import SessionCreated, SessionDeleted
 from navi.ids import is_uuid
-from navi.replay.errors import ReplayError
-from navi.replay.history import first_event, load_history
+from navi.replay.history import first_event
 
 
 class Links(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,10 +56,7 @@ async def _fork_problem(store: EventStore, created: SessionCreated, owner: str) 
     if not await owned_by(store, origin, owner):
         return f"its origin {origin!r} is not a session of yours"
     at = created.forked_at_seq
-    try:
-        head = (await load_history(store, origin)).head
-    except ReplayError as exc:
-        return f"its origin cannot be read ({exc})"
+    head = await store.last_seq(origin)
     if at is None or not 1 <= at <= head:
         return f"it forks at seq {at!r}, but its origin has events 1..{head}"
     return None

@@ -25,7 +25,7 @@ from events.envelope import Recorded
 from events.store import EventStore
 from events.types import LLMRequested, TodoItem, ToolProgress
 from navi.replay.errors import SeqOutOfRangeError
-from navi.replay.history import History, load_history
+from navi.replay.history import pages, session_head
 from navi.replay.projection_set import LLMRequestInfo, LLMRequestsState, RunInfo
 from navi.replay.snapshot_store import snapshots_for
 from navi.replay.snapshots import SNAPSHOT_EVERY, Folded, latest_snapshot, states_at
@@ -92,7 +92,7 @@ def _view(info: LLMRequestInfo, messages: list[Message] | None = None) -> LLMReq
 
 async def contexts_at(
     store: EventStore,
-    history: History,
+    session_id: str,
     seqs: list[int],
     *,
     every: int = SNAPSHOT_EVERY,
@@ -110,7 +110,7 @@ async def contexts_at(
         records = known.records
     else:
         found = await latest_snapshot(
-            snapshots_for(store), history.session_id, ("context",), at_most=wanted[0]
+            snapshots_for(store), session_id, ("context",), at_most=wanted[0]
         )
         start, state = (found.seq, found.states["context"]) if found else (0, CONTEXT.initial)
     result: dict[int, ContextState] = {}
@@ -121,12 +121,12 @@ async def contexts_at(
     if index == len(wanted):
         return result
     evolve = CONTEXT.evolve
-    pages = (
+    source = (
         _one_page(records)
         if records is not None
-        else history.pages(after_seq=start, to_seq=wanted[-1], size=every)
+        else pages(store, session_id, after_seq=start, to_seq=wanted[-1], size=every)
     )
-    async for page in pages:
+    async for page in source:
         for record in page:
             state = evolve(state, record)
             while index < len(wanted) and wanted[index] == record.seq:
@@ -146,12 +146,10 @@ async def state_at(
 ) -> SessionStateAt:
     """The session right after ``seq``: run state, projections, and its LLM requests (with
     their messages for the calls of the run in progress at ``seq``, or of the last run)."""
-    history = await load_history(store, session_id)
-    if not 0 <= seq <= history.head:
-        raise SeqOutOfRangeError(session_id, seq, history.head)
-    folded = await states_at(
-        store, session_id, seq, history=history, every=every, keep_records=True
-    )
+    head = await session_head(store, session_id)
+    if not 0 <= seq <= head:
+        raise SeqOutOfRangeError(session_id, seq, head)
+    folded = await states_at(store, session_id, seq, head=head, every=every, keep_records=True)
     states = folded.states
     messages: MessagesState = states["messages"]
     context: ContextState = states["context"]
@@ -160,19 +158,19 @@ async def state_at(
     last_run = requests.run
     current = [i for i in infos if last_run is not None and i.run == last_run]
     contexts = await contexts_at(
-        store, history, [i.seq - 1 for i in current], every=every, known=folded
+        store, session_id, [i.seq - 1 for i in current], every=every, known=folded
     )
     detailed = {i.seq: contexts[i.seq - 1].as_list() for i in current}
     event_type = None
     if folded.records:
         event_type = folded.records[-1].type
     elif seq > 0:
-        [record] = await history.read(after_seq=seq - 1, to_seq=seq)
+        [record] = await store.read(session_id, after_seq=seq - 1, to_seq=seq)
         event_type = record.type
     return SessionStateAt(
         session_id=session_id,
         seq=seq,
-        head=history.head,
+        head=head,
         event_type=event_type,
         run_state=states["run_state"].state,
         run_state_error=states["run_state"].error,
@@ -191,18 +189,18 @@ async def llm_request(
     store: EventStore, session_id: str, request_seq: int, *, every: int = SNAPSHOT_EVERY
 ) -> LLMRequestView:
     """The request of the LLM call recorded at ``request_seq`` (an ``llm.requested``)."""
-    history = await load_history(store, session_id)
-    if not 1 <= request_seq <= history.head:
-        raise SeqOutOfRangeError(session_id, request_seq, history.head)
-    records = await history.read(after_seq=request_seq - 1, to_seq=request_seq)
+    head = await session_head(store, session_id)
+    if not 1 <= request_seq <= head:
+        raise SeqOutOfRangeError(session_id, request_seq, head)
+    records = await store.read(session_id, after_seq=request_seq - 1, to_seq=request_seq)
     record: Recorded = records[0]
     if not isinstance(record.event, LLMRequested):
         raise ValueError(
             f"session {session_id!r}: seq {request_seq} is a {record.type}, not an llm.requested"
         )
     folded = await states_at(
-        store, session_id, request_seq, names=("llm_requests",), history=history, every=every
+        store, session_id, request_seq, names=("llm_requests",), head=head, every=every
     )
     info = folded.states["llm_requests"].requests[-1]
-    contexts = await contexts_at(store, history, [request_seq - 1], every=every)
+    contexts = await contexts_at(store, session_id, [request_seq - 1], every=every)
     return _view(info, contexts[request_seq - 1].as_list())

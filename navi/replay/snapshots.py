@@ -20,7 +20,7 @@ import structlog
 from events.envelope import Recorded
 from events.store import EventStore
 from navi.replay.errors import SeqOutOfRangeError
-from navi.replay.history import History, load_history
+from navi.replay.history import session_head
 from navi.replay.projection_set import ALL, PROJECTIONS, States, fold_states, initial_states
 from navi.replay.snapshot_codec import CODECS, BrokenSnapshotError
 from navi.replay.snapshot_store import SnapshotStorage, snapshots_for
@@ -49,10 +49,10 @@ class Snapshot:
 
 @dataclass
 class Folded:
-    """The states of ``names`` as of ``seq`` of ``history``; ``from_seq`` is where the
-    fold started (the snapshot used, or 0)."""
+    """The states of ``names`` as of ``seq`` of the session; ``from_seq`` is where the
+    fold started (the snapshot used, or 0); ``head`` the session's last seq then."""
 
-    history: History
+    head: int
     seq: int
     states: States
     from_seq: int
@@ -184,21 +184,22 @@ async def states_at(
     seq: int | None = None,
     *,
     names: tuple[str, ...] = ALL,
-    history: History | None = None,
+    head: int | None = None,
     save: bool = True,
     every: int = SNAPSHOT_EVERY,
     keep_records: bool = False,
 ) -> Folded:
-    """The states of ``names`` right after history seq ``seq`` (the head by default).
+    """The states of ``names`` right after seq ``seq`` (the head by default; ``head``:
+    the session's last seq, if the caller knows it already).
 
     Starts from the newest valid snapshot at or before ``seq``; when folding all the
     projections, stores a snapshot at each multiple of ``every`` it passes (``save``).
     """
-    if history is None:
-        history = await load_history(store, session_id)
-    target = history.head if seq is None else seq
-    if not 0 <= target <= history.head:
-        raise SeqOutOfRangeError(session_id, target, history.head)
+    if head is None:
+        head = await session_head(store, session_id)
+    target = head if seq is None else seq
+    if not 0 <= target <= head:
+        raise SeqOutOfRangeError(session_id, target, head)
     storage = snapshots_for(store)
     found = await latest_snapshot(storage, session_id, names, at_most=target)
     start, states = (found.seq, found.states) if found else (0, initial_states(names))
@@ -208,7 +209,7 @@ async def states_at(
     current = start
     while current < target:
         end = min((current // every + 1) * every, target)
-        page = await history.read(after_seq=current, to_seq=end)
+        page = await store.read(session_id, after_seq=current, to_seq=end)
         if len(page) != end - current:
             raise RuntimeError(
                 f"session {session_id!r}: read {len(page)} events for seqs "
@@ -226,7 +227,7 @@ async def states_at(
             payloads = await anyio.to_thread.run_sync(writer.payloads, current, states)
             await writer.storage.save(session_id, current, payloads)
     return Folded(
-        history=history,
+        head=head,
         seq=target,
         states=states,
         from_seq=start,
@@ -249,13 +250,13 @@ async def load_projection(
 
     When more than ``every`` events follow the latest snapshot, the missing snapshots
     are stored on the way (so the next call is fast)."""
-    history = await load_history(store, session_id)
+    head = await session_head(store, session_id)
     storage = snapshots_for(store)
-    found = await latest_snapshot(storage, session_id, (name,), at_most=history.head)
-    if found is None or history.head - found.seq >= every:
-        folded = await states_at(store, session_id, history=history, every=every)
+    found = await latest_snapshot(storage, session_id, (name,), at_most=head)
+    if found is None or head - found.seq >= every:
+        folded = await states_at(store, session_id, head=head, every=every)
         return folded.states[name]
-    tail = await history.read(after_seq=found.seq)
+    tail = await store.read(session_id, after_seq=found.seq)
     return fold(PROJECTIONS[name], tail, found.states[name])
 
 

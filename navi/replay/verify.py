@@ -25,7 +25,7 @@ from events.errors import EventDecodeError
 from events.store import EventStore
 from events.types import SessionCreated
 from navi.replay.errors import ReplayError
-from navi.replay.history import first_event, load_history
+from navi.replay.history import first_event, session_head
 from navi.replay.projection_set import ALL, States, fold_states, initial_states
 from navi.replay.snapshot_codec import CODECS, BrokenSnapshotError
 from navi.replay.snapshot_store import SnapshotStorage, snapshots_for
@@ -129,12 +129,12 @@ async def verify_session(
     every: int = SNAPSHOT_EVERY,
 ) -> VerifyReport:
     """Fold ``session_id`` from scratch and compare (see the module doc)."""
-    history = await load_history(store, session_id)
+    head = await session_head(store, session_id)
     storage = snapshots_for(store)
     current = {name: CODECS[name].schema_version for name in ALL}
     checked: dict[int, list[str]] = {}
     stale = 0
-    for row in await storage.rows(session_id, at_most=history.head):
+    for row in await storage.rows(session_id, at_most=head):
         if current.get(row.projection) == row.schema_version:
             checked.setdefault(row.seq, []).append(row.projection)
         else:
@@ -145,10 +145,12 @@ async def verify_session(
     position = 0
     stops = sorted(checked)
     try:
-        for stop in [*stops, history.head]:
+        for stop in [*stops, head]:
             while position < stop:
                 end = min(position + every, stop)
-                states = fold_states(states, await history.read(after_seq=position, to_seq=end))
+                states = fold_states(
+                    states, await store.read(session_id, after_seq=position, to_seq=end)
+                )
                 position = end
             if stop in checked:
                 differences += await _check_snapshot(
@@ -157,7 +159,7 @@ async def verify_session(
     except EventDecodeError as exc:
         return VerifyReport(
             session_id=session_id,
-            head=history.head,
+            head=head,
             snapshots_checked=sum(len(v) for k, v in checked.items() if k < position),
             stale_snapshots=stale,
             differences=differences,
@@ -165,13 +167,13 @@ async def verify_session(
             error_seq=exc.seq,
         )
     for name, state in (live or {}).items():
-        diff = compare(name, states[name], state, history.head, "live")
+        diff = compare(name, states[name], state, head, "live")
         if diff is not None:
             differences.append(diff)
     run = states["run_state"]
     return VerifyReport(
         session_id=session_id,
-        head=history.head,
+        head=head,
         snapshots_checked=sum(len(v) for v in checked.values()),
         stale_snapshots=stale,
         differences=differences,

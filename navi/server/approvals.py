@@ -19,7 +19,6 @@ from starlette.routing import Route
 
 from events.envelope import Recorded
 from events.store import EventStore
-from navi.replay.history import load_history
 from navi.server.frames import running_subagents, waiting_frame
 from navi.server.http import body_as, json_response, user_of
 from navi.server.protocol import Frame
@@ -41,8 +40,7 @@ class DecisionBody(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
 async def awaiting(store: EventStore, session_id: str) -> list[Frame]:
     """The ``approval_required`` frames of every call that waits in ``session_id``'s run
     and in its running subagents (with their seqs)."""
-    history = await load_history(store, session_id)
-    records = await history.read()
+    records = await store.read(session_id)
     calls = waiting.fold(records, root=session_id)
     calls = await _children(store, records, calls, depth=1)
     return [waiting_frame(call, is_subagent=call.stream_id != session_id) for call in calls]

@@ -17,7 +17,6 @@ from events.types import FileRef
 from navi.grants import missing_grants
 from navi.llm.auto import model_choice_of
 from navi.llm.diagnose import is_demo_model
-from navi.replay.history import load_history
 from navi.server.blobs import release_deleted
 from navi.server.http import HTTPError, body_as, json_response, user_of
 from navi.server.search import search_sessions
@@ -346,9 +345,7 @@ async def session_events(request: Request) -> Response:
         after = int(request.query_params.get("after", "0"))
     except ValueError:
         raise HTTPError(400, "after must be a whole number") from None
-    # The history (a fork's starts with its origin's events), numbered as clients see it.
-    history = await load_history(server.navi.store, session_id)
-    records = await history.read(after_seq=max(0, after))
+    records = await server.navi.store.read(session_id, after_seq=max(0, after))
 
     async def lines() -> Any:
         for r in records:

@@ -20,7 +20,6 @@ from events.envelope import Recorded
 from events.errors import EventDecodeError
 from events.store import EventStore
 from navi.ids import is_uuid
-from navi.replay.history import read_history
 from navi.run.state import ACTIVE_STATES, RunState, state_at
 from navi.server.auth import User
 from navi.session.errors import SessionDamaged, SessionNotFound, TooManySessions
@@ -152,14 +151,17 @@ class SessionLog:
 
 
 async def load_log(store: EventStore, session_id: str) -> SessionLog:
-    """The session's history: a fork's starts with its origin's events up to the fork
-    point (navi/replay/history.py); seqs are history seqs, as clients see them."""
+    """The session's stream (a fork's holds a copy of its origin's events up to the
+    fork point: navi/replay/fork.py)."""
     if not is_uuid(session_id):
         raise SessionNotFound(session_id)
     try:
-        return SessionLog(await read_history(store, session_id), session_id)
+        records = await store.read(session_id)
     except EventDecodeError as exc:
         raise SessionDamaged(session_id, exc.reason) from None
+    if not records:
+        raise SessionNotFound(session_id)
+    return SessionLog(records, session_id)
 
 
 class ImportedSessions:

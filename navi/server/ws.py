@@ -19,7 +19,6 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, SubagentFinished, SubagentSpawned
 from navi.accounts import User
-from navi.replay.history import History, follow_history, load_history
 from navi.server import protocol as p
 from navi.server.frames import Frame, FrameTranslator, coalesce, running_subagents
 from navi.server.http import user_of
@@ -124,13 +123,12 @@ class Connection:
                     return
 
     async def serve(self) -> None:
-        # The session's history (a fork's includes its origin's part); seqs are history
-        # seqs, ``?after=`` included.
-        history = await load_history(self.server.navi.store, self.session_id)
-        records = await history.read()
+        # The session's stream (a fork's holds a copy of its origin's part): its seqs
+        # are the ones the client sees, ``?after=`` included.
+        records = await self.server.navi.store.read(self.session_id)
         after = _int_param(self.websocket, "after")
         if after is None:
-            after = history.head
+            after = records[-1].seq if records else 0
         translator = FrameTranslator(max_context_tokens=self.server.max_context_tokens)
         earlier = [r for r in records if r.seq <= after]
         # One event can give several frames, all with its seq (the thinking_end and the
@@ -151,7 +149,7 @@ class Connection:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._sender)
                 await self.push(waiting)
-                tg.start_soon(self._follow, translator, history, after, running, sub_after, tg)
+                tg.start_soon(self._follow, translator, after, running, sub_after, tg)
                 tg.start_soon(self._follow_queue)
                 await self._receive_loop()
                 tg.cancel_scope.cancel()
@@ -189,7 +187,6 @@ class Connection:
     async def _follow(
         self,
         translator: FrameTranslator,
-        history: History,
         after: int,
         running: list[str],
         sub_after: dict[str, int],
@@ -199,7 +196,7 @@ class Connection:
         for child in running:
             children[child] = anyio.Event()
             tg.start_soon(self._follow_child, child, sub_after.get(child, 0), children[child])
-        async for record in follow_history(self.server.navi.store, history, after):
+        async for record in self.server.navi.store.subscribe(self.session_id, after_seq=after):
             event = record.event
             if isinstance(event, SubagentSpawned):
                 done = children[event.child_stream_id] = anyio.Event()

@@ -131,9 +131,8 @@ class SessionActor(Actor[object]):
         self.stream.state = state
 
     async def on_start(self) -> None:
-        # The state folds the session's history (a fork's: its origin's events up to
-        # the fork point, then its own); after a failure, the last writer first commits
-        # what it took.
+        # The state folds the session's stream; after a failure, the last writer first
+        # commits what it took.
         try:
             writer = await self.stream.open()
         except (EventDecodeError, ValueError, OverflowError) as exc:

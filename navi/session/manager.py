@@ -3,7 +3,6 @@ from the log; and the resume of unfinished runs at start-up."""
 
 from __future__ import annotations
 
-import dataclasses
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
@@ -13,7 +12,6 @@ import structlog
 from actors import ActorRef, ActorSystem, Backoff, Supervision
 from actors.errors import ActorNameTaken, ActorStopped
 from events.types import TERMINAL_RUN_EVENTS, SessionCreated, Unreadable
-from navi.replay.history import load_history
 from navi.session import messages as m
 from navi.session.actor import SessionActor, SessionDeps
 from navi.session.errors import SessionError, SessionNotFound
@@ -54,7 +52,6 @@ class SessionManager:
         # Set by navi/cluster on a shared PostgreSQL; None: every session is here.
         self.placement: Placement | None = None
         self._spawning = anyio.Lock()
-        self._offsets: dict[str, int] = {}
 
     async def ref(self, session_id: str) -> ActorRef[object]:
         existing = self.system.lookup(session_id)
@@ -108,24 +105,7 @@ class SessionManager:
             # It stopped between lookup and ask (a restart gave up): one fresh try.
             ref = await self._spawn(session_id)
             reply = _answer(await ref.ask(message, timeout=wait_s))
-        if isinstance(reply, m.RunStartedReply):
-            reply = await self._for_subscribers(session_id, reply)
         return reply
-
-    async def _for_subscribers(self, session_id: str, reply: m.RunStartedReply) -> Any:
-        """The reply with ``after_seq`` as ``store.subscribe`` counts it. A fork's actor
-        speaks history seqs (navi/session/recovery.py); its own stream is numbered from
-        the fork point on: ``stored seq = history seq - offset``."""
-        offset = self._offsets.get(session_id)
-        if offset is None:
-            first = await self.deps.store.read(session_id, to_seq=1)
-            link = first[0].event if first else None
-            forked = isinstance(link, SessionCreated) and link.forked_from is not None
-            offset = (await load_history(self.deps.store, session_id)).offset if forked else 0
-            self._offsets[session_id] = offset  # a fork link never changes
-        if offset == 0:
-            return reply
-        return dataclasses.replace(reply, after_seq=max(0, reply.after_seq - offset))
 
     async def start(self, session_id: str) -> bool:
         """Start the session's actor on this node, if it runs here (``placement``: this

@@ -25,6 +25,7 @@ from navi.run import progress as run_progress
 from navi.run.state import ACTIVE_STATES, RunState, transition
 from projections import consent as consent_projection
 from projections import context as context_projection
+from projections.sessions import copied_to
 from projections.tool_state import (
     ActiveProfile,
     evolve_active_profile,
@@ -61,6 +62,7 @@ class SessionState:
         # Where the chat's web requests may go without asking (projections/consent.py).
         self.consent = consent_projection.INITIAL
         self.created: SessionCreated | None = None
+        self.copied_to = 0  # a fork's seqs 2..copied_to are its origin's events
         self.deleted = False
         self.pinned = False
         self.chosen_model = ""  # the chat's model picker; "": the profile's
@@ -97,6 +99,9 @@ class SessionState:
         event = record.event
         if isinstance(event, SessionCreated):
             self.created = event
+            self.copied_to = copied_to(event)
+        elif isinstance(event, SessionDeleted | SessionPinned) and record.seq <= self.copied_to:
+            pass  # the origin's, not this fork's (projections/sessions.py)
         elif isinstance(event, SessionDeleted):
             self.deleted = True
         elif isinstance(event, SessionPinned):

@@ -37,7 +37,7 @@ class SessionStream:
         self._writer: StreamWriter | None = None
 
     async def open(self) -> StreamWriter:
-        """Fold the session's history into a fresh state; returns the writer, for the
+        """Fold the session's stream into a fresh state; returns the writer, for the
         caller to run in its task group."""
         await self.close()
         self.state = SessionState()

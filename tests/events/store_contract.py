@@ -213,6 +213,41 @@ class StoreContract:
             await store.append("t", [chunk(4)], expected_seq=0, idempotency_key="k1")
             assert await store.last_seq("t") == 1
 
+    # ------------------------------------------------------------------ rewrite (upgrades)
+
+    async def test_a_rewritten_stream_moves_to_the_end_of_the_log(self) -> None:
+        async with self.open_store() as store:
+            await store.append("f", [chunk(1), chunk(3)], expected_seq=0)
+            await store.append("f", [chunk(4)], expected_seq=2, idempotency_key="k")
+            await store.append("other", [chunk(9)], expected_seq=0)
+            old = await store.read("f")
+            inserted = NewEvent(event=chunk(2), event_id="copied", timestamp=5.0)
+            kept = [
+                NewEvent(event=r.event, event_id=r.event_id, timestamp=r.timestamp) for r in old
+            ]
+            with pytest.raises(ConcurrencyError):  # another writer came first
+                await store.rewrite_stream("f", [kept[0], inserted, *kept[1:]], expected_seq=2)
+            await store.rewrite_stream(
+                "f", [kept[0], inserted, *kept[1:]], expected_seq=3, keys_after=1, keys_moved_by=1
+            )
+            new = await store.read("f")
+            assert texts(new) == ["chunk 1", "chunk 2", "chunk 3", "chunk 4"]
+            assert [r.seq for r in new] == [1, 2, 3, 4]
+            assert [r.event_id for r in new] == [
+                old[0].event_id,
+                "copied",
+                *(r.event_id for r in old[1:]),
+            ]
+            assert new[1].timestamp == 5.0
+            other = (await store.read("other"))[0].position
+            assert other < new[0].position < new[1].position < new[2].position < new[3].position
+            everything = await store.read_all()
+            assert [r.stream_id for r in everything] == ["other", "f", "f", "f", "f"]
+            # The idempotency key moved with its event: a retry answers with seq 4.
+            again = await store.append("f", [chunk(4)], expected_seq=2, idempotency_key="k")
+            assert [r.seq for r in again] == [4]
+            await store.append("f", [chunk(5)], expected_seq=4)
+
     # ------------------------------------------------------------------ subscribe
 
     async def test_subscribe_catches_up_then_follows_live(self) -> None:

@@ -184,13 +184,3 @@ class WriterContract:
             assert texts(await store.read("s")) == ["0", "1", "2"]
             with pytest.raises(WriterFailedError, match="ended"):
                 await writer.stage(LLMText(text="late"))
-
-    async def test_an_offset_shifts_every_seq_given_out(self) -> None:
-        async with self.open_store() as store:
-            await store.append("f", [LLMText(text="link")], expected_seq=0)
-            writer = StreamWriter(store, "f", last_seq=11, offset=10)
-            async with writer.running():
-                assert await writer.stage(LLMText(text="a")) == 12
-                records = await writer.append(LLMText(text="b"))
-                assert [r.seq for r in records] == [13]
-            assert [r.seq for r in await store.read("f")] == [1, 2, 3]

@@ -2,7 +2,7 @@
 its subagents' events interleaved as the live socket interleaves them, each placed on
 the replay clock (timeline.py).
 
-``ReplayFeed(store, history, start, to)`` primes a ``FrameTranslator`` with the events
+``ReplayFeed(store, session_id, start, to)`` primes a ``FrameTranslator`` with the events
 before ``start`` (so the frames after it are the ones a live client connected there
 would have got), then ``steps()`` yields one ``Step`` per event: the session's own
 events ``start..to`` in order and, between them, the events of the subagents running at
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from events.envelope import Recorded
 from events.store import EventStore
 from events.types import SubagentFinished, SubagentSpawned
-from navi.replay.history import History
+from navi.replay.history import pages
 from navi.replay.pacing import paced_gap
 from navi.server.frames import Frame, FrameTranslator
 
@@ -49,14 +49,14 @@ class ReplayFeed:
     def __init__(
         self,
         store: EventStore,
-        history: History,
+        session_id: str,
         *,
         start: int,
         to: int,
         max_context_tokens: int,
     ) -> None:
         self.store = store
-        self.history = history
+        self.session_id = session_id
         self.start = start
         self.to = to
         self.max_context_tokens = max_context_tokens
@@ -69,7 +69,7 @@ class ReplayFeed:
     async def prime(self) -> None:
         """Take in the events before ``start``: the translator, the subagents running."""
         running: dict[str, None] = {}
-        async for page in self.history.pages(to_seq=self.start - 1, size=PAGE):
+        async for page in pages(self.store, self.session_id, to_seq=self.start - 1, size=PAGE):
             self.translator.prime(page)
             for record in page:
                 if isinstance(record.event, SubagentSpawned):
@@ -107,7 +107,8 @@ class ReplayFeed:
 
     async def steps(self) -> AsyncIterator[Step]:
         position = self.start - 1
-        async for page in self.history.pages(after_seq=self.start - 1, to_seq=self.to, size=PAGE):
+        start, to = self.start - 1, self.to
+        async for page in pages(self.store, self.session_id, after_seq=start, to_seq=to, size=PAGE):
             for record in page:
                 event = record.event
                 async for step in self._drain(position, until=record.timestamp):

@@ -19,7 +19,6 @@ from events.types import ContextCompressed
 from navi.ids import new_id
 from navi.recompress import recompress_and_wait
 from navi.replay.errors import (
-    BrokenForkError,
     ExportFormatError,
     ReplayError,
     SeqOutOfRangeError,
@@ -28,7 +27,7 @@ from navi.replay.errors import (
 )
 from navi.replay.export import export_lines
 from navi.replay.fork import fork
-from navi.replay.history import load_history
+from navi.replay.history import session_head
 from navi.replay.import_ import ParsedExport, import_parsed, parse_export
 from navi.replay.inspect import llm_request, state_at
 from navi.replay.verify import verify_session
@@ -81,7 +80,7 @@ async def session_state(request: Request) -> Response:
     server, session_id = await _owned(request)
     at = _seq(request.query_params.get("at"), "at")
     if at is None:
-        at = (await load_history(server.navi.store, session_id)).head
+        at = await session_head(server.navi.store, session_id)
     return _raw_json(_encode(await state_at(server.navi.store, session_id, at)))
 
 
@@ -104,8 +103,8 @@ async def session_timeline(request: Request) -> Response:
 
 
 async def fork_session(request: Request) -> Response:
-    """Fork: ``{"at": <seq>, "title"?}`` → 201, a new session whose history is this one's
-    up to ``at`` (linked, not copied)."""
+    """Fork: ``{"at": <seq>, "title"?}`` → 201, a new session whose stream starts with a
+    copy of this one's up to ``at`` (navi/replay/fork.py)."""
     server, session_id = await _owned(request)
     body = await body_as(request, ForkBody)
     summary = await server.sessions.get(session_id, user_of(request))
@@ -127,7 +126,7 @@ async def export_session(request: Request) -> Response:
     """The whole log as JSON lines (a header, the history, then subagent streams)."""
     server, session_id = await _owned(request)
     lines = export_lines(server.navi.store, session_id)
-    first = await anext(lines)  # errors (a broken fork) before the response starts
+    first = await anext(lines)  # errors (an unknown session) before the response starts
     filename = f"navi-session-{session_id}.jsonl"
 
     async def body() -> AsyncIterator[bytes]:
@@ -245,7 +244,7 @@ ROUTES = [
 def _status(exc: ReplayError) -> int:
     if isinstance(exc, SessionNotFoundError):
         return 404
-    if isinstance(exc, SessionExistsError | BrokenForkError):
+    if isinstance(exc, SessionExistsError):
         return 409
     if isinstance(exc, ExportFormatError):
         return 422

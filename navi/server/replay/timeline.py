@@ -4,7 +4,7 @@ The timeline places events on the replay clock (``t``, navi/replay/pacing.py), t
 clock the replay socket paces its frames by, so the web client's cursor moves as the
 frames arrive.
 
-A timeline has one lane per stream: the session's history, then each subagent's stream
+A timeline has one lane per stream: the session's, then each subagent's stream
 (nested under the lane that spawned it, ``depth``). A lane lists its events as parallel
 arrays (``type`` indexes ``types``; ``t`` is the replay clock; the session's lane covers
 seqs 1..head in order, a subagent's lane gives ``at``, the session seq each of its
@@ -37,7 +37,7 @@ from events.types import (
     ToolFailed,
     ToolRequested,
 )
-from navi.replay.history import load_history
+from navi.replay.history import session_head
 from navi.replay.pacing import paced_gap
 
 MAX_SUBAGENT_LANES = 200
@@ -61,7 +61,7 @@ class Lane(msgspec.Struct, kw_only=True):
     label: str
     depth: int
     parent: str | None
-    first_seq: int  # the seq of the lane's first event (1, or the fork's history seq)
+    first_seq: int  # the seq of the lane's first event
     type: list[int]
     t: list[float]
     spans: list[Span]
@@ -180,8 +180,8 @@ def _spans_of(records: Sequence[Recorded], times: Sequence[float]) -> tuple[list
 
 
 async def build_timeline(store: EventStore, session_id: str) -> Timeline:
-    history = await load_history(store, session_id)
-    records = await history.read()
+    head = await session_head(store, session_id)
+    records = await store.read(session_id, to_seq=head)
     clock = _Clock(records)
     types: dict[str, int] = {}
 
@@ -216,7 +216,7 @@ async def build_timeline(store: EventStore, session_id: str) -> Timeline:
         pending = [(g, child, depth + 1) for g in grandchildren] + pending
     return Timeline(
         session_id=session_id,
-        head=history.head,
+        head=head,
         duration=clock.paced[-1] if clock.paced else 0.0,
         types=list(types),
         lanes=lanes,

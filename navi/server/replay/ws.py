@@ -24,7 +24,7 @@ import anyio.lowlevel
 import structlog
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from navi.replay.history import History, load_history
+from navi.replay.history import session_head
 from navi.replay.pacing import BadReplayRequest, parse_speed
 from navi.server import protocol as p
 from navi.server.incoming import incoming
@@ -54,22 +54,21 @@ async def replay_socket(websocket: WebSocket) -> None:
     if session_id is None:
         return
     server = state_of(websocket)
-    history = await load_history(server.navi.store, session_id)
+    head = await session_head(server.navi.store, session_id)
     try:
         start = _seq_param(websocket, "from") or 1
         to = _seq_param(websocket, "to")
-        to = history.head if to is None else to
+        to = head if to is None else to
         speed = parse_speed(websocket.query_params.get("speed", "1"))
-        if not 1 <= start <= max(1, history.head) or not start <= to <= history.head:
+        if not 1 <= start <= max(1, head) or not start <= to <= head:
             raise BadReplayRequest(
-                f"from and to must satisfy 1 <= from <= to <= {history.head} "
-                f"(got from={start}, to={to})"
+                f"from and to must satisfy 1 <= from <= to <= {head} (got from={start}, to={to})"
             )
     except BadReplayRequest as exc:
         await websocket.send_text(p.encode(p.ErrorFrame(message=str(exc))))
         await websocket.close(code=CLOSE_BAD_REQUEST, reason="bad replay request")
         return
-    player = ReplayPlayer(server, websocket, history, start=start, to=to, speed=speed)
+    player = ReplayPlayer(server, websocket, session_id, head, start=start, to=to, speed=speed)
     await player.serve()
 
 
@@ -78,7 +77,8 @@ class ReplayPlayer:
         self,
         server: ServerState,
         websocket: WebSocket,
-        history: History,
+        session_id: str,
+        head: int,
         *,
         start: int,
         to: int,
@@ -86,7 +86,8 @@ class ReplayPlayer:
     ) -> None:
         self.server = server
         self.websocket = websocket
-        self.history = history
+        self.session_id = session_id
+        self.head = head
         self.start = start
         self.to = to
         self.speed = speed
@@ -97,7 +98,7 @@ class ReplayPlayer:
         self._wake = anyio.Event()
         self._sending = anyio.Lock()
         self._scope = anyio.CancelScope()
-        self.log = log.bind(session_id=history.session_id)
+        self.log = log.bind(session_id=session_id)
 
     async def serve(self) -> None:
         with self._scope:
@@ -118,7 +119,7 @@ class ReplayPlayer:
             generation = self.generation
             feed = ReplayFeed(
                 self.server.navi.store,
-                self.history,
+                self.session_id,
                 start=self.next_seq,
                 to=self.to,
                 max_context_tokens=self.server.max_context_tokens,
@@ -136,7 +137,7 @@ class ReplayPlayer:
                 self.next_seq = step.seq + 1
             if finished and generation == self.generation:
                 self.ended = True
-                end = p.ReplayEnd(seq=self.to, from_=self.start, to=self.to, head=self.history.head)
+                end = p.ReplayEnd(seq=self.to, from_=self.start, to=self.to, head=self.head)
                 await self._send([end])
             while generation == self.generation:  # until a seek plays again
                 wake = self._wake
@@ -192,7 +193,7 @@ class ReplayPlayer:
                     next_seq=self.next_seq,
                     from_=self.start,
                     to=self.to,
-                    head=self.history.head,
+                    head=self.head,
                     speed="max" if self.speed is None else self.speed,
                 )
             ]

@@ -88,6 +88,6 @@ async def test_text_lines_are_short_and_readable(store: EventStore) -> None:
 async def test_a_forks_log_is_its_history(store: EventStore) -> None:
     await make_session(store, "o", turn("one"))
     await fork(store, "o", 2, "f")
-    await store.append("f", [UserMessage(text="other")], expected_seq=1)
+    await store.append("f", [UserMessage(text="other")], expected_seq=2)
     seqs = [(r.seq, r.type) async for r in iter_events(store, "f", after=1)]
     assert seqs == [(2, "user.message"), (3, "user.message")]

@@ -23,11 +23,11 @@ from events.types import (
     ToolFailed,
     ToolRequested,
     UserMessage,
+    tag_of,
 )
 from navi.replay.approvals import approvals
 from navi.replay.errors import ExportFormatError, SessionExistsError
 from navi.replay.fork import fork
-from navi.replay.history import read_history
 from navi.replay.import_ import import_session, parse_export
 from navi.replay.snapshot_store import snapshots_for
 from navi.replay.snapshots import load_messages
@@ -110,21 +110,66 @@ async def test_an_existing_session_is_refused_or_imported_as_new(store: EventSto
     assert isinstance(created, SessionCreated) and created.parent_stream_id == COPY
 
 
-async def test_a_fork_is_exported_as_its_history(store: EventStore) -> None:
+async def test_a_fork_is_exported_self_contained(store: EventStore) -> None:
     await make_session(store, ORIGIN, turn("one"), turn("two"))
     await fork(store, ORIGIN, 9, FORK)
-    await store.append(FORK, turn("three"), expected_seq=1)
+    await store.append(FORK, turn("three"), expected_seq=9)
     export = (await export_bytes(store, FORK, now=NOW)).splitlines()
     header = msgspec.json.decode(export[0])
     assert (header["forked_from"], header["forked_at_seq"]) == (ORIGIN, 9)
-    history = await read_history(store, FORK)
-    async with InMemoryEventStore() as other:
+    history = await store.read(FORK)
+    async with InMemoryEventStore() as other:  # without the origin: the file is enough
         result = await import_session(other, export)
         assert result.forked_from == ORIGIN
         imported = await other.read(FORK)
-        assert [(r.seq, r.event, r.timestamp) for r in imported] == [
-            (r.seq, r.event, r.timestamp) for r in history
+        assert [(r.seq, r.event, r.timestamp) for r in imported[1:]] == [
+            (r.seq, r.event, r.timestamp) for r in history[1:]
         ]
+        created = imported[0].event  # its origin is not the importer's: lineage dropped
+        assert isinstance(created, SessionCreated) and created.forked_from is None
+    # Where the origin is the importer's, the link stays and nothing is copied twice.
+    again = await import_session(store, export, new_session_id=COPY)
+    assert again.warnings == ()
+    copy = await store.read(COPY)
+    assert [(r.seq, r.event) for r in copy] == [(r.seq, r.event) for r in history]
+
+
+async def test_an_old_export_of_a_linked_fork_is_imported_as_a_copy(store: EventStore) -> None:
+    """An export made before forks were copies holds the fork's ``session.created``
+    (``forked_from``, ``forked_at_seq``) and its own events only: the import copies the
+    origin's events in from the store, and the fork's own follow at k+1…"""
+    await make_session(store, ORIGIN, turn("one"), turn("two"))
+    created = SessionCreated(profile_id="secretary", forked_from=ORIGIN, forked_at_seq=9)
+    header = {
+        "navi_export": 1,
+        "session_id": FORK,
+        "exported_at": "2024-01-01T00:00:00.000+00:00",
+        "events": 2,
+        "streams": [{"stream_id": FORK, "events": 2, "parent_stream_id": None}],
+        "forked_from": ORIGIN,
+        "forked_at_seq": 9,
+    }
+    lines = [msgspec.json.encode(header)]
+    for seq, event in enumerate([created, UserMessage(text="mine")], start=1):
+        line = {
+            "stream_id": FORK,
+            "seq": seq,
+            "event_id": f"e{seq}",
+            "timestamp": 1_700_000_000.0 + seq,
+            "run_id": None,
+            "causation_id": None,
+            "type": tag_of(event),
+            "version": type(event).schema_version,
+            "payload": msgspec.to_builtins(event),
+        }
+        lines.append(msgspec.json.encode(line))
+    result = await import_session(store, lines)
+    assert result.events == 10 and result.warnings == ()
+    imported, origin = await store.read(FORK), await store.read(ORIGIN)
+    assert [r.seq for r in imported] == list(range(1, 11))
+    assert imported[0].event == replace(created, history_copied=True)
+    assert [r.event for r in imported[1:9]] == [r.event for r in origin[1:9]]
+    assert imported[9].event == UserMessage(text="mine")
 
 
 async def test_an_import_rebuilds_the_snapshots(store: EventStore) -> None:
@@ -411,6 +456,10 @@ async def test_a_kept_fork_link_into_a_run_in_progress_closes_that_run() -> None
         linked[0] = msgspec.json.encode(header)
         result = await import_session(store, linked, owner="local", new_session_id=COPY)
         assert "unfinished run was stopped" in result.warnings[-1]
-        history = await read_history(store, COPY)
+        history = await store.read(COPY)
+        assert [r.seq for r in history] == list(range(1, len(history) + 1))
+        assert [r.event for r in history[1:head]] == [
+            r.event for r in (await store.read(ORIGIN))[1:head]
+        ]
         assert state_at(history) is RunState.STOPPED
         assert isinstance(history[-2].event, ToolFailed) and history[-2].event.call_id == "call-1"

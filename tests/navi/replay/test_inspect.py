@@ -111,7 +111,7 @@ async def test_an_event_the_state_machine_refuses_is_reported(store: EventStore)
 async def test_inspecting_a_fork(store: EventStore) -> None:
     await make_session(store, "o", turn("one"), turn("two"))
     await fork(store, "o", 9, "f")
-    await store.append("f", turn("three"), expected_seq=1)
+    await store.append("f", turn("three"), expected_seq=9)
     at = await state_at(store, "f", 12)
     assert [m.content for m in at.messages] == ["one", "answer to one", "three"]
     assert [r.seq for r in at.llm_requests] == [4, 12]

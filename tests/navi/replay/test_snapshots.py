@@ -11,7 +11,6 @@ from events.envelope import Recorded
 from events.store import EventStore
 from navi.replay import snapshots
 from navi.replay.fork import fork
-from navi.replay.history import read_history
 from navi.replay.projection_set import ALL, PROJECTIONS, initial_states
 from navi.replay.snapshot_codec import CODECS, BrokenSnapshotError, StateCodec
 from navi.replay.snapshot_store import snapshots_for
@@ -125,8 +124,8 @@ async def test_a_fork_has_its_own_snapshots(store: EventStore) -> None:
     await long_session(store, "o", 4)  # 37 events
     await catch_up_snapshots(store, "o", every=10)
     await fork(store, "o", 28, "f")
-    await store.append("f", turn("more"), expected_seq=1)
-    history = await read_history(store, "f")
+    await store.append("f", turn("more"), expected_seq=28)
+    history = await store.read("f")
     assert await load_messages(store, "f", every=10) == fold(MESSAGES, history)
     assert sorted({r.seq for r in await snapshots_for(store).rows("f")}) == [10, 20, 30]
 

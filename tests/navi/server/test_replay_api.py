@@ -134,11 +134,13 @@ def test_a_fork_goes_on_differently_and_leaves_its_origin_alone(
         assert all("Two." not in content for _, content in sent)
         assert all(content != "second question" for _, content in sent)
 
-        # The fork's history is numbered 1..N without gaps, its origin's part first.
+        # The fork's stream is numbered 1..N without gaps: its own session.created,
+        # then a copy of its origin's events (same ids) up to the fork point.
         fork_events = events_of(http, fork)
         assert [e["seq"] for e in fork_events] == list(range(1, len(fork_events) + 1))
-        assert [e["event_id"] for e in fork_events[: second - 1]] == [
-            e["event_id"] for e in origin_events[: second - 1]
+        assert fork_events[0]["event"]["forked_from"] == origin
+        assert [e["event_id"] for e in fork_events[1 : second - 1]] == [
+            e["event_id"] for e in origin_events[1 : second - 1]
         ]
         assert shown(http.get(f"/sessions/{fork}").json())[-1] == ("assistant", "Edited answer.")
 

@@ -256,3 +256,41 @@ async def test_a_client_that_stops_reading_is_dropped_and_the_run_goes_on(
                 await anyio.sleep(0.05)
     finally:
         ws_module.SEND_QUEUE, ws_module.SEND_TIMEOUT = old
+
+
+async def test_a_fork_is_followed_live_with_its_own_seqs(navi_server: RunningServer) -> None:
+    """A fork's stream holds a copy of its origin's part: the live WebSocket follows that
+    one stream, the seqs of its frames are those of ``/events``, and ``?after=`` works
+    from inside the copy and after it."""
+    navi_server.fake_llm.script(Reply(text="One."), Reply(text="one two three four", delay=0.01))
+    sid = new_session(navi_server)
+    async with httpx.AsyncClient(base_url=navi_server.url, timeout=30) as http:
+        sent = await http.post(f"/sessions/{sid}/messages", json={"content": "first"})
+        assert sent.status_code == 200
+        head = len((await http.get(f"/sessions/{sid}/events")).text.splitlines())
+        forked = (await http.post(f"/sessions/{sid}/fork", json={"at": head})).json()
+    fork, fork_head = forked["session_id"], forked["head"]
+    url = f"{navi_server.ws_url}/ws/sessions/{fork}"
+    async with connect(url) as ws:
+        await ws.send(json.dumps({"type": "message", "content": "second"}))
+        first = [json.loads(await ws.recv()) for _ in range(3)]
+    assert first[0]["type"] == "user_message" and first[0]["seq"] == fork_head + 1
+    async with connect(f"{url}?after={first[-1]['seq']}") as ws:
+        rest = await frames_until(ws, "stream_end")
+    async with connect(f"{url}?after={fork_head}") as ws:
+        since_fork = await frames_until(ws, "stream_end")
+    assert coalesce(first + rest) == coalesce(since_fork)
+    async with connect(f"{url}?after=2") as ws:  # from inside the copied part
+        whole = await frames_until(ws, "stream_end")
+        whole += await frames_until(ws, "stream_end")
+    assert [f["content"] for f in whole if f["type"] == "stream_end"] == [
+        "One.",
+        "one two three four",
+    ]
+    async with httpx.AsyncClient(base_url=navi_server.url, timeout=30) as http:
+        lines = (await http.get(f"/sessions/{fork}/events")).text.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    by_seq = {e["seq"]: e["type"] for e in events}
+    assert by_seq[first[0]["seq"]] == "user.message"
+    assert by_seq[since_fork[-1]["seq"]] in {"run.completed", "llm.completed"}
