@@ -20,7 +20,13 @@ session first warms both up (connections, caches) and records the request bodies
 way: with the fake elsewhere, the difference is Navi's CPU per iteration, much less
 disturbed by other processes than wall-clock time.
 
-    .venv/bin/python bench/loop.py [--sessions N] [--iterations N]
+Last, a few more sessions without HTTP run with counters on (untimed: counting costs
+CPU): event-loop turns, handles the loop ran, memory-stream receives and
+``anyio.Event.wait`` calls per iteration, beside the events and commits. Unlike the
+times, these do not depend on the machine or its load: they say how many task hops an
+iteration takes (``--hops``: which tasks ran the handles).
+
+    .venv/bin/python bench/loop.py [--sessions N] [--iterations N] [--hops]
 """
 
 from __future__ import annotations
@@ -28,18 +34,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from collections import Counter
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
+import anyio._backends._asyncio as anyio_asyncio
 import httpx
 import msgspec
+from anyio.streams.memory import MemoryObjectReceiveStream
 
-from _common import median, report
+from _common import ROOT, median, report
 from events.codec import encode_stored
 from events.in_memory import InMemoryEventStore
 from navi.app import Navi
@@ -52,6 +62,7 @@ from tests.support.navi_app import navi_settings, open_navi
 CALL = Reply(tool_calls=[FakeToolCall(name="todo", arguments={"action": "read"})])
 ANSWER = Reply(text="Done: all steps read.")
 PROMPT = "Read the todo list over and over."
+COUNTED_SESSIONS = 5
 CHUNKED_END = b"\r\n0\r\n\r\n"  # the last chunk of a chunked body, and its end
 
 
@@ -62,6 +73,7 @@ class Timing(msgspec.Struct):
     without_http: list[tuple[float, float]] = []
     payload_bytes: int = 0
     db_bytes: int = 0
+    counts: dict[str, float] = {}
 
     def per_iteration_ms(self, iterations: int) -> dict[str, float]:
         def ms(values: list[float]) -> float:
@@ -73,6 +85,9 @@ class Timing(msgspec.Struct):
             "overhead": ms([n[0] - f[0] for n, f in zip(self.navi, self.fake, strict=True)]),
             "cpu_overhead": ms([n[1] - f[1] for n, f in zip(self.navi, self.fake, strict=True)]),
             "without_http": ms([wall for wall, _ in self.without_http]) if self.without_http else 0,
+            "without_http_cpu": ms([cpu for _, cpu in self.without_http])
+            if self.without_http
+            else 0,
         }
 
 
@@ -151,13 +166,107 @@ async def without_http(navi: Navi, answers: list[bytes]) -> tuple[float, float]:
         LLMServer.stream = real  # type: ignore[method-assign]
 
 
-async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> Timing:
+class Hops:
+    """Counters of the event loop's work, patched into asyncio and anyio for this
+    process only while ``counting`` (the library is left as it is, and the timed
+    sessions run unpatched): loop turns (``_run_once``), handles run (a task step, a
+    wake-up, a callback), memory-stream receives (``receive``, which waits when empty)
+    and ``anyio.Event.wait`` calls. ``by_task`` (with ``--hops``) counts the handles by
+    the coroutine they ran."""
+
+    def __init__(self, by_task: bool) -> None:
+        self.counts: Counter[str] = Counter()
+        self.by_task: Counter[str] | None = Counter() if by_task else None
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        counts, by_task = self.counts, self.by_task
+        loop_class: Any = asyncio.base_events.BaseEventLoop
+        handle_class: Any = asyncio.events.Handle
+        run_once, run_handle = loop_class._run_once, handle_class._run
+        receive, wait = MemoryObjectReceiveStream.receive, anyio_asyncio.Event.wait
+
+        def counted_run_once(loop: asyncio.AbstractEventLoop) -> None:
+            counts["turns"] += 1
+            run_once(loop)
+
+        def counted_handle(handle: asyncio.Handle) -> None:
+            counts["handles"] += 1
+            if by_task is not None:
+                by_task[_handle_owner(handle)] += 1
+            run_handle(handle)
+
+        async def counted_receive(stream: MemoryObjectReceiveStream[object]) -> object:
+            counts["receives"] += 1
+            return await receive(stream)
+
+        async def counted_wait(event: anyio.Event) -> None:
+            counts["event_waits"] += 1
+            await wait(event)
+
+        loop_class._run_once, handle_class._run = counted_run_once, counted_handle
+        MemoryObjectReceiveStream.receive = counted_receive  # type: ignore[method-assign,assignment]
+        anyio_asyncio.Event.wait = counted_wait  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            loop_class._run_once, handle_class._run = run_once, run_handle
+            MemoryObjectReceiveStream.receive = receive  # type: ignore[method-assign]
+            anyio_asyncio.Event.wait = wait  # type: ignore[method-assign]
+
+
+def _handle_owner(handle: asyncio.Handle) -> str:
+    """What a handle runs: for a task, its outermost coroutine of this project and the
+    innermost one, where it waits; else the callback."""
+    callback = handle._callback  # type: ignore[attr-defined]
+    task = getattr(callback, "__self__", None)
+    if not isinstance(task, asyncio.Task):
+        return f"callback {getattr(callback, '__qualname__', callback)}"
+    ours: list[str] = []
+    coro: Any = task.get_coro()
+    while coro is not None:
+        code = getattr(coro, "cr_code", None) or getattr(coro, "ag_code", None)
+        if code is not None and str(ROOT) in code.co_filename and "Hops" not in code.co_qualname:
+            ours.append(code.co_qualname)
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "ag_await", None)
+    if not ours:
+        return "task (library)"
+    return f"task {ours[0]} waiting in {ours[-1]}"
+
+
+async def count_hops(
+    navi: Navi, answers: list[bytes], hops: Hops, sessions: int
+) -> dict[str, float]:
+    """The counters per iteration over ``sessions`` sessions without HTTP, with the
+    session's events and the store's commits."""
+    commits = navi.store.commit_count
+    replayed, real = Replayed(answers), LLMServer.stream
+    LLMServer.stream = replayed.stream  # type: ignore[method-assign,assignment]
+    events = 0
+    try:
+        for _ in range(sessions):
+            with hops.counting():
+                sid = await navi.create_session("secretary")
+                await navi.run(sid, PROMPT)
+            events += await navi.store.last_seq(sid)
+    finally:
+        LLMServer.stream = real  # type: ignore[method-assign]
+    iterations = sessions * len(answers)
+    counts = {k: v / iterations for k, v in hops.counts.items()}
+    counts["events"] = events / iterations
+    counts["commits"] = (navi.store.commit_count - commits) / iterations
+    return counts
+
+
+async def measure(
+    root: Path, sessions: int, iterations: int, memory: bool, hops: Hops | None = None
+) -> Timing:
     turn = [CALL] * (iterations - 1) + [ANSWER]
     timing = Timing()
     with FakeLLMProcess() as fake:
         # The warm-up session, each session twice (Navi, then the fake alone), then the
         # answers once more, kept for "Navi without HTTP".
-        fake.script(*turn * (2 + 2 * sessions))
+        fake.script(*turn * (2 + 2 * sessions))  # (the counted sessions replay answers)
         settings = navi_settings(root, fake.url, planning="off")
         store = InMemoryEventStore() if memory else None
         http = RawClient(fake.url)
@@ -178,6 +287,8 @@ async def measure(root: Path, sessions: int, iterations: int, memory: bool) -> T
             if not memory:
                 for _ in range(sessions):
                     timing.without_http.append(await without_http(navi, answers))
+            if hops is not None:
+                timing.counts = await count_hops(navi, answers, hops, COUNTED_SESSIONS)
             events = await navi.store.read_all()
         assert fake.state["requests"] == iterations * (2 + 2 * sessions)
     # The store is closed: SQLite has checkpointed its WAL into the file.
@@ -191,13 +302,15 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=50)
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--hops", action="store_true", help="count handles by task")
     args = parser.parse_args()
+    hops = Hops(by_task=args.hops)
     configure_logging("WARNING")
     total = args.sessions * args.iterations
     # The SQLite log holds the warm-up session and each session twice (with and without HTTP).
     logged = 2 * total + args.iterations
     with tempfile.TemporaryDirectory() as tmp:
-        sqlite = await measure(Path(tmp) / "sqlite", args.sessions, args.iterations, False)
+        sqlite = await measure(Path(tmp) / "sqlite", args.sessions, args.iterations, False, hops)
         memory = await measure(Path(tmp) / "memory", args.sessions, args.iterations, True)
     s = sqlite.per_iteration_ms(args.iterations)
     m = memory.per_iteration_ms(args.iterations)
@@ -209,9 +322,11 @@ async def main() -> None:
         "memory_overhead_ms_per_iteration": m["overhead"],
         "sqlite_cpu_overhead_ms_per_iteration": s["cpu_overhead"],
         "sqlite_without_http_ms_per_iteration": s["without_http"],
+        "sqlite_without_http_cpu_ms_per_iteration": s["without_http_cpu"],
         "memory_cpu_overhead_ms_per_iteration": m["cpu_overhead"],
         "log_payload_bytes_per_iteration": sqlite.payload_bytes / logged,
         "sqlite_db_bytes_per_iteration": sqlite.db_bytes / logged,
+        **{f"sqlite_without_http_{k}_per_iteration": v for k, v in sqlite.counts.items()},
     }
     print(f"{args.sessions} sessions x {args.iterations} iterations ({total} LLM calls each)")
     print(f"fake server alone:       {figures['fake_server_ms_per_call']:.3f} ms per call")
@@ -223,13 +338,24 @@ async def main() -> None:
         )
     print(
         f"Navi + SQLite without HTTP (answers replayed from memory): {s['without_http']:.3f} ms "
-        f"per iteration, so its HTTP client costs about "
-        f"{s['overhead'] - s['without_http']:.3f} ms"
+        f"per iteration ({s['without_http_cpu']:.3f} ms of CPU time), so its HTTP client "
+        f"costs about {s['overhead'] - s['without_http']:.3f} ms"
     )
     print(
         f"log: {figures['log_payload_bytes_per_iteration']:.0f} payload bytes per iteration, "
         f"{figures['sqlite_db_bytes_per_iteration']:.0f} bytes of SQLite file per iteration"
     )
+    c = sqlite.counts
+    print(
+        f"per iteration without HTTP (SQLite): {c.get('turns', 0):.2f} event-loop turns, "
+        f"{c.get('handles', 0):.2f} handles run, {c.get('receives', 0):.2f} memory-stream "
+        f"receives, {c.get('event_waits', 0):.2f} anyio.Event waits; "
+        f"{c['events']:.2f} events in {c['commits']:.2f} commits"
+    )
+    if hops.by_task is not None:
+        counted = COUNTED_SESSIONS * args.iterations
+        for owner, n in hops.by_task.most_common(25):
+            print(f"  {n / counted:6.2f} handles per iteration: {owner}")
     report(figures)
 
 

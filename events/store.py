@@ -128,12 +128,11 @@ class EventStore:
         if not events:
             return []
         request = AppendRequest(stream_id, list(events), expected_seq, idempotency_key)
-        try:
-            send.send_nowait(request)
-        except anyio.WouldBlock:
-            await send.send(request)  # the queue is full: wait for room (backpressure)
-        except anyio.ClosedResourceError:
-            raise StoreClosedError("the event store is closing") from None
+        if not self.submit(request):
+            try:
+                await send.send(request)  # the queue is full: wait for room (backpressure)
+            except anyio.ClosedResourceError:
+                raise StoreClosedError("the event store is closing") from None
         await request.done.wait()
         if request.error is not None:
             raise request.error
@@ -142,6 +141,20 @@ class EventStore:
             return await self.read(stream_id, after_seq=first - 1, to_seq=last)
         assert request.result is not None
         return request.result
+
+    def submit(self, request: AppendRequest) -> bool:
+        """Queue ``request`` for the committer if there is room now (False: the queue is
+        full); its ``done`` is set once it is committed or has failed."""
+        send = self._send
+        if send is None:
+            raise StoreClosedError("the event store is not open (use 'async with store')")
+        try:
+            send.send_nowait(request)
+        except anyio.WouldBlock:
+            return False
+        except anyio.ClosedResourceError:
+            raise StoreClosedError("the event store is closing") from None
+        return True
 
     async def _committer(self, receive: MemoryObjectReceiveStream[AppendRequest]) -> None:
         """The store's one writer: takes what is queued, commits it, wakes subscribers."""

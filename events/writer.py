@@ -10,7 +10,11 @@ The writer's task reads a bounded queue and flushes what it has taken as one app
 - when its oldest event has waited ``max_delay`` seconds.
 
 One append is in flight at a time: meanwhile the queue fills and becomes the next
-batch, and a stager that finds it full waits (backpressure). ``stage`` only queues;
+batch, and a stager that finds it full waits (backpressure). An ``append`` that finds
+nothing queued and nothing in flight (a run's decision between two steps: the usual
+case) goes to the store's queue itself, and the task waits for it before its next
+batch: the task is not woken twice (and the caller once more) for events it would only
+pass on. ``stage`` only queues;
 ``append`` returns once its events are durable. After a failed append the writer
 stops: the log may hold what it does not know of, so its owner must recover from the
 log (a new writer) before writing again.
@@ -28,6 +32,7 @@ from typing import Self
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from events.batch import AppendRequest
 from events.envelope import NewEvent, Recorded, Staged
 from events.errors import EventStoreError
 from events.store import EventStore
@@ -74,6 +79,9 @@ class StreamWriter:
         self._send, self._receive = anyio.create_memory_object_stream[Staged | _Awaited](queue)
         self._failed: BaseException | None = None
         self._ended = anyio.Event()
+        self._closed = False
+        # An append that went to the store's queue itself, until its outcome is applied.
+        self._direct: AppendRequest | None = None
 
     @property
     def last_seq(self) -> int:
@@ -92,6 +100,20 @@ class StreamWriter:
     async def append(self, *events: Event | NewEvent) -> list[Recorded]:
         """Queue events and wait until they (and everything before them) are durable.
         Once queued they are committed even if the caller is cancelled meanwhile."""
+        if self._queued == self._head and self._direct is None and not self._closed:
+            self._check()
+            if not events:
+                return []  # nothing queued, nothing in flight: all is durable
+            request = AppendRequest(self.stream_id, list(events), self._head, None)
+            if self.store.submit(request):
+                self._queued += len(events)
+                self._direct = request
+                await request.done.wait()
+                self._apply(request)
+                if request.error is not None:
+                    raise request.error
+                assert request.result is not None
+                return request.result
         awaited = _Awaited(events)
         await self._put(awaited, len(events))
         await awaited.done.wait()
@@ -136,11 +158,13 @@ class StreamWriter:
                     if self._failed is not None:
                         self._fail_queued(receive)
                         return
+                await self._wait_direct()
         finally:
             self._ended.set()
 
     def close(self) -> None:
         """Take no more events; the task commits what is queued, then ends."""
+        self._closed = True
         self._send.close()
 
     async def aclose(self) -> None:
@@ -201,7 +225,8 @@ class StreamWriter:
 
     async def _flush(self, events: list[Staged], awaited: list[tuple[_Awaited, int]]) -> None:
         records: list[Recorded] = []
-        if events:
+        await self._wait_direct()  # its events come before these
+        if events and self._failed is None:
             try:
                 records = await self.store.append(self.stream_id, events, expected_seq=self._head)
             except Exception as exc:  # the store wrote nothing of it
@@ -212,6 +237,24 @@ class StreamWriter:
             item.records = records[start : start + len(item.events)]
             item.error = self._failed
             item.done.set()
+
+    async def _wait_direct(self) -> None:
+        """Wait for an append that went to the store's queue itself (``append``), and
+        apply its outcome if its caller has not (cancelled meanwhile)."""
+        direct = self._direct
+        if direct is not None:
+            if not direct.done.is_set():
+                await direct.done.wait()
+            self._apply(direct)
+
+    def _apply(self, request: AppendRequest) -> None:
+        """A direct append's outcome, applied once (by its caller, or by the task)."""
+        if self._direct is request:
+            self._direct = None
+            if request.error is None:
+                self._head += len(request.events)
+            else:
+                self._failed = request.error
 
     def _fail_queued(self, receive: MemoryObjectReceiveStream[Staged | _Awaited]) -> None:
         while True:

@@ -173,6 +173,96 @@ class WriterContract:
                 assert [r.seq for r in records] == [3]
             assert texts(await store.read("s")) == ["a", "b", "c"]
 
+    async def test_chunks_staged_while_an_append_is_in_flight_come_after_it(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # An append with nothing queued goes to the store's queue itself: what is staged
+        # meanwhile waits for it, and keeps its seqs.
+        async with self.open_store() as store:
+            real = store._commit
+            release = anyio.Event()
+
+            async def held_commit(batch: Any) -> Any:
+                await release.wait()
+                return await real(batch)
+
+            monkeypatch.setattr(store, "_commit", held_commit)
+            writer = StreamWriter(store, "s", last_seq=0, max_delay=60)
+            decided: list[Any] = []
+
+            async def decide() -> None:
+                decided.extend(await writer.append(ToolStarted(call_id="c", name="t")))
+
+            async with writer.running(), anyio.create_task_group() as tg:
+                tg.start_soon(decide)
+                await anyio.sleep(0.01)
+                assert await writer.stage(LLMText(text="a")) == 2
+                assert await writer.stage(LLMText(text="b")) == 3
+                staged_then = anyio.Event()
+
+                async def boundary() -> None:
+                    records = await writer.append(LLMCompleted(content="ab"))
+                    assert [r.seq for r in records] == [4]
+                    staged_then.set()
+
+                tg.start_soon(boundary)
+                await anyio.sleep(0.01)
+                assert await store.read("s") == []  # the first append is still in flight
+                release.set()
+                with anyio.fail_after(5):
+                    await staged_then.wait()
+            assert [r.seq for r in decided] == [1]
+            stored = await store.read("s")
+            assert [r.seq for r in stored] == [1, 2, 3, 4]
+            assert texts(stored[1:3]) == ["a", "b"]
+
+    async def test_an_append_whose_caller_was_cancelled_in_flight_counts(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        async with self.open_store() as store:
+            real = store._commit
+            release = anyio.Event()
+
+            async def held_commit(batch: Any) -> Any:
+                await release.wait()
+                return await real(batch)
+
+            monkeypatch.setattr(store, "_commit", held_commit)
+            writer = StreamWriter(store, "s", last_seq=0)
+            async with writer.running():
+                with anyio.move_on_after(0.01) as scope:  # gone before the commit
+                    await writer.append(LLMText(text="a"))
+                assert scope.cancelled_caught
+                release.set()
+                records = await writer.append(LLMText(text="b"))
+                assert [r.seq for r in records] == [2]
+            assert texts(await store.read("s")) == ["a", "b"]
+
+    async def test_a_failed_append_whose_caller_was_cancelled_still_stops_the_writer(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        async with self.open_store() as store:
+            await store.append("s", [LLMText(text="someone else")], expected_seq=0)
+            real = store._commit
+            release = anyio.Event()
+
+            async def held_commit(batch: Any) -> Any:
+                await release.wait()
+                return await real(batch)
+
+            monkeypatch.setattr(store, "_commit", held_commit)
+            writer = StreamWriter(store, "s", last_seq=0)
+            async with writer.running():
+                with anyio.move_on_after(0.01) as scope:  # gone before the commit fails
+                    await writer.append(ToolCompleted(call_id="c", name="t", output="x"))
+                assert scope.cancelled_caught
+                release.set()
+                with pytest.raises(ConcurrencyError):
+                    await writer.append(LLMText(text="next"))
+                with pytest.raises(WriterFailedError, match="recover the stream"):
+                    await writer.append(LLMText(text="more"))
+            assert texts(await store.read("s")) == ["someone else"]
+
     async def test_closing_commits_what_is_queued(self) -> None:
         async with self.open_store() as store:
             writer = StreamWriter(store, "s", last_seq=0, max_delay=60)
