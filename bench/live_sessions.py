@@ -1,0 +1,397 @@
+"""Live sessions at scale: N sessions streaming at once, each at a real model's pace.
+
+A real ``navi serve`` (SQLite in a temp dir, or PostgreSQL with ``--postgres``), a paced
+fake Ollama in its own process (``bench/_paced_fake.py``: one chunk per write, 50
+chunks/s per session, each chunk carrying its send time), and one WebSocket client per
+session in this process. Everything shares the machine's cores, as the budgets say.
+
+Per run it prints: the chunk rate each session got and its run time against the ideal
+(chunks x delay), the largest gap between two frames of one session, commit -> frame
+latency (the event's recorded timestamp -> the client has the frame) and LLM -> frame
+latency (the fake wrote the chunk -> the client has it), per chunk; sockets the server
+closed; ``/health`` latency while loaded (p50/p99); the server's RSS per idle session (a
+connected client, no run) and per live one; the CPU each process used; and the count
+check: every chunk in each session's log, every logged chunk at its client.
+
+Issue 34's budgets (2 cores, fake and client included): 200 live sessions at their full
+50 chunks/s with commit -> frame p99 < 100 ms; 500 with every session progressing and
+p99 < 1 s; 1,000 with ``NAVI_MAX_LIVE_RUNS`` at its default (``--max-live-runs
+default``): no socket dropped, every run completes (the waiting ones are told
+``run_queued``), nothing lost.
+
+    .venv/bin/python bench/live_sessions.py [--sessions 200] [--chunks 200] [--idle 200]
+        [--max-live-runs all|default|N] [--postgres [URL]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from _common import ROOT, median, percentile, report
+from _paced_fake import stamps
+from tests.support.navi_server import free_port
+
+PG_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+@dataclass
+class Session:
+    sid: str
+    chunks: int = 0  # chunk stamps received
+    frames: dict[int, float] = field(default_factory=dict)  # seq -> received (epoch)
+    llm_ms: list[float] = field(default_factory=list)  # per chunk
+    first: float = 0.0
+    last: float = 0.0
+    max_gap: float = 0.0
+    queued: bool = False
+    ended: bool = False
+    close_code: int | None = None  # set when the server closed the socket
+    errors: list[str] = field(default_factory=list)
+
+
+async def follow(ws_base: str, session: Session, connected: anyio.Event, go: anyio.Event) -> None:
+    """One client: connect, wait for the start signal, send the message, read to the end."""
+    try:
+        async with connect(
+            f"{ws_base}/ws/sessions/{session.sid}",
+            max_size=None,
+            open_timeout=120,
+            ping_interval=None,  # the server pings; the client only answers
+        ) as ws:
+            connected.set()
+            await go.wait()
+            await ws.send(json.dumps({"type": "message", "content": "stream"}))
+            while True:
+                raw = await ws.recv()
+                now = time.time()
+                frame = json.loads(raw)
+                kind = frame["type"]
+                if kind == "stream_delta":
+                    sent = stamps(frame["delta"])
+                    session.chunks += len(sent)
+                    session.llm_ms.extend((now - s) * 1000 for s in sent)
+                    session.frames[frame["seq"]] = now
+                    if session.last:
+                        session.max_gap = max(session.max_gap, now - session.last)
+                    session.first = session.first or now
+                    session.last = now
+                elif kind == "run_queued":
+                    session.queued = True
+                elif kind in ("stream_end", "stream_stopped"):
+                    session.ended = kind == "stream_end"
+                    return
+                elif kind == "error":
+                    session.errors.append(str(frame.get("message", ""))[:200])
+                    if not frame.get("fatal"):
+                        return
+    except ConnectionClosed as exc:
+        session.close_code = exc.rcvd.code if exc.rcvd else 1006
+    except (OSError, TimeoutError) as exc:
+        session.errors.append(repr(exc)[:200])
+    finally:
+        connected.set()
+
+
+async def poll_health(base: str, out: list[float], stop: anyio.Event) -> None:
+    async with httpx.AsyncClient(base_url=base, timeout=60) as http:
+        while not stop.is_set():
+            t0 = time.perf_counter()
+            await http.get("/health")
+            out.append((time.perf_counter() - t0) * 1000)
+            with anyio.move_on_after(0.5):
+                await stop.wait()
+
+
+async def sample_rss(pid: int, out: list[float], stop: anyio.Event) -> None:
+    while not stop.is_set():
+        out.append(rss_mib(pid))
+        with anyio.move_on_after(0.25):
+            await stop.wait()
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso).timestamp()
+
+
+async def check_logs(
+    base: str, sessions: list[Session], expected: int
+) -> tuple[list[float], int, int]:
+    """Commit -> frame latency per chunk, chunks missing from logs, logged chunks the client
+    did not get."""
+    commit_ms: list[float] = []
+    missing_in_log = missing_at_client = 0
+    limiter = anyio.Semaphore(8)
+    async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+
+        async def one(s: Session) -> None:
+            nonlocal missing_in_log, missing_at_client
+            async with limiter:
+                text = (await http.get(f"/sessions/{s.sid}/events")).text
+            logged = 0
+            frame_seqs = sorted(s.frames)
+            for line in text.splitlines():
+                event = json.loads(line)
+                if event["type"] != "llm.text":
+                    continue
+                logged += len(stamps(line))
+                i = bisect.bisect_left(frame_seqs, event["seq"])
+                if i < len(frame_seqs):
+                    received = s.frames[frame_seqs[i]]
+                    commit_ms.append((received - _epoch(event["timestamp"])) * 1000)
+            missing_in_log += max(0, expected - logged)
+            missing_at_client += max(0, logged - s.chunks)
+
+        async with anyio.create_task_group() as tg:
+            for s in sessions:
+                tg.start_soon(one, s)
+    return commit_ms, missing_in_log, missing_at_client
+
+
+def server_env(tmp: Path, llm_url: str, database: str, max_live: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONPATH", str(ROOT))
+    env.update(
+        NAVI_LLM_BACKEND="ollama",
+        OLLAMA_HOST=llm_url,
+        OLLAMA_DEFAULT_MODEL="fake-model:latest",
+        NAVI_DATABASE_URL=database,
+        NAVI_DATA_DIR=str(tmp / "data"),
+        SESSION_FILES_DIR=str(tmp / "files"),
+        TOOLS_DIR=str(tmp / "tools"),
+        LOG_LEVEL="WARNING",
+        NAVI_RESUME_ON_START="false",
+        NAVI_PLANNING="off",
+        LLM_RETRIES="0",
+        MEMORY_IDLE_MINUTES="600",
+    )
+    env.pop("NAVI_MAX_LIVE_RUNS", None)
+    if max_live != "default":
+        env["NAVI_MAX_LIVE_RUNS"] = max_live
+    return env
+
+
+def start(args: list[str], **kw: Any) -> subprocess.Popen[str]:
+    return subprocess.Popen(args, stdin=subprocess.DEVNULL, text=True, **kw)
+
+
+async def wait_up(base: str, server: subprocess.Popen[str], log: Path) -> None:
+    async with httpx.AsyncClient() as http:
+        for _ in range(600):
+            if server.poll() is not None:
+                raise RuntimeError(log.read_text()[-4000:])
+            try:
+                if (await http.get(f"{base}/health")).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            await anyio.sleep(0.1)
+    raise RuntimeError("navi serve did not start")
+
+
+async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[str, Any]:
+    fake = start(
+        [sys.executable, str(ROOT / "bench" / "_paced_fake.py"), "--chunks", str(args.chunks),
+         "--delay", str(args.delay)],
+        stdout=subprocess.PIPE,
+    )
+    assert fake.stdout is not None
+    llm_url = fake.stdout.readline().rsplit(" ", 1)[1].strip()
+    port = free_port()
+    base, ws_base = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
+    max_live = str(args.sessions) if args.max_live_runs == "all" else args.max_live_runs
+    log_path = tmp / "serve.log"
+    (tmp / "cwd").mkdir()
+    with open(log_path, "w") as log:
+        server = start(
+            [sys.executable, "-m", "navi.cli", "serve", "--port", str(port)],
+            cwd=tmp / "cwd",
+            env=server_env(tmp, llm_url, database, max_live),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    figures: dict[str, Any] = {"sessions": args.sessions, "chunks": args.chunks}
+    try:
+        await wait_up(base, server, log_path)
+        async with httpx.AsyncClient(base_url=base, timeout=120) as http:
+            sids = [
+                (await http.post("/sessions", json={})).json()["session_id"]
+                for _ in range(args.sessions + args.idle)
+            ]
+        await anyio.sleep(1)
+        rss0 = rss_mib(server.pid)
+        sessions = [Session(sid) for sid in sids]
+        live, idle = sessions[: args.sessions], sessions[args.sessions :]
+        go = anyio.Event()
+        health: list[float] = []
+        rss: list[float] = []
+        stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            # Idle clients first: the RSS they add is the idle figure.
+            for group in (idle, live):
+                events = []
+                for s in group:
+                    connected = anyio.Event()
+                    events.append(connected)
+                    tg.start_soon(follow, ws_base, s, connected, go if s in live else anyio.Event())
+                for connected in events:
+                    await connected.wait()
+                if group is idle:
+                    await anyio.sleep(1)
+                    rss_idle = rss_mib(server.pid)
+            await anyio.sleep(0.5)
+            rss_connected = rss_mib(server.pid)
+            procs = {"server": server.pid, "fake": fake.pid, "clients": os.getpid()}
+            cpu0 = {k: cpu_seconds(p) for k, p in procs.items()}
+            t0 = time.perf_counter()
+            tg.start_soon(poll_health, base, health, stop)
+            tg.start_soon(sample_rss, server.pid, rss, stop)
+            go.set()
+            with anyio.move_on_after(args.timeout) as scope:
+                while not all(s.ended or s.close_code or s.errors for s in live):
+                    await anyio.sleep(0.2)
+            wall = time.perf_counter() - t0
+            cpu = {k: (cpu_seconds(p) - cpu0[k]) / wall * 100 for k, p in procs.items()}
+            stop.set()
+            figures["timed_out"] = scope.cancelled_caught
+            tg.cancel_scope.cancel()
+        commit_ms, missing_log, missing_client = await check_logs(base, live, args.chunks)
+    finally:
+        server.terminate()
+        fake.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        fake.wait(5)
+
+    ideal = (args.chunks - 1) * args.delay  # first chunk to last
+    rates = [
+        (s.chunks - 1) / (s.last - s.first) for s in live if s.chunks > 1 and s.last > s.first
+    ]
+    run_times = [s.last - s.first for s in live if s.chunks > 1]
+    llm_ms = [x for s in live for x in s.llm_ms]
+    figures.update(
+        wall_s=wall,
+        ideal_run_s=ideal,
+        chunks_per_s_total=sum(s.chunks for s in live) / wall,
+        session_rate_min=min(rates, default=0.0),
+        session_rate_p50=median(rates),
+        run_time_p50_s=median(run_times),
+        run_time_max_s=max(run_times, default=float("nan")),
+        max_gap_s=max((s.max_gap for s in live), default=float("nan")),
+        commit_frame_p50_ms=percentile(commit_ms, 50),
+        commit_frame_p99_ms=percentile(commit_ms, 99),
+        commit_frame_max_ms=max(commit_ms, default=float("nan")),
+        llm_frame_p50_ms=percentile(llm_ms, 50),
+        llm_frame_p99_ms=percentile(llm_ms, 99),
+        llm_frame_max_ms=max(llm_ms, default=float("nan")),
+        health_p50_ms=percentile(health, 50),
+        health_p99_ms=percentile(health, 99),
+        health_max_ms=max(health, default=float("nan")),
+        dropped_sockets=sum(s.close_code is not None for s in sessions),
+        close_codes=sorted({s.close_code for s in sessions if s.close_code is not None}),
+        runs_completed=sum(s.ended for s in live),
+        runs_queued=sum(s.queued for s in live),
+        runs_with_error=sum(bool(s.errors) for s in live),
+        chunks_missing_in_log=missing_log,
+        chunks_missing_at_client=missing_client,
+        rss_base_mib=rss0,
+        rss_per_idle_kib=(rss_idle - rss0) * 1024 / len(idle) if idle else float("nan"),
+        rss_per_live_kib=(max(rss, default=rss_connected) - rss_connected) * 1024 / len(live),
+        rss_peak_mib=max(rss, default=float("nan")),
+        cpu_server_pct=cpu["server"],
+        cpu_fake_pct=cpu["fake"],
+        cpu_clients_pct=cpu["clients"],
+        load=os.getloadavg()[0],
+    )
+    errors = [e for s in live for e in s.errors][:3]
+    if errors:
+        figures["first_errors"] = errors
+    return figures
+
+
+def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> None:
+    print(f"{args.sessions} live sessions x {args.chunks} chunks at {1 / args.delay:.0f}/s, "
+          f"{args.idle} idle, NAVI_MAX_LIVE_RUNS={args.max_live_runs}, "
+          f"{'PostgreSQL' if args.postgres else 'SQLite'}; before: {uptime}")
+    print(f"  per-session rate: min {f['session_rate_min']:.1f}, p50 {f['session_rate_p50']:.1f} "
+          f"chunks/s; run time p50 {f['run_time_p50_s']:.2f} s, max {f['run_time_max_s']:.2f} s "
+          f"(ideal {f['ideal_run_s']:.2f} s); largest gap {f['max_gap_s'] * 1000:.0f} ms; "
+          f"all {f['chunks_per_s_total']:.0f} chunks/s over {f['wall_s']:.1f} s")
+    print(f"  commit -> frame: p50 {f['commit_frame_p50_ms']:.1f} ms, p99 "
+          f"{f['commit_frame_p99_ms']:.1f} ms, max {f['commit_frame_max_ms']:.1f} ms")
+    print(f"  LLM -> frame:    p50 {f['llm_frame_p50_ms']:.1f} ms, p99 "
+          f"{f['llm_frame_p99_ms']:.1f} ms, max {f['llm_frame_max_ms']:.1f} ms")
+    print(f"  /health under load: p50 {f['health_p50_ms']:.1f} ms, p99 {f['health_p99_ms']:.1f} ms")
+    print(f"  sockets dropped by the server: {f['dropped_sockets']} {f['close_codes']}; runs "
+          f"completed {f['runs_completed']}/{args.sessions} ({f['runs_queued']} were queued, "
+          f"{f['runs_with_error']} with an error); chunks lost: {f['chunks_missing_in_log']} "
+          f"not in the log, {f['chunks_missing_at_client']} logged but not received")
+    print(f"  RSS: {f['rss_base_mib']:.0f} MiB base, {f['rss_per_idle_kib']:.0f} KiB per idle "
+          f"session, {f['rss_per_live_kib']:.0f} KiB per live session (peak "
+          f"{f['rss_peak_mib']:.0f} MiB)")
+    print(f"  CPU (% of one core): server {f['cpu_server_pct']:.0f}, fake LLM "
+          f"{f['cpu_fake_pct']:.0f}, clients {f['cpu_clients_pct']:.0f}; load after "
+          f"{f['load']:.2f}")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=200)
+    parser.add_argument("--chunks", type=int, default=200, help="chunks per session's answer")
+    parser.add_argument("--delay", type=float, default=0.02, help="seconds between chunks")
+    parser.add_argument("--idle", type=int, default=0, help="idle sessions with a client")
+    parser.add_argument(
+        "--max-live-runs", default="all", help="all (= --sessions), default (unset), or N"
+    )
+    parser.add_argument("--postgres", nargs="?", const=PG_DEFAULT, default=None)
+    parser.add_argument("--timeout", type=float, default=600)
+    args = parser.parse_args()
+    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    async with AsyncExitStack() as stack:
+        tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        if args.postgres:
+            from tests.chaos.pg import fresh_database
+
+            database = await stack.enter_async_context(fresh_database(args.postgres, "navi_live"))
+        else:
+            database = f"sqlite:///{tmp / 'navi.db'}"
+        figures = await measure(args, tmp, database)
+    figures["uptime_before"] = uptime
+    figures["backend"] = "postgresql" if args.postgres else "sqlite"
+    print_figures(figures, args, uptime)
+    report(figures)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    anyio.run(main)
