@@ -29,13 +29,13 @@ import anyio.abc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.support.fake_llm import (  # noqa: E402
+from tests.support.fake_llm import (
     _CLIENT_GONE,
     FakeLLMServer,
     Reply,
     _pause,
 )
-from tests.support.fake_llm_script import Rendered  # noqa: E402
+from tests.support.fake_llm_script import Rendered
 
 # "T" + 17 characters of "%.6f" of the epoch (good until the year 2286) + " ".
 PLACEHOLDER = "T" + "@" * 17 + " "

@@ -78,7 +78,28 @@ class Session:
     errors: list[str] = field(default_factory=list)
 
 
-async def follow(ws_base: str, session: Session, connected: anyio.Event, go: anyio.Event) -> None:
+class Countdown:
+    """Set once ``count`` clients have finished."""
+
+    def __init__(self, count: int) -> None:
+        self.left = count
+        self.done = anyio.Event()
+        if count <= 0:
+            self.done.set()
+
+    def finish(self) -> None:
+        self.left -= 1
+        if self.left <= 0:
+            self.done.set()
+
+
+async def follow(
+    ws_base: str,
+    session: Session,
+    connected: anyio.Event,
+    go: anyio.Event,
+    countdown: Countdown | None = None,
+) -> None:
     """One client: connect, wait for the start signal, send the message, read to the end."""
     try:
         async with connect(
@@ -119,6 +140,8 @@ async def follow(ws_base: str, session: Session, connected: anyio.Event, go: any
         session.errors.append(repr(exc)[:200])
     finally:
         connected.set()
+        if countdown is not None:
+            countdown.finish()
 
 
 async def poll_health(base: str, out: list[float], stop: anyio.Event) -> None:
@@ -199,8 +222,18 @@ def server_env(tmp: Path, llm_url: str, database: str, max_live: str) -> dict[st
     return env
 
 
-def start(args: list[str], **kw: Any) -> subprocess.Popen[str]:
-    return subprocess.Popen(args, stdin=subprocess.DEVNULL, text=True, **kw)
+def start(args: list[str], log: Path | None = None, **kw: Any) -> subprocess.Popen[str]:
+    """A process; its output to ``log`` (appended) if given."""
+    if log is None:
+        return subprocess.Popen(args, stdin=subprocess.DEVNULL, text=True, **kw)
+    with open(log, "a") as out:
+        return subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, text=True, stdout=out, stderr=subprocess.STDOUT, **kw
+        )
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
 async def wait_up(base: str, server: subprocess.Popen[str], log: Path) -> None:
@@ -219,8 +252,14 @@ async def wait_up(base: str, server: subprocess.Popen[str], log: Path) -> None:
 
 async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[str, Any]:
     fake = start(
-        [sys.executable, str(ROOT / "bench" / "_paced_fake.py"), "--chunks", str(args.chunks),
-         "--delay", str(args.delay)],
+        [
+            sys.executable,
+            str(ROOT / "bench" / "_paced_fake.py"),
+            "--chunks",
+            str(args.chunks),
+            "--delay",
+            str(args.delay),
+        ],
         stdout=subprocess.PIPE,
     )
     assert fake.stdout is not None
@@ -230,14 +269,12 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
     max_live = str(args.sessions) if args.max_live_runs == "all" else args.max_live_runs
     log_path = tmp / "serve.log"
     (tmp / "cwd").mkdir()
-    with open(log_path, "w") as log:
-        server = start(
-            [sys.executable, "-m", "navi.cli", "serve", "--port", str(port)],
-            cwd=tmp / "cwd",
-            env=server_env(tmp, llm_url, database, max_live),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    server = start(
+        [sys.executable, "-m", "navi.cli", "serve", "--port", str(port)],
+        log=log_path,
+        cwd=tmp / "cwd",
+        env=server_env(tmp, llm_url, database, max_live),
+    )
     figures: dict[str, Any] = {"sessions": args.sessions, "chunks": args.chunks}
     try:
         await wait_up(base, server, log_path)
@@ -254,6 +291,7 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
         health: list[float] = []
         rss: list[float] = []
         stop = anyio.Event()
+        countdown = Countdown(len(live))
         async with anyio.create_task_group() as tg:
             # Idle clients first: the RSS they add is the idle figure.
             for group in (idle, live):
@@ -261,7 +299,10 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
                 for s in group:
                     connected = anyio.Event()
                     events.append(connected)
-                    tg.start_soon(follow, ws_base, s, connected, go if s in live else anyio.Event())
+                    if group is live:
+                        tg.start_soon(follow, ws_base, s, connected, go, countdown)
+                    else:
+                        tg.start_soon(follow, ws_base, s, connected, anyio.Event())
                 for connected in events:
                     await connected.wait()
                 if group is idle:
@@ -276,8 +317,7 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
             tg.start_soon(sample_rss, server.pid, rss, stop)
             go.set()
             with anyio.move_on_after(args.timeout) as scope:
-                while not all(s.ended or s.close_code or s.errors for s in live):
-                    await anyio.sleep(0.2)
+                await countdown.done.wait()
             wall = time.perf_counter() - t0
             cpu = {k: (cpu_seconds(p) - cpu0[k]) / wall * 100 for k, p in procs.items()}
             stop.set()
@@ -294,9 +334,7 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
         fake.wait(5)
 
     ideal = (args.chunks - 1) * args.delay  # first chunk to last
-    rates = [
-        (s.chunks - 1) / (s.last - s.first) for s in live if s.chunks > 1 and s.last > s.first
-    ]
+    rates = [(s.chunks - 1) / (s.last - s.first) for s in live if s.chunks > 1 and s.last > s.first]
     run_times = [s.last - s.first for s in live if s.chunks > 1]
     llm_ms = [x for s in live for x in s.llm_ms]
     figures.update(
@@ -340,28 +378,42 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
 
 
 def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> None:
-    print(f"{args.sessions} live sessions x {args.chunks} chunks at {1 / args.delay:.0f}/s, "
-          f"{args.idle} idle, NAVI_MAX_LIVE_RUNS={args.max_live_runs}, "
-          f"{'PostgreSQL' if args.postgres else 'SQLite'}; before: {uptime}")
-    print(f"  per-session rate: min {f['session_rate_min']:.1f}, p50 {f['session_rate_p50']:.1f} "
-          f"chunks/s; run time p50 {f['run_time_p50_s']:.2f} s, max {f['run_time_max_s']:.2f} s "
-          f"(ideal {f['ideal_run_s']:.2f} s); largest gap {f['max_gap_s'] * 1000:.0f} ms; "
-          f"all {f['chunks_per_s_total']:.0f} chunks/s over {f['wall_s']:.1f} s")
-    print(f"  commit -> frame: p50 {f['commit_frame_p50_ms']:.1f} ms, p99 "
-          f"{f['commit_frame_p99_ms']:.1f} ms, max {f['commit_frame_max_ms']:.1f} ms")
-    print(f"  LLM -> frame:    p50 {f['llm_frame_p50_ms']:.1f} ms, p99 "
-          f"{f['llm_frame_p99_ms']:.1f} ms, max {f['llm_frame_max_ms']:.1f} ms")
+    print(
+        f"{args.sessions} live sessions x {args.chunks} chunks at {1 / args.delay:.0f}/s, "
+        f"{args.idle} idle, NAVI_MAX_LIVE_RUNS={args.max_live_runs}, "
+        f"{'PostgreSQL' if args.postgres else 'SQLite'}; before: {uptime}"
+    )
+    print(
+        f"  per-session rate: min {f['session_rate_min']:.1f}, p50 {f['session_rate_p50']:.1f} "
+        f"chunks/s; run time p50 {f['run_time_p50_s']:.2f} s, max {f['run_time_max_s']:.2f} s "
+        f"(ideal {f['ideal_run_s']:.2f} s); largest gap {f['max_gap_s'] * 1000:.0f} ms; "
+        f"all {f['chunks_per_s_total']:.0f} chunks/s over {f['wall_s']:.1f} s"
+    )
+    print(
+        f"  commit -> frame: p50 {f['commit_frame_p50_ms']:.1f} ms, p99 "
+        f"{f['commit_frame_p99_ms']:.1f} ms, max {f['commit_frame_max_ms']:.1f} ms"
+    )
+    print(
+        f"  LLM -> frame:    p50 {f['llm_frame_p50_ms']:.1f} ms, p99 "
+        f"{f['llm_frame_p99_ms']:.1f} ms, max {f['llm_frame_max_ms']:.1f} ms"
+    )
     print(f"  /health under load: p50 {f['health_p50_ms']:.1f} ms, p99 {f['health_p99_ms']:.1f} ms")
-    print(f"  sockets dropped by the server: {f['dropped_sockets']} {f['close_codes']}; runs "
-          f"completed {f['runs_completed']}/{args.sessions} ({f['runs_queued']} were queued, "
-          f"{f['runs_with_error']} with an error); chunks lost: {f['chunks_missing_in_log']} "
-          f"not in the log, {f['chunks_missing_at_client']} logged but not received")
-    print(f"  RSS: {f['rss_base_mib']:.0f} MiB base, {f['rss_per_idle_kib']:.0f} KiB per idle "
-          f"session, {f['rss_per_live_kib']:.0f} KiB per live session (peak "
-          f"{f['rss_peak_mib']:.0f} MiB)")
-    print(f"  CPU (% of one core): server {f['cpu_server_pct']:.0f}, fake LLM "
-          f"{f['cpu_fake_pct']:.0f}, clients {f['cpu_clients_pct']:.0f}; load after "
-          f"{f['load']:.2f}")
+    print(
+        f"  sockets dropped by the server: {f['dropped_sockets']} {f['close_codes']}; runs "
+        f"completed {f['runs_completed']}/{args.sessions} ({f['runs_queued']} were queued, "
+        f"{f['runs_with_error']} with an error); chunks lost: {f['chunks_missing_in_log']} "
+        f"not in the log, {f['chunks_missing_at_client']} logged but not received"
+    )
+    print(
+        f"  RSS: {f['rss_base_mib']:.0f} MiB base, {f['rss_per_idle_kib']:.0f} KiB per idle "
+        f"session, {f['rss_per_live_kib']:.0f} KiB per live session (peak "
+        f"{f['rss_peak_mib']:.0f} MiB)"
+    )
+    print(
+        f"  CPU (% of one core): server {f['cpu_server_pct']:.0f}, fake LLM "
+        f"{f['cpu_fake_pct']:.0f}, clients {f['cpu_clients_pct']:.0f}; load after "
+        f"{f['load']:.2f}"
+    )
 
 
 async def main() -> None:
@@ -376,7 +428,7 @@ async def main() -> None:
     parser.add_argument("--postgres", nargs="?", const=PG_DEFAULT, default=None)
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
-    uptime = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    before = uptime()
     async with AsyncExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
         if args.postgres:
@@ -386,9 +438,9 @@ async def main() -> None:
         else:
             database = f"sqlite:///{tmp / 'navi.db'}"
         figures = await measure(args, tmp, database)
-    figures["uptime_before"] = uptime
+    figures["uptime_before"] = before
     figures["backend"] = "postgresql" if args.postgres else "sqlite"
-    print_figures(figures, args, uptime)
+    print_figures(figures, args, before)
     report(figures)
 
 
