@@ -66,6 +66,8 @@ def rss_mib(pid: int) -> float:
 @dataclass
 class Session:
     sid: str
+    host: str  # the node this client talks to
+    follower: bool = False  # only reads (the session runs on another node)
     chunks: int = 0  # chunk stamps received
     frames: dict[int, float] = field(default_factory=dict)  # seq -> received (epoch)
     llm_ms: list[float] = field(default_factory=list)  # per chunk
@@ -94,23 +96,24 @@ class Countdown:
 
 
 async def follow(
-    ws_base: str,
     session: Session,
     connected: anyio.Event,
     go: anyio.Event,
     countdown: Countdown | None = None,
 ) -> None:
-    """One client: connect, wait for the start signal, send the message, read to the end."""
+    """One client: connect, wait for the start signal, send the message (unless a follower),
+    read to the end of the run."""
     try:
         async with connect(
-            f"{ws_base}/ws/sessions/{session.sid}",
+            f"ws://{session.host}/ws/sessions/{session.sid}",
             max_size=None,
             open_timeout=120,
             ping_interval=None,  # the server pings; the client only answers
         ) as ws:
             connected.set()
             await go.wait()
-            await ws.send(json.dumps({"type": "message", "content": "stream"}))
+            if not session.follower:
+                await ws.send(json.dumps({"type": "message", "content": "stream"}))
             while True:
                 raw = await ws.recv()
                 now = time.time()
@@ -154,9 +157,9 @@ async def poll_health(base: str, out: list[float], stop: anyio.Event) -> None:
                 await stop.wait()
 
 
-async def sample_rss(pid: int, out: list[float], stop: anyio.Event) -> None:
+async def sample_rss(pids: list[int], out: list[float], stop: anyio.Event) -> None:
     while not stop.is_set():
-        out.append(rss_mib(pid))
+        out.append(sum(rss_mib(p) for p in pids))
         with anyio.move_on_after(0.25):
             await stop.wait()
 
@@ -167,16 +170,16 @@ def _epoch(iso: str) -> float:
 
 async def check_logs(
     base: str, sessions: list[Session], expected: int
-) -> tuple[list[float], int, int]:
+) -> tuple[list[float], int, int, int]:
     """Commit -> frame latency per chunk, chunks missing from logs, logged chunks the client
-    did not get."""
+    did not get, chunks logged."""
     commit_ms: list[float] = []
-    missing_in_log = missing_at_client = 0
+    missing_in_log = missing_at_client = total = 0
     limiter = anyio.Semaphore(8)
     async with httpx.AsyncClient(base_url=base, timeout=120) as http:
 
         async def one(s: Session) -> None:
-            nonlocal missing_in_log, missing_at_client
+            nonlocal missing_in_log, missing_at_client, total
             async with limiter:
                 text = (await http.get(f"/sessions/{s.sid}/events")).text
             logged = 0
@@ -190,13 +193,14 @@ async def check_logs(
                 if i < len(frame_seqs):
                     received = s.frames[frame_seqs[i]]
                     commit_ms.append((received - _epoch(event["timestamp"])) * 1000)
+            total += logged
             missing_in_log += max(0, expected - logged)
             missing_at_client += max(0, logged - s.chunks)
 
         async with anyio.create_task_group() as tg:
             for s in sessions:
                 tg.start_soon(one, s)
-    return commit_ms, missing_in_log, missing_at_client
+    return commit_ms, missing_in_log, missing_at_client, total
 
 
 def server_env(tmp: Path, llm_url: str, database: str, max_live: str) -> dict[str, str]:
@@ -250,88 +254,123 @@ async def wait_up(base: str, server: subprocess.Popen[str], log: Path) -> None:
     raise RuntimeError("navi serve did not start")
 
 
-async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[str, Any]:
+def start_fake(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
+    script = str(ROOT / "bench" / "_paced_fake.py")
     fake = start(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "_paced_fake.py"),
-            "--chunks",
-            str(args.chunks),
-            "--delay",
-            str(args.delay),
-        ],
+        [sys.executable, script, "--chunks", str(args.chunks), "--delay", str(args.delay)],
         stdout=subprocess.PIPE,
     )
     assert fake.stdout is not None
-    llm_url = fake.stdout.readline().rsplit(" ", 1)[1].strip()
-    port = free_port()
-    base, ws_base = f"http://127.0.0.1:{port}", f"ws://127.0.0.1:{port}"
+    return fake, fake.stdout.readline().rsplit(" ", 1)[1].strip()
+
+
+def start_nodes(
+    args: argparse.Namespace, tmp: Path, llm_url: str, database: str
+) -> list[tuple[subprocess.Popen[str], str, Path]]:
+    """``--nodes`` ``navi serve`` processes on the one database: (process, URL, log)."""
     max_live = str(args.sessions) if args.max_live_runs == "all" else args.max_live_runs
-    log_path = tmp / "serve.log"
-    (tmp / "cwd").mkdir()
-    server = start(
-        [sys.executable, "-m", "navi.cli", "serve", "--port", str(port)],
-        log=log_path,
-        cwd=tmp / "cwd",
-        env=server_env(tmp, llm_url, database, max_live),
-    )
+    nodes = []
+    for i in range(args.nodes):
+        root = tmp / f"node{i}"
+        (root / "cwd").mkdir(parents=True)
+        port = free_port()
+        server = start(
+            [sys.executable, "-m", "navi.cli", "serve", "--port", str(port)],
+            log=root / "serve.log",
+            cwd=root / "cwd",
+            env=server_env(root, llm_url, database, max_live),
+        )
+        nodes.append((server, f"127.0.0.1:{port}", root / "serve.log"))
+    return nodes
+
+
+async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[str, Any]:
+    fake, llm_url = start_fake(args)
+    nodes = start_nodes(args, tmp, llm_url, database)
+    servers = [n[0] for n in nodes]
+    base = f"http://{nodes[0][1]}"
     figures: dict[str, Any] = {"sessions": args.sessions, "chunks": args.chunks}
     try:
-        await wait_up(base, server, log_path)
-        async with httpx.AsyncClient(base_url=base, timeout=120) as http:
-            sids = [
-                (await http.post("/sessions", json={})).json()["session_id"]
-                for _ in range(args.sessions + args.idle)
-            ]
+        for proc, host, log in nodes:
+            await wait_up(f"http://{host}", proc, log)
+        # Session i is created on, runs on and is followed on node i % nodes; with several
+        # nodes a second client follows it on node (i + 1) % nodes (it learns by NOTIFY).
+        sessions: list[Session] = []
+        for i in range(args.sessions + args.idle):
+            host = nodes[i % len(nodes)][1]
+            async with httpx.AsyncClient(base_url=f"http://{host}", timeout=120) as http:
+                sid = (await http.post("/sessions", json={})).json()["session_id"]
+            sessions.append(Session(sid, host=host))
         await anyio.sleep(1)
-        rss0 = rss_mib(server.pid)
-        sessions = [Session(sid) for sid in sids]
+        rss0 = sum(rss_mib(p.pid) for p in servers)
         live, idle = sessions[: args.sessions], sessions[args.sessions :]
+        followers = [
+            Session(s.sid, host=nodes[(i + 1) % len(nodes)][1], follower=True)
+            for i, s in enumerate(live)
+            if len(nodes) > 1
+        ]
         go = anyio.Event()
         health: list[float] = []
         rss: list[float] = []
         stop = anyio.Event()
-        countdown = Countdown(len(live))
+        countdown = Countdown(len(live) + len(followers))
         async with anyio.create_task_group() as tg:
             # Idle clients first: the RSS they add is the idle figure.
-            for group in (idle, live):
+            for group in (idle, followers, live):
                 events = []
                 for s in group:
                     connected = anyio.Event()
                     events.append(connected)
-                    if group is live:
-                        tg.start_soon(follow, ws_base, s, connected, go, countdown)
+                    if group is idle:
+                        tg.start_soon(follow, s, connected, anyio.Event())
                     else:
-                        tg.start_soon(follow, ws_base, s, connected, anyio.Event())
+                        tg.start_soon(follow, s, connected, go, countdown)
                 for connected in events:
                     await connected.wait()
                 if group is idle:
                     await anyio.sleep(1)
-                    rss_idle = rss_mib(server.pid)
+                    rss_idle = sum(rss_mib(p.pid) for p in servers)
             await anyio.sleep(0.5)
-            rss_connected = rss_mib(server.pid)
-            procs = {"server": server.pid, "fake": fake.pid, "clients": os.getpid()}
-            cpu0 = {k: cpu_seconds(p) for k, p in procs.items()}
+            rss_connected = sum(rss_mib(p.pid) for p in servers)
+            procs = {
+                "server": [p.pid for p in servers],
+                "fake": [fake.pid],
+                "clients": [os.getpid()],
+            }
+            cpu0 = {k: sum(cpu_seconds(p) for p in ps) for k, ps in procs.items()}
             t0 = time.perf_counter()
             tg.start_soon(poll_health, base, health, stop)
-            tg.start_soon(sample_rss, server.pid, rss, stop)
+            tg.start_soon(sample_rss, [p.pid for p in servers], rss, stop)
             go.set()
             with anyio.move_on_after(args.timeout) as scope:
                 await countdown.done.wait()
             wall = time.perf_counter() - t0
-            cpu = {k: (cpu_seconds(p) - cpu0[k]) / wall * 100 for k, p in procs.items()}
+            cpu = {
+                k: (sum(cpu_seconds(p) for p in ps) - cpu0[k]) / wall * 100
+                for k, ps in procs.items()
+            }
             stop.set()
             figures["timed_out"] = scope.cancelled_caught
             tg.cancel_scope.cancel()
-        commit_ms, missing_log, missing_client = await check_logs(base, live, args.chunks)
+        commit_ms, missing_log, missing_client, logged = await check_logs(base, live, args.chunks)
+        if followers:
+            follower_ms, _, follower_missing, _ = await check_logs(base, followers, args.chunks)
+            figures.update(
+                follower_commit_frame_p50_ms=percentile(follower_ms, 50),
+                follower_commit_frame_p99_ms=percentile(follower_ms, 99),
+                follower_commit_frame_max_ms=max(follower_ms, default=float("nan")),
+                follower_chunks_missing=follower_missing,
+                follower_runs_completed=sum(s.ended for s in followers),
+            )
     finally:
-        server.terminate()
-        fake.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-        fake.wait(5)
+        for proc in [*servers, fake]:
+            proc.terminate()
+        for proc in [*servers, fake]:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
     ideal = (args.chunks - 1) * args.delay  # first chunk to last
     rates = [(s.chunks - 1) / (s.last - s.first) for s in live if s.chunks > 1 and s.last > s.first]
@@ -340,7 +379,8 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
     figures.update(
         wall_s=wall,
         ideal_run_s=ideal,
-        chunks_per_s_total=sum(s.chunks for s in live) / wall,
+        nodes=args.nodes,
+        committed_chunks_per_s=logged / wall,
         session_rate_min=min(rates, default=0.0),
         session_rate_p50=median(rates),
         run_time_p50_s=median(run_times),
@@ -381,13 +421,13 @@ def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> N
     print(
         f"{args.sessions} live sessions x {args.chunks} chunks at {1 / args.delay:.0f}/s, "
         f"{args.idle} idle, NAVI_MAX_LIVE_RUNS={args.max_live_runs}, "
-        f"{'PostgreSQL' if args.postgres else 'SQLite'}; before: {uptime}"
+        f"{'PostgreSQL' if args.postgres else 'SQLite'}, {args.nodes} node(s); before: {uptime}"
     )
     print(
         f"  per-session rate: min {f['session_rate_min']:.1f}, p50 {f['session_rate_p50']:.1f} "
         f"chunks/s; run time p50 {f['run_time_p50_s']:.2f} s, max {f['run_time_max_s']:.2f} s "
         f"(ideal {f['ideal_run_s']:.2f} s); largest gap {f['max_gap_s'] * 1000:.0f} ms; "
-        f"all {f['chunks_per_s_total']:.0f} chunks/s over {f['wall_s']:.1f} s"
+        f"{f['committed_chunks_per_s']:.0f} chunks/s committed in all over {f['wall_s']:.1f} s"
     )
     print(
         f"  commit -> frame: p50 {f['commit_frame_p50_ms']:.1f} ms, p99 "
@@ -397,6 +437,14 @@ def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> N
         f"  LLM -> frame:    p50 {f['llm_frame_p50_ms']:.1f} ms, p99 "
         f"{f['llm_frame_p99_ms']:.1f} ms, max {f['llm_frame_max_ms']:.1f} ms"
     )
+    if "follower_commit_frame_p99_ms" in f:
+        print(
+            f"  follower on another node: commit -> frame p50 "
+            f"{f['follower_commit_frame_p50_ms']:.1f} ms, p99 "
+            f"{f['follower_commit_frame_p99_ms']:.1f} ms, max "
+            f"{f['follower_commit_frame_max_ms']:.1f} ms; {f['follower_runs_completed']}/"
+            f"{args.sessions} stream_end, {f['follower_chunks_missing']} chunks missing"
+        )
     print(f"  /health under load: p50 {f['health_p50_ms']:.1f} ms, p99 {f['health_p99_ms']:.1f} ms")
     print(
         f"  sockets dropped by the server: {f['dropped_sockets']} {f['close_codes']}; runs "
@@ -405,12 +453,12 @@ def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> N
         f"not in the log, {f['chunks_missing_at_client']} logged but not received"
     )
     print(
-        f"  RSS: {f['rss_base_mib']:.0f} MiB base, {f['rss_per_idle_kib']:.0f} KiB per idle "
+        f"  RSS (all nodes): {f['rss_base_mib']:.0f} MiB base, {f['rss_per_idle_kib']:.0f} KiB per idle "
         f"session, {f['rss_per_live_kib']:.0f} KiB per live session (peak "
         f"{f['rss_peak_mib']:.0f} MiB)"
     )
     print(
-        f"  CPU (% of one core): server {f['cpu_server_pct']:.0f}, fake LLM "
+        f"  CPU (% of one core): server(s) {f['cpu_server_pct']:.0f}, fake LLM "
         f"{f['cpu_fake_pct']:.0f}, clients {f['cpu_clients_pct']:.0f}; load after "
         f"{f['load']:.2f}"
     )
@@ -427,7 +475,12 @@ async def main() -> None:
     )
     parser.add_argument("--postgres", nargs="?", const=PG_DEFAULT, default=None)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="navi serve processes on one PostgreSQL"
+    )
     args = parser.parse_args()
+    if args.nodes > 1 and not args.postgres:
+        parser.error("--nodes > 1 needs --postgres")
     before = uptime()
     async with AsyncExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory()))
