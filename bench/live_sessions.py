@@ -20,7 +20,11 @@ default``): no socket dropped, every run completes (the waiting ones are told
 ``run_queued``), nothing lost.
 
     .venv/bin/python bench/live_sessions.py [--sessions 200] [--chunks 200] [--idle 200]
-        [--max-live-runs all|default|N] [--postgres [URL]]
+        [--max-live-runs all|default|N] [--postgres [URL]] [--nodes N]
+
+``--nodes N`` (with ``--postgres``) starts N nodes on the one database: session i is
+created, run and followed on node i % N, and a second client follows it on node
+(i + 1) % N, which learns of the commits by NOTIFY (its commit -> frame is reported apart).
 """
 
 from __future__ import annotations
