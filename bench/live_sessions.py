@@ -42,6 +42,7 @@ from typing import Any
 import anyio
 import httpx
 
+import _profile
 from _common import ROOT, median, percentile, report
 from _live_clients import (
     Countdown,
@@ -196,6 +197,7 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
             t0 = time.perf_counter()
             tg.start_soon(poll_health, base, health, stop)
             tg.start_soon(sample_rss, [p.pid for p in servers], rss, stop)
+            spy = _profile.start(servers[0].pid, args.py_spy) if args.py_spy else None
             go.set()
             with anyio.move_on_after(args.timeout) as scope:
                 await countdown.done.wait()
@@ -205,6 +207,7 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
                 for k, ps in procs.items()
             }
             stop.set()
+            _profile.stop(spy)
             figures["timed_out"] = scope.cancelled_caught
             tg.cancel_scope.cancel()
         commit_ms, missing_log, missing_client, logged = await check_logs(base, live, args.chunks)
@@ -330,6 +333,7 @@ async def main() -> None:
     )
     parser.add_argument("--postgres", nargs="?", const=PG_DEFAULT, default=None)
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--py-spy", type=Path, help="profile node 1 under load to this file")
     parser.add_argument(
         "--nodes", type=int, default=1, help="navi serve processes on one PostgreSQL"
     )
@@ -349,6 +353,8 @@ async def main() -> None:
     figures["uptime_before"] = before
     figures["backend"] = "postgresql" if args.postgres else "sqlite"
     print_figures(figures, args, before)
+    if args.py_spy:
+        print("\n".join(_profile.top(args.py_spy)))
     report(figures)
 
 
