@@ -40,6 +40,7 @@ class Session:
     chunks: int = 0  # chunk stamps received
     frames: dict[int, float] = field(default_factory=dict)  # seq -> received (epoch)
     llm_ms: list[float] = field(default_factory=list)  # per chunk
+    sent: float = 0.0  # the message was sent (epoch)
     first: float = 0.0
     last: float = 0.0
     max_gap: float = 0.0
@@ -81,6 +82,7 @@ async def follow(
         ) as ws:
             connected.set()
             await go.wait()
+            session.sent = time.time()
             if not session.follower:
                 await ws.send(json.dumps({"type": "message", "content": "stream"}))
             while True:

@@ -230,9 +230,12 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
                 proc.kill()
                 proc.wait()
 
-    ideal = (args.chunks - 1) * args.delay  # first chunk to last
+    ideal = (args.chunks - 1) * args.delay  # first chunk to last (+ the first's latency)
     rates = [(s.chunks - 1) / (s.last - s.first) for s in live if s.chunks > 1 and s.last > s.first]
-    run_times = [s.last - s.first for s in live if s.chunks > 1]
+    # A run's time: message sent -> last chunk at the client (queueing included); its
+    # start: message sent -> first chunk.
+    run_times = [s.last - s.sent for s in live if s.chunks > 1]
+    starts = [s.first - s.sent for s in live if s.chunks]
     llm_ms = [x for s in live for x in s.llm_ms]
     figures.update(
         wall_s=wall,
@@ -243,6 +246,9 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
         session_rate_p50=median(rates),
         run_time_p50_s=median(run_times),
         run_time_max_s=max(run_times, default=float("nan")),
+        first_chunk_p50_s=median(starts),
+        first_chunk_p99_s=percentile(starts, 99),
+        first_chunk_max_s=max(starts, default=float("nan")),
         max_gap_s=max((s.max_gap for s in live), default=float("nan")),
         commit_frame_p50_ms=percentile(commit_ms, 50),
         commit_frame_p99_ms=percentile(commit_ms, 99),
@@ -284,7 +290,8 @@ def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> N
     print(
         f"  per-session rate: min {f['session_rate_min']:.1f}, p50 {f['session_rate_p50']:.1f} "
         f"chunks/s; run time p50 {f['run_time_p50_s']:.2f} s, max {f['run_time_max_s']:.2f} s "
-        f"(ideal {f['ideal_run_s']:.2f} s); largest gap {f['max_gap_s'] * 1000:.0f} ms; "
+        f"(ideal {f['ideal_run_s']:.2f} s); first chunk p50 {f['first_chunk_p50_s']:.2f} s, "
+        f"p99 {f['first_chunk_p99_s']:.2f} s after the message; largest gap {f['max_gap_s'] * 1000:.0f} ms; "
         f"{f['committed_chunks_per_s']:.0f} chunks/s committed in all over {f['wall_s']:.1f} s"
     )
     print(
