@@ -271,6 +271,10 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
         rss_per_live_kib=(max(rss, default=rss_connected) - rss_connected) * 1024 / len(live),
         rss_peak_mib=max(rss, default=float("nan")),
         cpu_server_pct=cpu["server"],
+        # The server's CPU per chunk (less disturbed by a busy machine than wall-clock
+        # figures), and the sessions at 50 chunks/s one core could carry at that cost.
+        server_cpu_us_per_chunk=cpu["server"] / 100 * wall / max(logged, 1) * 1e6,
+        sessions_per_core_at_50=logged / (cpu["server"] / 100 * wall) / 50 if logged else 0.0,
         cpu_fake_pct=cpu["fake"],
         cpu_clients_pct=cpu["clients"],
         load=os.getloadavg()[0],
@@ -324,7 +328,9 @@ def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> N
     )
     print(
         f"  CPU (% of one core): server(s) {f['cpu_server_pct']:.0f}, fake LLM "
-        f"{f['cpu_fake_pct']:.0f}, clients {f['cpu_clients_pct']:.0f}; load after "
+        f"{f['cpu_fake_pct']:.0f}, clients {f['cpu_clients_pct']:.0f}; server "
+        f"{f['server_cpu_us_per_chunk']:.0f} us per chunk (one core: "
+        f"{f['sessions_per_core_at_50']:.0f} sessions at 50 chunks/s); load after "
         f"{f['load']:.2f}"
     )
 
