@@ -47,6 +47,8 @@ class Session:
     queued: bool = False
     ended: bool = False
     close_code: int | None = None  # set when the server closed the socket
+    close_reason: str = ""
+    closed_at: float = 0.0  # epoch
     errors: list[str] = field(default_factory=list)
 
 
@@ -110,6 +112,8 @@ async def follow(
                         return
     except ConnectionClosed as exc:
         session.close_code = exc.rcvd.code if exc.rcvd else 1006
+        session.close_reason = exc.rcvd.reason if exc.rcvd else ""
+        session.closed_at = time.time()
     except (OSError, TimeoutError) as exc:
         session.errors.append(repr(exc)[:200])
     finally:

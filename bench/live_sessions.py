@@ -261,6 +261,11 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
         health_max_ms=max(health, default=float("nan")),
         dropped_sockets=sum(s.close_code is not None for s in sessions),
         close_codes=sorted({s.close_code for s in sessions if s.close_code is not None}),
+        close_reasons=sorted({s.close_reason for s in sessions if s.close_code is not None}),
+        # When the dropped sockets were closed: seconds after the messages were sent.
+        closed_after_s=sorted(
+            round(s.closed_at - s.sent, 1) for s in sessions if s.close_code and s.sent
+        )[:: max(1, len(sessions) // 20)],
         runs_completed=sum(s.ended for s in live),
         runs_queued=sum(s.queued for s in live),
         runs_with_error=sum(bool(s.errors) for s in live),
@@ -316,7 +321,8 @@ def print_figures(f: dict[str, Any], args: argparse.Namespace, uptime: str) -> N
         )
     print(f"  /health under load: p50 {f['health_p50_ms']:.1f} ms, p99 {f['health_p99_ms']:.1f} ms")
     print(
-        f"  sockets dropped by the server: {f['dropped_sockets']} {f['close_codes']}; runs "
+        f"  sockets dropped by the server: {f['dropped_sockets']} {f['close_codes']} "
+        f"{f['close_reasons']}; runs "
         f"completed {f['runs_completed']}/{args.sessions} ({f['runs_queued']} were queued, "
         f"{f['runs_with_error']} with an error); chunks lost: {f['chunks_missing_in_log']} "
         f"not in the log, {f['chunks_missing_at_client']} logged but not received"
