@@ -112,7 +112,11 @@ async def follow(
                         return
     except ConnectionClosed as exc:
         session.close_code = exc.rcvd.code if exc.rcvd else 1006
-        session.close_reason = exc.rcvd.reason if exc.rcvd else ""
+        # Who closed first: the server ("server: ..."), or this client (its keepalive,
+        # or a protocol error it saw), whose close the server echoed.
+        by = "server" if exc.rcvd_then_sent or exc.sent is None else "client"
+        frame = exc.rcvd if by == "server" else exc.sent
+        session.close_reason = f"{by}: {frame.reason if frame else 'no close frame'}"
         session.closed_at = time.time()
     except (OSError, TimeoutError) as exc:
         session.errors.append(repr(exc)[:200])
