@@ -11,9 +11,9 @@ the store's committer when it plans the batch). It is given per frame (the last 
 frame carries) and per chunk: a lagging client gets runs of deltas merged into one
 frame, and every chunk in it counts, the oldest waited longest.
 
-Its load phase's fake sends each answer in bursts (many chunks per read); for live
-sessions at a real model's pace (one chunk per read, 50 chunks/s each), with LLM -> frame
-latency, dropped sockets, /health under load and RSS, see bench/live_sessions.py.
+For live sessions at a real model's pace with what users meet (LLM -> frame latency from
+send times stamped in each chunk, per-session rates, dropped sockets, /health under load,
+RSS, every chunk counted against the log), see bench/live_sessions.py.
 
     .venv/bin/python bench/stream.py [--chunks N] [--sessions N]
 """
