@@ -11,6 +11,10 @@ the store's committer when it plans the batch). It is given per frame (the last 
 frame carries) and per chunk: a lagging client gets runs of deltas merged into one
 frame, and every chunk in it counts, the oldest waited longest.
 
+For live sessions at a real model's pace with what users meet (LLM -> frame latency from
+send times stamped in each chunk, per-session rates, dropped sockets, /health under load,
+RSS, every chunk counted against the log), see bench/live_sessions.py.
+
     .venv/bin/python bench/stream.py [--chunks N] [--sessions N]
 """
 
