@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import anyio
 import structlog
+from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from events.types import TERMINAL_RUN_EVENTS, SubagentFinished, SubagentSpawned
@@ -31,6 +32,8 @@ log = structlog.get_logger(__name__)
 
 SEND_QUEUE = 2048
 SEND_TIMEOUT = 10.0
+# Client messages read but not yet handled; one more gets an error frame instead.
+REQUEST_QUEUE = 32
 # Frames waiting for a client before runs of deltas are merged (see frames.coalesce):
 # a few suffice to show the client lags.
 COALESCE_BACKLOG = 8
@@ -104,6 +107,7 @@ class Connection:
         self._receive = receive
         self._slow = False
         self._scope = anyio.CancelScope()
+        self._drained = anyio.Event()
 
     async def push(self, frames: list[Frame]) -> None:
         """Queue frames. A queue that stays full for ``SEND_TIMEOUT`` means the client
@@ -254,10 +258,36 @@ class Connection:
             done.set()
 
     async def _receive_loop(self) -> None:
-        async for request in incoming(
-            self.websocket, p.read_live_message, max_bytes=MAX_FRAME_BYTES, error=self._error
-        ):
-            await self._handle(request)
+        """Read the socket without waiting for a message to be handled: uvicorn reads no
+        more of a socket until the app asks for its next message, so a slow handler left
+        the client's pongs unread and the keep-alive closed busy clients (1011)."""
+        send, receive = anyio.create_memory_object_stream[p.LiveMessage](REQUEST_QUEUE)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._handle_in_order, receive)
+            async with send:
+                async for request in incoming(
+                    self.websocket,
+                    p.read_live_message,
+                    max_bytes=MAX_FRAME_BYTES,
+                    error=self._error,
+                ):
+                    try:
+                        send.send_nowait(request)
+                    except anyio.WouldBlock:
+                        await self._error(f"more than {REQUEST_QUEUE} messages wait: not taken")
+            # The client is gone: what it sent before is still handled (for a while).
+            with anyio.move_on_after(SEND_TIMEOUT) as drain:
+                await self._drained.wait()
+            if drain.cancelled_caught:
+                tg.cancel_scope.cancel()
+
+    async def _handle_in_order(self, receive: MemoryObjectReceiveStream[p.LiveMessage]) -> None:
+        try:
+            async with receive:
+                async for request in receive:
+                    await self._handle(request)
+        finally:
+            self._drained.set()
 
     async def _handle(self, request: p.LiveMessage) -> None:
         try:
