@@ -61,10 +61,17 @@ def server(_shared_server: NaviServerProcess) -> NaviServerProcess:
     return fresh(_shared_server)
 
 
+@pytest.fixture(scope="module")
+def _own_server(start_module_navi: StartNavi) -> NaviServerProcess:
+    return _start(start_module_navi)
+
+
 @pytest.fixture
-def own_server(start_navi: StartNavi) -> NaviServerProcess:
-    """The same set-up, for a test that changes the users file or restarts the server."""
-    return _start(start_navi)
+def own_server(_own_server: NaviServerProcess) -> NaviServerProcess:
+    """The same set-up apart from the shared one, for the two tests that change the users
+    file (a user added: the other test's users are still there) or restart the server
+    (the added user stays valid): a start each would cost seconds and prove nothing more."""
+    return fresh(_own_server)
 
 
 def _routes() -> list[tuple[str, str]]:

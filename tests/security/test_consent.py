@@ -22,6 +22,7 @@ from websockets.sync.client import connect
 from projections.tool_results import UNTRUSTED_NOTE
 from tests.security.conftest import NaviServerProcess, StartNavi, fresh, ws_frames
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tests.support.helpers import poll_until
 from tests.support.local_servers import LocalHTTPServer
 
 ASK = {"NAVI_TOOL_APPROVAL": "", "NAVI_UNSANDBOXED_TOOLS": "1", "NAVI_ALLOW_PRIVATE_URLS": "1"}
@@ -73,13 +74,6 @@ def _events(server: NaviServerProcess, stream: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-def _wait_for(condition: Any, what: str, wait_s: float = 30) -> None:
-    deadline = time.monotonic() + wait_s
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
-
-
 # ---------------------------------------------------------------- one decision, one call
 
 
@@ -125,7 +119,7 @@ def test_approving_one_subagents_call_runs_that_call_only(
     status, answer = _decide(server, sid, benign["call_id"], decision="approve", **_in(benign))
     assert status == 200, answer
     assert answer["stream_id"] == benign["stream_id"]
-    _wait_for(benign_ran.exists, "the approved call did not run")
+    poll_until(benign_ran.exists, "the approved call did not run")
     # The other child still waits, and its code has not run.
     still = _pending_or_end(server, sid, turn)
     assert [p["call_id"] for p in still] == [evil["call_id"]]
@@ -236,13 +230,13 @@ def test_a_bare_call_id_that_two_waiting_calls_share_is_refused(start_navi: Star
     # Named with its stream: exactly that call runs.
     status, answer = _decide(server, sid, call, decision="approve", **_in(benign))
     assert status == 200, answer
-    _wait_for(benign_ran.exists, "the approved call did not run")
+    poll_until(benign_ran.exists, "the approved call did not run")
     with server.client() as http:
         [still] = http.get(f"/sessions/{sid}/approvals").json()["approvals"]
     assert still["stream_id"] == evil["stream_id"] and not evil_ran.exists()
     status, answer = _decide(server, sid, call, decision="deny", **_in(evil))
     assert status == 200, answer
-    _wait_for(
+    poll_until(
         lambda: any(e["type"] == "run.completed" for e in _events(server, sid)),
         "the turn did not end",
     )

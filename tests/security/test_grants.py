@@ -229,16 +229,48 @@ def _forged_import(server: NaviServerProcess, token: str, profile: str) -> str:
     return session_id
 
 
+FRANK = {"id": "frank", "token": "frank-token-0123456789abcdef", "role": "user", "tools": TOOLS}
+
+
+class _Withdrawing:
+    """A server whose users file the tests below change, each withdrawing the grant of a
+    user of its own (Bob's ``lan``, Frank's ``tool_network``): one ``navi serve`` for both
+    (a start costs seconds), the users file always the two tests' changes so far."""
+
+    def __init__(self, start: StartNavi) -> None:
+        self.users = {
+            "alice": ALICE,
+            "bob": {**BOB, "grants": ["lan"]},
+            "frank": {**FRANK, "grants": ["tool_network"]},
+        }
+        self.server = start(users=list(self.users.values()), canary_row=False)
+
+    def withdraw(self, user: dict[str, Any]) -> None:
+        self.users[user["id"]] = user
+        _write_users(self.server, list(self.users.values()))
+
+
+@pytest.fixture(scope="module")
+def _withdrawing(start_module_navi: StartNavi) -> _Withdrawing:
+    return _Withdrawing(start_module_navi)
+
+
+@pytest.fixture
+def withdrawing(_withdrawing: _Withdrawing) -> _Withdrawing:
+    fresh(_withdrawing.server)
+    return _withdrawing
+
+
 def test_without_the_grant_no_lan_address_is_reached_even_in_a_smart_home_session(
-    start_navi: StartNavi,
+    withdrawing: _Withdrawing,
 ) -> None:
-    server = start_navi(users=[ALICE, {**BOB, "grants": ["lan"]}], canary_row=False)
+    server = withdrawing.server
     bob = BOB["token"]
     earlier = server.create_session("smart_home", token=bob)
     # With the grant, the policy lets the call go: it fails on the connection itself.
     for tool in _turn(server, earlier, bob, _lan_calls()):
         assert "refused" not in tool["content"] and "failed" in tool["content"], tool
-    _write_users(server, [ALICE, BOB])  # the grant withdrawn
+    withdrawing.withdraw(BOB)  # the grant withdrawn
     _wait_until_refused(server, "smart_home", bob)
     imported = _forged_import(server, bob, "smart_home")
     for sid in (earlier, imported):
@@ -257,22 +289,22 @@ _sandbox = sandbox_status()
 @pytest.mark.skipif(not _sandbox.available, reason=f"no bubblewrap here: {_sandbox.reason}")
 @pytest.mark.skipif(find_slirp4netns() is None, reason="slirp4netns is not installed")
 def test_without_the_grant_a_sandboxed_call_has_no_network_even_in_server_admin(
-    start_navi: StartNavi,
+    withdrawing: _Withdrawing,
 ) -> None:
-    server = start_navi(users=[ALICE, {**BOB, "grants": ["tool_network"]}], canary_row=False)
-    bob = BOB["token"]
+    server = withdrawing.server
+    frank = FRANK["token"]
     interfaces = FakeToolCall(
         name="code_exec",
         arguments={"code": "import socket\nprint(sorted(n for _, n in socket.if_nameindex()))"},
     )
-    earlier = server.create_session("server_admin", token=bob)
-    [granted] = _turn(server, earlier, bob, [interfaces])
+    earlier = server.create_session("server_admin", token=frank)
+    [granted] = _turn(server, earlier, frank, [interfaces])
     assert "'tap0'" in granted["content"], granted  # slirp4netns's interface: a network
-    _write_users(server, [ALICE, BOB])
-    _wait_until_refused(server, "server_admin", bob)
-    imported = _forged_import(server, bob, "server_admin")
+    withdrawing.withdraw(FRANK)
+    _wait_until_refused(server, "server_admin", frank)
+    imported = _forged_import(server, frank, "server_admin")
     for sid in (earlier, imported):
-        [tool] = _turn(server, sid, bob, [interfaces])
+        [tool] = _turn(server, sid, frank, [interfaces])
         assert tool["success"] is True, tool
         assert "['lo']" in tool["content"] and "tap0" not in tool["content"], tool
 

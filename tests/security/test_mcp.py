@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import pytest
 from navi.mcp.environment import PASSED_THROUGH
 from navi.mcp.sandbox import SandboxPlaces, SandboxRefused, server_home
 from tests.navi.mcp.support import BOX_SCRIPT, box_entry, calls, stdio_entry, write_config
-from tests.security.conftest import CANARY_ENV, NaviServerProcess, StartNavi
+from tests.security.conftest import CANARY_ENV, NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
 from tools.sandbox import sandbox_status
 
@@ -53,12 +54,37 @@ def _environment(result: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def test_a_stdio_server_sees_only_its_entrys_environment(
-    tmp_path: Path, start_navi: StartNavi
-) -> None:
-    entry = stdio_entry(tmp_path / "log", env={"MCP_SETTING": "given-by-the-entry"})
-    config = write_config(tmp_path / "mcp.json", {"plain": entry})
-    server = start_navi(env={"NAVI_MCP_CONFIG": str(config)})
+@dataclass(frozen=True)
+class _Shared:
+    server: NaviServerProcess
+    logs: Path  # each entry's calls: logs / <entry name>
+
+
+# One `navi serve` (a process start costs seconds) for the tests that each use an entry
+# of their own and only call it: a plain one, a sandboxed one, one for smart_home only.
+@pytest.fixture(scope="module")
+def _shared(start_module_navi: StartNavi, tmp_path_factory: pytest.TempPathFactory) -> _Shared:
+    root = tmp_path_factory.mktemp("mcp-entries")
+    logs = root / "logs"
+    logs.mkdir()
+    entries = {
+        "plain": stdio_entry(logs / "plain", env={"MCP_SETTING": "given-by-the-entry"}),
+        "home": stdio_entry(logs / "home", profiles=["smart_home"]),
+    }
+    if sandbox_status().available:
+        entries["boxed"] = stdio_entry(logs / "boxed", sandbox=True)
+    config = write_config(root / "mcp.json", entries)
+    return _Shared(start_module_navi(env={"NAVI_MCP_CONFIG": str(config)}), logs)
+
+
+@pytest.fixture
+def shared(_shared: _Shared) -> _Shared:
+    fresh(_shared.server)
+    return _shared
+
+
+def test_a_stdio_server_sees_only_its_entrys_environment(shared: _Shared) -> None:
+    server = shared.server
     _wait_for_tools(server, "mcp__plain__environment")
     sid = server.create_session("secretary")
     result = _call(server, sid, "mcp__plain__environment")
@@ -72,14 +98,10 @@ def test_a_stdio_server_sees_only_its_entrys_environment(
     assert set(env) - {"USER", "LC_CTYPE"} <= allowed
 
 
-def test_a_sandboxed_server_cannot_read_the_servers_files(
-    tmp_path: Path, start_navi: StartNavi
-) -> None:
+def test_a_sandboxed_server_cannot_read_the_servers_files(shared: _Shared) -> None:
     if not sandbox_status().available:
         pytest.skip(sandbox_status().reason)
-    entry = stdio_entry(tmp_path / "log", sandbox=True)
-    config = write_config(tmp_path / "mcp.json", {"boxed": entry})
-    server = start_navi(env={"NAVI_MCP_CONFIG": str(config)}, canary_row=False)
+    server = shared.server
     _wait_for_tools(server, "mcp__boxed__read")
     sid = server.create_session("secretary")
     for secret in (server.canary_file, server.home / ".ssh" / "id_ed25519", server.database):
@@ -90,13 +112,8 @@ def test_a_sandboxed_server_cannot_read_the_servers_files(
     assert not set(CANARY_ENV) & set(env)
 
 
-def test_mcp_tools_reach_only_the_profiles_their_entry_names(
-    tmp_path: Path, start_navi: StartNavi
-) -> None:
-    log = tmp_path / "log"
-    entry = stdio_entry(log, profiles=["smart_home"])
-    config = write_config(tmp_path / "mcp.json", {"home": entry})
-    server = start_navi(env={"NAVI_MCP_CONFIG": str(config)}, canary_row=False)
+def test_mcp_tools_reach_only_the_profiles_their_entry_names(shared: _Shared) -> None:
+    server, log = shared.server, shared.logs / "home"
     _wait_for_tools(server, "mcp__home__echo")
     assert "mcp__home__echo" in _listed(server, "?profile_id=smart_home")
     assert "mcp__home__echo" not in _listed(server, "?profile_id=secretary")

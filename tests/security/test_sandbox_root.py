@@ -26,9 +26,8 @@ import sysconfig
 import tempfile
 import textwrap
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +35,7 @@ import pytest
 
 from tests.security.conftest import NaviServerProcess, StartNavi, fresh
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tests.support.helpers import poll_until
 from tools.cgroups import cgroup_support
 from tools.sandbox import sandbox_status
 from tools.sandbox_net import find_slirp4netns
@@ -129,14 +129,6 @@ def run_code(
     assert response.status_code == 200, response.text
     messages = server.tool_messages(session)
     return session, messages[-1]["content"]
-
-
-def wait_for(check: Callable[[], bool], what: str, limit_s: float = 90.0) -> None:
-    """Until ``check()`` holds (a positive event: a file, a log line, a process)."""
-    deadline = time.monotonic() + limit_s
-    while not check():
-        assert time.monotonic() < deadline, f"never happened: {what}"
-        time.sleep(0.05)
 
 
 def files_of(server: NaviServerProcess, session: str) -> Path:
@@ -264,7 +256,7 @@ def test_sandboxed_code_is_an_unprivileged_host_user_in_a_user_namespace(
     session = server.create_session("sandboxed")
     turn = server.send_in_background(session)
     try:
-        wait_for(lambda: bool(_pids_with(marker)), "the sandboxed child runs")
+        poll_until(lambda: bool(_pids_with(marker)), "the sandboxed child runs", limit_s=90)
         [pid] = _pids_with(marker)
         parent = int(_status_of(pid)["PPid"])  # the code_exec Python itself
         for seen in (pid, parent):
@@ -433,7 +425,9 @@ class _Call:
         server.llm.script(Reply(tool_calls=[code(RUN_UNTIL_RELEASED)]))
         self.thread = server.send_in_background(self.session, token=self.token)
         # Its tool call is requested (the reply consumed) before the next is scripted.
-        wait_for(lambda: server.llm.state["requests"] > before, f"{user}'s call is asked for")
+        poll_until(
+            lambda: server.llm.state["requests"] > before, f"{user}'s call is asked for", limit_s=90
+        )
 
     @property
     def ran(self) -> bool:
@@ -463,16 +457,20 @@ def test_sandboxes_at_once_are_bounded_per_user_and_in_all_and_a_waiting_call_st
     try:
         first = _Call(server, "alice")
         calls.append(first)
-        wait_for(lambda: first.ran, "alice's first call runs")
+        poll_until(lambda: first.ran, "alice's first call runs", limit_s=90)
         second = _Call(server, "alice")  # alice's bound: it waits
         calls.append(second)
-        wait_for(lambda: _waiting(server, "alice", "NAVI_USER_MAX_SANDBOXES"), "alice waits")
+        poll_until(
+            lambda: _waiting(server, "alice", "NAVI_USER_MAX_SANDBOXES"), "alice waits", limit_s=90
+        )
         bob = _Call(server, "bob")  # another user: runs beside alice's
         calls.append(bob)
-        wait_for(lambda: bob.ran, "bob's call runs")
+        poll_until(lambda: bob.ran, "bob's call runs", limit_s=90)
         carol = _Call(server, "carol")  # two run: the server's bound
         calls.append(carol)
-        wait_for(lambda: _waiting(server, "carol", "NAVI_MAX_SANDBOXES"), "carol waits")
+        poll_until(
+            lambda: _waiting(server, "carol", "NAVI_MAX_SANDBOXES"), "carol waits", limit_s=90
+        )
         assert not second.ran and not carol.ran
         # Stop ends a waiting call: it never runs.
         with server.client(token=second.token) as http:
@@ -482,7 +480,7 @@ def test_sandboxes_at_once_are_bounded_per_user_and_in_all_and_a_waiting_call_st
         # A slot that frees goes to the call waiting for it.
         first.release()
         assert "released" in first.result()
-        wait_for(lambda: carol.ran, "carol's call runs once alice's ends")
+        poll_until(lambda: carol.ran, "carol's call runs once alice's ends", limit_s=90)
     finally:
         for call in calls:
             call.release()
@@ -535,10 +533,16 @@ def test_all_sandboxes_together_stay_under_the_memory_ceiling(
             requests = server.llm.state["requests"]
             server.llm.script(Reply(tool_calls=[code(HOLD_MEMORY)]))
             threads.append(server.send_in_background(session))
-            wait_for(lambda r=requests: server.llm.state["requests"] > r, "the call is asked")
+            poll_until(
+                lambda r=requests: server.llm.state["requests"] > r, "the call is asked", limit_s=90
+            )
             folder = files_of(server, session)
             thread = threads[-1]
-            wait_for(lambda f=folder, t=thread: (f / "held").exists() or not t.is_alive(), "held")
+            poll_until(
+                lambda f=folder, t=thread: (f / "held").exists() or not t.is_alive(),
+                "held",
+                limit_s=90,
+            )
         assert int(limit_file.read_text()) == 700 * MB
     finally:
         for session in sessions:

@@ -2,9 +2,11 @@
 
 - :func:`free_port`: a TCP port on 127.0.0.1 nobody listens on (for a server a test
   starts; under pytest-xdist every worker asks the kernel, so workers never share one).
+- :func:`closed_port_url`: a URL on 127.0.0.1 where nothing listens.
 - :func:`drain`: everything an async iterator yields (an LLM stream's chunks).
 - :func:`wait_until`: until a condition holds, checked every few milliseconds, within a
   limit (for state that announces nothing: a process, a file, another thread's object).
+- :func:`poll_until`: the same for synchronous tests (a ``navi serve`` process, Playwright).
 - :func:`wait_for_events`: until a session's log holds ``count`` events of a type, woken
   by the store's own notification of each commit (no polling).
 - :func:`wait_until_serving`: until a server a test started answers ``GET url`` with 200,
@@ -31,9 +33,11 @@ from events.store import EventStore
 __all__ = [
     "SERVER_START_S",
     "answering_http",
+    "closed_port_url",
     "drain",
     "free_port",
     "interface_address",
+    "poll_until",
     "wait_for_events",
     "wait_until",
     "wait_until_serving",
@@ -58,6 +62,11 @@ def free_port() -> int:
         return port
 
 
+def closed_port_url() -> str:
+    """An ``http://127.0.0.1:port`` URL where nothing listens (a server that is away)."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
 async def drain(stream: AsyncIterator[T]) -> list[T]:
     return [item async for item in stream]
 
@@ -69,6 +78,17 @@ async def wait_until(
     with anyio.fail_after(limit_s):
         while not condition():
             await anyio.sleep(every_s)
+
+
+def poll_until(
+    condition: Callable[[], Any], what: str, *, limit_s: float = 30.0, every_s: float = 0.05
+) -> None:
+    """Return once ``condition()`` is true; fail (``AssertionError`` naming ``what``, the
+    thing awaited) after ``limit_s``. A limit, not a wait: it returns the moment it holds."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, f"never happened within {limit_s:g} s: {what}"
+        time.sleep(every_s)
 
 
 async def wait_for_events(

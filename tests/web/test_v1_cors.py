@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-from tests.security.conftest import StartNavi, start_navi
+from tests.security.conftest import NaviServerProcess, StartNavi, start_module_navi
 from tests.support.fake_llm_script import Reply
 from tests.web.conftest import TIMEOUT_MS
 
-__all__ = ["start_navi"]
+__all__ = ["start_module_navi"]
 
 TOKEN = "v1-cors-admin-5b2e7c19d4"
 PAGE = b"<!doctype html><title>other app</title><p>another origin</p>"
@@ -33,8 +34,8 @@ class _Page(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def other_site() -> Iterator[str]:
+@contextmanager
+def _site() -> Iterator[str]:
     """A real HTTP server on 127.0.0.1 with a port of its own: another origin."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -44,6 +45,29 @@ def other_site() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def listed_site() -> Iterator[str]:
+    with _site() as url:
+        yield url
+
+
+@pytest.fixture
+def unlisted_site() -> Iterator[str]:
+    with _site() as url:
+        yield url
+
+
+# One `navi serve` for the module (a process start costs seconds): it lists one origin;
+# the other test's page comes from an origin it does not list.
+@pytest.fixture(scope="module")
+def server(start_module_navi: StartNavi, listed_site: str) -> NaviServerProcess:
+    return start_module_navi(
+        users=[{"id": "admin", "token": TOKEN, "role": "admin"}],
+        env={"NAVI_ALLOWED_ORIGINS": listed_site},
+        canary_row=False,
+    )
 
 
 CALL = """async ([url, token, path, body]) => {
@@ -66,19 +90,14 @@ FAILS = """async ([url, token]) => {
 
 
 def test_a_page_of_a_listed_origin_calls_v1(
-    browser: Any, start_navi: StartNavi, other_site: str
+    browser: Any, server: NaviServerProcess, listed_site: str
 ) -> None:
-    server = start_navi(
-        users=[{"id": "admin", "token": TOKEN, "role": "admin"}],
-        env={"NAVI_ALLOWED_ORIGINS": other_site},
-        canary_row=False,
-    )
     server.llm.script(Reply(text="Hello from Navi."))
     context = browser.new_context()
     try:
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        page.goto(other_site + "/")
+        page.goto(listed_site + "/")
         body = {"model": "navi/secretary", "messages": [{"role": "user", "content": "hi"}]}
         answer = page.evaluate(CALL, [server.url, TOKEN, "/v1/chat/completions", body])
         assert answer["status"] == 200, answer
@@ -92,14 +111,13 @@ def test_a_page_of_a_listed_origin_calls_v1(
 
 
 def test_a_page_of_an_unlisted_origin_cannot_read_v1(
-    browser: Any, start_navi: StartNavi, other_site: str
+    browser: Any, server: NaviServerProcess, unlisted_site: str
 ) -> None:
-    server = start_navi(users=[{"id": "admin", "token": TOKEN, "role": "admin"}], canary_row=False)
     context = browser.new_context()
     try:
         page = context.new_page()
         page.set_default_timeout(TIMEOUT_MS)
-        page.goto(other_site + "/")
+        page.goto(unlisted_site + "/")
         assert page.evaluate(FAILS, [server.url, TOKEN]) == "blocked"
     finally:
         context.close()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
@@ -33,8 +34,13 @@ def asking(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CliWorld]:
         yield running
 
 
-def _of(world: CliWorld, session: str, kind: str) -> list[dict[str, Any]]:
-    return [e["payload"] for e in events(world.env, session) if e["type"] == kind]
+def _log(world: CliWorld, session: str) -> defaultdict[str, list[dict[str, Any]]]:
+    """The session's events' payloads by type, from one ``navi events --json`` (a
+    process start each: a test reads the log once, after the fact)."""
+    by_type: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events(world.env, session):
+        by_type[event["type"]].append(event["payload"])
+    return by_type
 
 
 def _session_of(text: str) -> str:
@@ -66,10 +72,10 @@ def test_y_approves_once_and_the_call_runs(asking: CliWorld) -> None:
         assert "Done." in term.text
     finally:
         term.close()
-    session = _session_of(term.text)
-    [decided] = _of(asking, session, "tool.approval_decided")
+    log = _log(asking, _session_of(term.text))
+    [decided] = log["tool.approval_decided"]
     assert (decided["approved"], decided["scope"], decided["by"]) == (True, "once", "local")
-    assert len(_of(asking, session, "tool.completed")) == 1
+    assert len(log["tool.completed"]) == 1
 
 
 def test_a_approves_the_tool_for_the_session(asking: CliWorld) -> None:
@@ -82,10 +88,10 @@ def test_a_approves_the_tool_for_the_session(asking: CliWorld) -> None:
         assert term.wait() == 0, term.text
     finally:
         term.close()
-    session = _session_of(term.text)
-    assert len(_of(asking, session, "tool.approval_requested")) == 1  # asked once
-    assert len(_of(asking, session, "tool.completed")) == 2
-    assert _of(asking, session, "tool.approval_decided")[0]["scope"] == "session"
+    log = _log(asking, _session_of(term.text))
+    assert len(log["tool.approval_requested"]) == 1  # asked once
+    assert len(log["tool.completed"]) == 2
+    assert log["tool.approval_decided"][0]["scope"] == "session"
 
 
 def test_n_denies_with_a_reason_the_llm_reads(asking: CliWorld) -> None:
@@ -101,8 +107,7 @@ def test_n_denies_with_a_reason_the_llm_reads(asking: CliWorld) -> None:
         assert term.wait() == 0, term.text
     finally:
         term.close()
-    session = _session_of(term.text)
-    [failed] = _of(asking, session, "tool.failed")
+    [failed] = _log(asking, _session_of(term.text))["tool.failed"]
     assert failed["reason"] == "denied"
     sent = [m["content"] for m in asking.fake.requests[-1]["messages"] if m["role"] == "tool"]
     assert any("declined this call: not now" in c for c in sent)
@@ -118,10 +123,10 @@ def test_ctrl_c_while_asked_stops_the_run(asking: CliWorld) -> None:
         assert term.wait() == 130
     finally:
         term.close()
-    session = _session_of(term.text)
-    assert [f["reason"] for f in _of(asking, session, "tool.failed")] == ["stopped"]
-    assert _of(asking, session, "run.stopped")
-    assert not _of(asking, session, "tool.approval_decided")
+    log = _log(asking, _session_of(term.text))
+    assert [f["reason"] for f in log["tool.failed"]] == ["stopped"]
+    assert log["run.stopped"]
+    assert not log["tool.approval_decided"]
 
 
 def test_the_interactive_chat_asks_and_gives_the_prompt_back(asking: CliWorld) -> None:
@@ -137,7 +142,7 @@ def test_the_interactive_chat_asks_and_gives_the_prompt_back(asking: CliWorld) -
         assert term.wait() == 0, term.text
     finally:
         term.close()
-    assert len(_of(asking, _session_of(term.text), "tool.completed")) == 1
+    assert len(_log(asking, _session_of(term.text))["tool.completed"]) == 1
 
 
 # ---------------------------------------------------------------- piped, and navi approvals
@@ -232,7 +237,7 @@ def test_navi_approvals_denies_with_a_reason(asking: CliWorld) -> None:
     assert code == 0, chat.err
     assert out == "Fine then.\n"  # the answer alone: the decision's line is on stderr
     assert f"✗ {chat.call_id} denied by local: no need" in chat.err
-    [decided] = _of(asking, chat.session, "tool.approval_decided")
+    [decided] = _log(asking, chat.session)["tool.approval_decided"]
     assert (decided["approved"], decided["reason"]) == (False, "no need")
 
 
@@ -271,8 +276,9 @@ def test_inspect_replay_and_the_timeline_show_the_approval(asking: CliWorld) -> 
     finally:
         chat.close()
     session = chat.session
-    [asked] = [e for e in events(asking.env, session) if e["type"] == "tool.approval_requested"]
-    llm = next(e["seq"] for e in events(asking.env, session) if e["type"] == "llm.requested")
+    recorded = events(asking.env, session)
+    [asked] = [e for e in recorded if e["type"] == "tool.approval_requested"]
+    llm = next(e["seq"] for e in recorded if e["type"] == "llm.requested")
 
     shown = run_navi(asking.env, "inspect", session, "--approvals")
     assert shown.returncode == 0, shown.stderr

