@@ -9,6 +9,11 @@ no later run overtakes it. Who waits, and how many are ahead of them, can be wat
 A run that only waits for the model's server (``waiting_for_llm``) gives its slot back
 for the wait and takes one again, in line like a new run, when it goes on (``RunSlot``).
 
+A run's place in a long line changes with every run that starts: it is told at most once
+every ``POSITION_EVERY_S`` (joining and leaving the line at once), so that a full node
+with a thousand waiting sockets does not wake all of them, nor send each a frame, every
+time a slot passes on (it did: O(waiters²) wake-ups, and busy clients dropped).
+
 Own code rather than ``anyio.Semaphore``: a semaphore's waiters are FIFO too, but it
 cannot say how many are ahead of a given one, nor tell anyone that the line moved.
 """
@@ -20,6 +25,8 @@ from dataclasses import dataclass, field
 
 import anyio
 
+POSITION_EVERY_S = 1.0
+
 
 @dataclass(eq=False)
 class _Waiter:
@@ -30,11 +37,13 @@ class _Waiter:
 class RunLimiter:
     """At most ``limit`` slots taken at once (0: no limit, the slots are only counted)."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, *, position_every_s: float = POSITION_EVERY_S) -> None:
         self.limit = limit
         self.live = 0
+        self.position_every_s = position_every_s
         self._waiters: list[_Waiter] = []
-        self._changed: anyio.Event | None = None
+        self._places: dict[str, int] | None = None  # key → place, rebuilt once per change
+        self._moved: dict[str, anyio.Event] = {}  # set when that key joins or leaves the line
 
     @property
     def queued(self) -> int:
@@ -46,10 +55,11 @@ class RunLimiter:
 
     def ahead(self, key: str) -> int | None:
         """How many wait before ``key``'s run; None when it does not wait."""
-        for index, waiter in enumerate(self._waiters):
-            if waiter.key == key:
-                return index
-        return None
+        if self._places is None:
+            self._places = {}
+            for index, waiter in enumerate(self._waiters):
+                self._places.setdefault(waiter.key, index)
+        return self._places.get(key)
 
     async def acquire(self, key: str) -> None:
         """Take a slot, waiting in line for one if all are taken. Cancelled while it
@@ -59,7 +69,7 @@ class RunLimiter:
             return
         waiter = _Waiter(key)
         self._waiters.append(waiter)
-        self._notify()
+        self._line_changed(key)
         try:
             await waiter.granted.wait()
         except BaseException:
@@ -67,7 +77,7 @@ class RunLimiter:
                 self.release()
             else:
                 self._waiters.remove(waiter)
-                self._notify()
+                self._line_changed(key)
             raise
 
     def release(self) -> None:
@@ -75,28 +85,38 @@ class RunLimiter:
         if not self._waiters:
             self.live -= 1
             return
-        self._waiters.pop(0).granted.set()
-        self._notify()
+        waiter = self._waiters.pop(0)
+        waiter.granted.set()
+        self._line_changed(waiter.key)
 
     async def watch(self, key: str) -> AsyncIterator[int | None]:
-        """``ahead(key)`` now, then each time it changes (forever: cancel to stop). Woken
-        only when the line changes: a run that starts or ends on a node with free slots
-        costs the open sockets nothing."""
+        """``ahead(key)`` now, then each time it changes (forever: cancel to stop): at
+        once when the run joins or leaves the line, its place meanwhile at most once
+        every ``position_every_s``. A socket whose run does not wait is woken only when
+        that run joins the line."""
         last: int | str | None = "unset"
-        while True:
-            if self._changed is None:
-                self._changed = anyio.Event()
-            changed = self._changed
-            now = self.ahead(key)
-            if now != last:
-                last = now
-                yield now
-            await changed.wait()
+        try:
+            while True:
+                now = self.ahead(key)
+                if now != last:
+                    last = now
+                    yield now
+                moved = self._moved.setdefault(key, anyio.Event())
+                if now is None:
+                    await moved.wait()
+                else:
+                    with anyio.move_on_after(self.position_every_s):
+                        await moved.wait()
+        finally:
+            moved = self._moved.get(key)
+            if moved is not None and not moved.statistics().tasks_waiting:
+                del self._moved[key]  # no other socket watches it
 
-    def _notify(self) -> None:
-        if self._changed is not None:
-            self._changed.set()
-            self._changed = None
+    def _line_changed(self, key: str) -> None:
+        self._places = None
+        moved = self._moved.pop(key, None)
+        if moved is not None:
+            moved.set()
 
 
 class RunSlot:
