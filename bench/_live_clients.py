@@ -45,6 +45,7 @@ class Session:
     last: float = 0.0
     max_gap: float = 0.0
     queued: bool = False
+    frames_seen: int = 0  # frames of any kind
     ended: bool = False
     close_code: int | None = None  # set when the server closed the socket
     close_reason: str = ""
@@ -91,6 +92,7 @@ async def follow(
                 raw = await ws.recv()
                 now = time.time()
                 frame = json.loads(raw)
+                session.frames_seen += 1
                 kind = frame["type"]
                 if kind == "stream_delta":
                     sent = stamps(frame["delta"])

@@ -266,6 +266,9 @@ async def measure(args: argparse.Namespace, tmp: Path, database: str) -> dict[st
         closed_after_s=sorted(
             round(s.closed_at - s.sent, 1) for s in sessions if s.close_code and s.sent
         )[:: max(1, len(sessions) // 20)],
+        # Of the dropped: told "queued", and sent any frame at all before the drop.
+        dropped_were_queued=sum(s.queued for s in sessions if s.close_code is not None),
+        dropped_had_frames=sum(s.frames_seen > 0 for s in sessions if s.close_code is not None),
         runs_completed=sum(s.ended for s in live),
         runs_queued=sum(s.queued for s in live),
         runs_with_error=sum(bool(s.errors) for s in live),

@@ -108,8 +108,8 @@ class RunLimiter:
                     with anyio.move_on_after(self.position_every_s):
                         await moved.wait()
         finally:
-            moved = self._moved.get(key)
-            if moved is not None and not moved.statistics().tasks_waiting:
+            left = self._moved.get(key)
+            if left is not None and not left.statistics().tasks_waiting:
                 del self._moved[key]  # no other socket watches it
 
     def _line_changed(self, key: str) -> None:

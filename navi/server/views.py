@@ -95,6 +95,21 @@ class SessionsView:
                 raise TooManySessions(limit)
             yield
 
+    async def owned(self, session_id: str, user: User) -> SessionSummary:
+        """The session if ``user`` owns it, deleted or not (the caller looks at its log):
+        from the list as it is, read again only when it does not hold the session yet,
+        since an owner never changes. A socket's way in: a ``refresh`` reads the whole
+        log's news under one lock, and a thousand sockets opening under load waited for
+        it in turn, their pongs unread meanwhile (closed by the keep-alive)."""
+        if not is_uuid(session_id):
+            raise SessionNotFound(session_id)
+        summary = self._runner.state.get(session_id)
+        if summary is None:
+            summary = (await self.refresh()).get(session_id)
+        if summary is None or summary.user_id != user.id:
+            raise SessionNotFound(session_id)
+        return summary
+
     async def get(self, session_id: str, user: User, *, admin_too: bool = False) -> SessionSummary:
         """The session, if it exists, is not deleted and belongs to ``user`` (or, with
         ``admin_too``, ``user`` is an admin: who may decide a waiting tool call); an id

@@ -18,6 +18,7 @@ import structlog
 from anyio.streams.memory import MemoryObjectReceiveStream
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from events.envelope import Recorded
 from events.types import TERMINAL_RUN_EVENTS, SubagentFinished, SubagentSpawned
 from navi.accounts import User
 from navi.server import protocol as p
@@ -72,25 +73,39 @@ def _sub_after(websocket: WebSocket) -> dict[str, int]:
     return out
 
 
-async def accept_session(websocket: WebSocket) -> str | None:
-    """Accept; the session's id, or None when this user has no such session (closed 4004)."""
+async def accept_session(websocket: WebSocket, *, as_listed: bool = False) -> str | None:
+    """Accept; the session's id, or None when this user has no such session (closed 4004).
+    ``as_listed``: the owner as the sessions list has it (``SessionsView.owned``); the
+    caller then refuses a deleted session from its log."""
     session_id: str = websocket.path_params["session_id"]
     await websocket.accept()
+    sessions, user = state_of(websocket).sessions, user_of(websocket)  # type: ignore[arg-type]
     try:
-        await state_of(websocket).sessions.get(session_id, user_of(websocket))  # type: ignore[arg-type]
+        if as_listed:
+            await sessions.owned(session_id, user)
+        else:
+            await sessions.get(session_id, user)
     except SessionNotFound:
-        await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
+        await close_not_found(websocket)
         return None
     return session_id
 
 
+async def close_not_found(websocket: WebSocket) -> None:
+    await websocket.close(code=CLOSE_NOT_FOUND, reason="session not found")
+
+
 async def session_socket(websocket: WebSocket) -> None:
-    session_id = await accept_session(websocket)
+    session_id = await accept_session(websocket, as_listed=True)
     if session_id is None:
+        return
+    records = await state_of(websocket).navi.store.read(session_id)
+    if any(record.type == "session.deleted" for record in records):
+        await close_not_found(websocket)
         return
     user = user_of(websocket)  # type: ignore[arg-type]
     connection = Connection(state_of(websocket), websocket, session_id, user)
-    await connection.serve()
+    await connection.serve(records)
 
 
 class Connection:
@@ -126,10 +141,9 @@ class Connection:
                     self._scope.cancel()
                     return
 
-    async def serve(self) -> None:
-        # The session's stream (a fork's holds a copy of its origin's part): its seqs
-        # are the ones the client sees, ``?after=`` included.
-        records = await self.server.navi.store.read(self.session_id)
+    async def serve(self, records: list[Recorded]) -> None:
+        """Follow the session from its stream ``records`` (a fork's holds a copy of its
+        origin's part): its seqs are the ones the client sees, ``?after=`` included."""
         after = _int_param(self.websocket, "after")
         if after is None:
             after = records[-1].seq if records else 0
