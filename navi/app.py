@@ -27,7 +27,14 @@ from events.types import (
     tag_of,
 )
 from navi.accounts import Users
-from navi.app_startup import close_all, opening_backend, registries, session_deps, start_tasks
+from navi.app_startup import (
+    close_all,
+    mcp_manager,
+    opening_backend,
+    registries,
+    session_deps,
+    start_tasks,
+)
 from navi.blobs import BlobStore
 from navi.cluster import open_placement
 from navi.config import Settings
@@ -38,8 +45,6 @@ from navi.llm.connection import Connection, KeyFile, connection_settings, mask_k
 from navi.llm.errors import LLMError
 from navi.llm.selection import select_backend
 from navi.mcp import McpManager
-from navi.mcp.oauth import oauth_places
-from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker, memory_tools
 from navi.replay.fork_upgrade import copy_linked_forks
 from navi.run.limiter import RunLimiter
@@ -116,13 +121,7 @@ class Navi:
             llm = await opening_backend(settings, user_settings, backend)
             memory = MemoryService(store)
             blobs = BlobStore(settings.blobs_root, quota_bytes=settings.user_quota_mb * 1024 * 1024)
-            mcp = McpManager(
-                tools,
-                settings.mcp_config_path,
-                timeout_s=settings.tools.default_timeout_s,
-                places=sandbox_places(settings),
-                oauth=oauth_places(settings),
-            )
+            mcp = mcp_manager(settings, tools)
             memory_worker = MemoryWorker(memory, llm, idle_seconds=settings.memory_extract_after_s)
             session_tools = SessionTools(profiles, store, new_id)
             deps = session_deps(

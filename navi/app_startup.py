@@ -25,6 +25,8 @@ from navi.llm.missing import MissingBackend
 from navi.llm.selection import PROBE_TIMEOUT, select_backend
 from navi.llm.settings import LLMSettingsError
 from navi.mcp import McpManager
+from navi.mcp.oauth import oauth_places
+from navi.mcp.sandbox import sandbox_places
 from navi.memory import MemoryService, MemoryWorker
 from navi.run.compression import CompressionWorker
 from navi.run.context_builder import ContextBuilder
@@ -60,6 +62,18 @@ def registries(
     for problem in profiles.errors:
         log.warning("profile.invalid", path=str(problem.path), problem=str(problem))
     return users, profiles, create_registry(settings.tools)
+
+
+def mcp_manager(settings: Settings, tools: ToolRegistry) -> McpManager:
+    """The MCP servers of ``mcp.json``: sandboxed where their entry says, signed in with
+    the tokens kept in the data folder."""
+    return McpManager(
+        tools,
+        settings.mcp_config_path,
+        timeout_s=settings.tools.default_timeout_s,
+        places=sandbox_places(settings),
+        oauth=oauth_places(settings),
+    )
 
 
 async def opening_backend(
