@@ -122,7 +122,6 @@ class Connection:
         self._receive = receive
         self._slow = False
         self._scope = anyio.CancelScope()
-        self._drained = anyio.Event()
 
     async def push(self, frames: list[Frame]) -> None:
         """Queue frames. A queue that stays full for ``SEND_TIMEOUT`` means the client
@@ -274,7 +273,8 @@ class Connection:
     async def _receive_loop(self) -> None:
         """Read the socket without waiting for a message to be handled: uvicorn reads no
         more of a socket until the app asks for its next message, so a slow handler left
-        the client's pongs unread and the keep-alive closed busy clients (1011)."""
+        the client's pongs unread and the keep-alive closed busy clients (1011). What a
+        client sent before it left is still handled, in order, as it was before."""
         send, receive = anyio.create_memory_object_stream[p.LiveMessage](REQUEST_QUEUE)
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._handle_in_order, receive)
@@ -289,19 +289,11 @@ class Connection:
                         send.send_nowait(request)
                     except anyio.WouldBlock:
                         await self._error(f"more than {REQUEST_QUEUE} messages wait: not taken")
-            # The client is gone: what it sent before is still handled (for a while).
-            with anyio.move_on_after(SEND_TIMEOUT) as drain:
-                await self._drained.wait()
-            if drain.cancelled_caught:
-                tg.cancel_scope.cancel()
 
     async def _handle_in_order(self, receive: MemoryObjectReceiveStream[p.LiveMessage]) -> None:
-        try:
-            async with receive:
-                async for request in receive:
-                    await self._handle(request)
-        finally:
-            self._drained.set()
+        async with receive:
+            async for request in receive:
+                await self._handle(request)
 
     async def _handle(self, request: p.LiveMessage) -> None:
         try:
