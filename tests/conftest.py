@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,28 +52,11 @@ def postgres_server_url() -> str:
 
 @pytest.fixture(scope="session")
 def postgres_url(postgres_server_url: str) -> Iterator[str]:
-    """A fresh database for this test session, dropped at the end, so that concurrent
-    test runs on one server never see each other's events."""
-    import asyncio
+    """A fresh database for this test session, dropped at the end."""
+    from tests.support.postgres import fresh_database
 
-    import asyncpg
-    from sqlalchemy.engine import make_url
-
-    base = make_url(postgres_server_url).set(drivername="postgresql")
-    name = f"navi_test_{uuid.uuid4().hex[:10]}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(base.render_as_string(hide_password=False))
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield base.set(database=name).render_as_string(hide_password=False)
-    finally:
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_database(postgres_server_url) as url:
+        yield url
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -7,21 +7,18 @@ navi/server/openai/ledger_pg.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import asyncpg
 import httpx
 import openai
 import pytest
-from sqlalchemy.engine import make_url
 
 from tests.security.conftest import NaviServerProcess, StartNavi, start_navi
 from tests.support.fake_llm_script import FakeToolCall, Reply
+from tests.support.postgres import fresh_database
 
 __all__ = ["start_navi"]
 
@@ -35,21 +32,8 @@ def database(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
     server_url = os.environ.get("NAVI_TEST_POSTGRES_URL")
     if not server_url:
         pytest.skip("PostgreSQL tests need NAVI_TEST_POSTGRES_URL")
-    base = make_url(server_url).set(drivername="postgresql")
-    name = f"navi_v1_{uuid.uuid4().hex[:10]}"
-
-    async def admin(sql: str) -> None:
-        conn = await asyncpg.connect(base.render_as_string(hide_password=False))
-        try:
-            await conn.execute(sql)
-        finally:
-            await conn.close()
-
-    asyncio.run(admin(f'CREATE DATABASE "{name}"'))
-    try:
-        yield {"NAVI_DATABASE_URL": base.set(database=name).render_as_string(hide_password=False)}
-    finally:
-        asyncio.run(admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    with fresh_database(server_url, "navi_v1") as url:
+        yield {"NAVI_DATABASE_URL": url}
 
 
 ASK: Any = [{"role": "user", "content": "Take your time, then say hello."}]
